@@ -1,0 +1,29 @@
+"""Shared test configuration.
+
+Layers (see README, "Tests"): tests/protocol, tests/storage, tests/coordinator are pure and fast;
+tests/broker drives the broker in-process; tests/integration starts the broker as a subprocess on a
+free loopback port and talks to it with real Kafka clients.
+"""
+import os
+import pathlib
+
+import pytest
+from hypothesis import settings
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+KAFKA_PROTOCOL = SHARED / "kafka-protocol"
+KAFKA_FIXTURES = SHARED / "fixtures" / "kafka-data"
+
+# CI runs every example a developer runs, and no more: keep hypothesis deterministic and bounded.
+settings.register_profile("default", max_examples=100, deadline=None)
+settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+@pytest.fixture(scope="session")
+def kafka_fixtures() -> pathlib.Path:
+    """The data directories written by real Apache Kafka brokers (read-only: copy before use)."""
+    if not KAFKA_FIXTURES.is_dir():
+        pytest.fail(f"{KAFKA_FIXTURES} is missing: clone the project with ../shared beside it")
+    return KAFKA_FIXTURES
