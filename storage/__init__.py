@@ -1,0 +1,1 @@
+"""Storage engine: Apache Kafka's on-disk log format (segments, indexes, checkpoints)."""

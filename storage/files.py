@@ -1,0 +1,170 @@
+"""File naming for log directories, and the small filesystem seam used for fault injection.
+
+Layout (Apache Kafka's, byte for byte)::
+
+    <log.dir>/meta.properties                       broker.id, cluster.id, version
+    <log.dir>/recovery-point-offset-checkpoint      per partition: data below it is fsynced
+    <log.dir>/replication-offset-checkpoint         per partition: high watermark
+    <log.dir>/log-start-offset-checkpoint           per partition: log_start_offset
+    <log.dir>/cleaner-offset-checkpoint             (compaction; written empty)
+    <log.dir>/.kafka_cleanshutdown                  present only after a clean shutdown
+    <log.dir>/<topic>-<partition>/
+        00000000000000000000.log                    record batches, 20-digit base offset
+        00000000000000000000.index                  offset index   (see offset_index.py)
+        00000000000000000000.timeindex              time index     (see time_index.py)
+        00000000000000000000.snapshot               producer state snapshot
+        leader-epoch-checkpoint, partition.metadata
+    <log.dir>/<topic>-<partition>.<uuid hex>-delete/   a deleted partition awaiting removal
+
+Suffixes ``.deleted`` (segment awaiting async removal), ``.cleaned`` and ``.swap`` (compaction
+in progress) are handled by recovery: ``.deleted``/``.cleaned`` files are removed, a ``.swap``
+file replaces the segment it was swapping in.
+
+`FileSystem` is the seam: everything in storage that renames, removes, fsyncs or writes whole
+files goes through `files.fs`, so a test can substitute an instance that fails on the n-th call.
+"""
+import os
+import re
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.[a-z]+)((?:\.deleted|\.cleaned|\.swap)?)$")
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
+
+
+def file_name_prefix(base_offset: int) -> str:
+    """Kafka's 20-digit zero-padded base offset."""
+    return f"{base_offset:020d}"
+
+
+def segment_path(directory: str, base_offset: int, suffix: str) -> str:
+    return os.path.join(directory, file_name_prefix(base_offset) + suffix)
+
+
+def parse_segment_file(name: str):
+    """`(base_offset, suffix, extra)` for a segment-family file name, else None.
+
+    `suffix` is ``.log``, ``.index``...; `extra` is ``""``, ``.deleted``, ``.cleaned`` or ``.swap``.
+    """
+    match = _SEGMENT_FILE.match(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2), match.group(3)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str):
+    """`(topic, partition)` of a live partition folder name, else None (also for -delete dirs)."""
+    if name.endswith(DELETE_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX) or name.startswith("."):
+        return None
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+def parse_delete_dir(name: str):
+    """`(topic, partition)` of a ``<topic>-<partition>.<uuid>-delete`` folder, else None."""
+    match = _DELETE_DIR.match(name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+def clean_partition_dir(directory: str, names: list[str]) -> list[str]:
+    """Kafka's start-up cleanup of a partition folder: ``.deleted`` and ``.cleaned`` files and
+    ``.tmp`` leftovers go, ``.swap`` files complete their swap (the swapped-in log's indexes
+    are rebuilt), index files without a ``.log`` go.  Returns the remaining file names."""
+    changed = False
+    for name in names:
+        parsed = parse_segment_file(name)
+        path = os.path.join(directory, name)
+        if name.endswith(".tmp") or (parsed and parsed[2] in (DELETED_SUFFIX, CLEANED_SUFFIX)):
+            fs.remove(path)
+            changed = True
+        elif parsed and parsed[2] == SWAP_SUFFIX:
+            fs.rename(path, path[:-len(SWAP_SUFFIX)])
+            if parsed[1] == LOG_SUFFIX:
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    stale = segment_path(directory, parsed[0], suffix)
+                    if os.path.exists(stale):
+                        fs.remove(stale)
+            changed = True
+    if changed:
+        names = os.listdir(directory)
+    parsed_names = [(n, parse_segment_file(n)) for n in names]
+    logs = {p[0] for _, p in parsed_names if p and p[1] == LOG_SUFFIX and not p[2]}
+    kept = []
+    for name, parsed in parsed_names:
+        if parsed and not parsed[2] and parsed[0] not in logs and parsed[1] in (
+                INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            fs.remove(os.path.join(directory, name))
+        else:
+            kept.append(name)
+    return kept
+
+
+class FileSystem:
+    """The filesystem operations storage performs outside the hot append/read path.
+
+    Tests subclass this (or wrap it) to fail a chosen call and check what survives.
+    """
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def fsync_dir(self, directory: str) -> None:
+        """Make renames and creations in `directory` durable (POSIX needs the dir fsynced)."""
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def write_atomically(self, path: str, data: bytes, durable: bool = True) -> None:
+        """Write `path` so a crash leaves either the old or the new content: tmp, fsync, rename,
+        fsync of the directory."""
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if durable:
+                self.fsync(fd)
+        finally:
+            os.close(fd)
+        self.rename(tmp, path)
+        if durable:
+            self.fsync_dir(os.path.dirname(path) or ".")
+
+
+fs = FileSystem()

@@ -1,0 +1,695 @@
+"""`Log`: one partition's log — an ordered list of segments and the offsets that bound it.
+
+Offsets (Kafka's words)::
+
+    log_start_offset <= high_watermark <= log_end_offset
+    recovery_point   <= log_end_offset     everything below it is fsynced
+
+* log_start_offset: first offset a consumer may read; moved by retention (to the first kept
+  segment's base offset) and by DeleteRecords (anywhere up to the high watermark).
+* log_end_offset: one past the last appended offset.
+* high_watermark: moved by the replica layer (`update_high_watermark`); consumers read below it.
+* recovery_point: data below it survived an fsync; start-up after a crash re-validates only
+  the segments at or above it.
+
+Segments are kept in a list sorted by base offset, plus a parallel list of base offsets for
+`bisect`.  Writers (append, roll, truncate, retention) hold `_lock` and *replace* both lists
+(copy on write) rather than mutating them, so `read()` takes no lock: it works on whatever pair
+it picked up, and a segment removed meanwhile stays readable because its file is closed only
+after file.delete.delay.ms (it is renamed ``.deleted`` and queued in `_pending_deletes`).
+
+Durability: appends go to the page cache.  `flush()` (blocking; the broker runs it in an
+executor) fsyncs segments up to an offset and then advances the recovery point.  A roll marks
+the log dirty so the next `LogManager.flush_dirty()` fsyncs the finished segment, and
+flush.messages / flush.ms make `needs_flush()` true; an append never fsyncs.
+
+Concurrency contract: every method runs on the event loop thread except `flush()`, `close()`
+and loading (the constructor), which block on the disk and run in an executor.
+"""
+import bisect
+import dataclasses
+import logging
+import os
+import threading
+import time
+
+from protocol.records import FileRegion
+from storage import checkpoints, files
+from storage.errors import CorruptIndex, CorruptRecord, OffsetOutOfRange
+from storage.leader_epoch import LeaderEpochCache
+from storage.log_config import LogConfig
+from storage.producer_state import LogProducerState, ProducerStateManager
+from storage.record_batch import MAGIC_V2, RecordBatchView, peek_batches
+from storage.compression import CorruptRecordError
+from storage.segment import BatchInfo, LogSegment
+from storage.validation import ORIGIN_CLIENT, validate_and_assign_offsets
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+@dataclasses.dataclass
+class LogAppendInfo:
+    """What an append did (Kafka's LogAppendInfo, trimmed to what the broker uses)."""
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int           # -1 unless message.timestamp.type=LogAppendTime
+    log_start_offset: int
+    record_count: int
+    valid_bytes: int
+    duplicate: bool = False        # an idempotent retry: nothing was appended
+    flush_needed: bool = False     # flush.messages/flush.ms or a roll asks for flush_dirty()
+
+
+@dataclasses.dataclass
+class FetchDataInfo:
+    """A read's result: `records` is a FileRegion ready for sendfile, or b"" when empty."""
+    fetch_offset: int
+    records: object
+    first_offset: int = -1         # base offset of the first batch in `records`
+    segment_base_offset: int = -1
+
+    def __len__(self):
+        return len(self.records)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _time_ms_of(time_ms):
+    return time_ms if time_ms is not None else _now_ms
+
+
+def parse_batches(buffer) -> list[BatchInfo]:
+    """Header summaries of every complete batch in `buffer` (in-memory counterpart of
+    segment.scan_headers)."""
+    try:
+        return [BatchInfo(t) for t in peek_batches(buffer)]
+    except CorruptRecordError as exc:
+        raise CorruptRecord(str(exc)) from None
+
+
+class Log:
+    """One partition's log directory.  See the module docstring for the offsets and locking."""
+
+    def __init__(self, directory: str, config: LogConfig, *, topic_id=None,
+                 recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
+                 had_clean_shutdown: bool = False, time_ms=None):
+        """Open (or create) the log in `directory` and load it.  Blocking: executor.
+
+        After an unclean shutdown every segment at or above `recovery_point` is validated and
+        its indexes rebuilt; a corrupt tail is truncated.  Missing or insane index files are
+        rebuilt either way."""
+        self.dir = os.path.abspath(directory)
+        parsed = files.parse_partition_dir(os.path.basename(self.dir))
+        self.topic, self.partition = parsed if parsed else (os.path.basename(self.dir), 0)
+        self.config = config
+        self._time_ms = _time_ms_of(time_ms)
+        self._lock = threading.RLock()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._dir_dirty = not os.path.isdir(self.dir)     # creations to fsync at next flush
+        if self._dir_dirty:
+            os.makedirs(self.dir, exist_ok=True)
+        names = files.clean_partition_dir(self.dir, os.listdir(self.dir))
+        self.topic_id = (checkpoints.read_partition_metadata(self.dir)
+                         if files.PARTITION_METADATA in names else None)
+        if topic_id is not None:
+            self.assign_topic_id(topic_id)
+        self._load_segments(names, recovery_point, had_clean_shutdown, log_start_offset)
+        active = self._segments[-1]
+        self._log_end_offset = active.next_offset
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._recovery_point = (self._log_end_offset if had_clean_shutdown
+                                else min(recovery_point, self._log_end_offset))
+        self._high_watermark = min(max(high_watermark, self._log_start_offset),
+                                   self._log_end_offset)
+        self._last_flush_ms = self._time_ms()
+        self.leader_epoch_cache = LeaderEpochCache(
+            self.dir, lambda: self._log_end_offset,
+            exists=files.LEADER_EPOCH_CHECKPOINT in names)
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state = None
+        self._load_producer_state(names)
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def _load_segments(self, names: list[str], recovery_point: int, had_clean_shutdown: bool,
+                       log_start_offset: int) -> None:
+        bases = sorted(p[0] for p in map(files.parse_segment_file, names)
+                       if p and p[1] == files.LOG_SUFFIX and not p[2])
+        segments = [self._new_segment(base) for base in bases]
+        if not segments:
+            segments = [self._new_segment(max(log_start_offset, 0), created_ms=self._time_ms())]
+            self._dir_dirty = True
+        segments[-1].make_active()
+        truncated_at = None
+        for i, segment in enumerate(segments):
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            needs_recovery = not had_clean_shutdown and (upper is None or upper > recovery_point)
+            if not needs_recovery:
+                # After a clean shutdown only the active segment's indexes are checked (the
+                # others were trimmed and fsynced when they rolled); after a crash all are.
+                try:
+                    if (upper is None or not had_clean_shutdown
+                            or not segment.index_files_exist()):
+                        segment.sanity_check()
+                except (CorruptIndex, ValueError) as exc:
+                    log.warning("Rebuilding index of %s: %s", segment.path, exc)
+                    needs_recovery = True
+            if needs_recovery and segment.recover():
+                log.warning("Truncated %s at byte %d: %s", segment.path, segment.size,
+                            segment.recovery_error)
+                truncated_at = i
+                break
+        if truncated_at is not None:
+            for segment in segments[truncated_at + 1:]:
+                log.warning("Deleting %s, which follows a corrupt segment", segment.path)
+                segment.delete_files()
+            segments = segments[:truncated_at + 1]
+            segments[-1].make_active()
+        self._set_segments(segments)
+
+    def _new_segment(self, base_offset: int, created_ms: int = 0) -> LogSegment:
+        return LogSegment(self.dir, base_offset,
+                          index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size=self.config.segment_index_bytes,
+                          roll_jitter_ms=self.config.random_segment_jitter(),
+                          created_ms=created_ms)
+
+    def _set_segments(self, segments: list[LogSegment]) -> None:
+        # One assignment of a tuple: a reader sees the old pair or the new one, never a mix.
+        self._view = (segments, [s.base_offset for s in segments])
+        self._segments, self._bases = self._view
+
+    def assign_topic_id(self, topic_id) -> None:
+        topic_id = checkpoints.as_topic_id(topic_id)
+        if topic_id is None or topic_id.int == 0 or topic_id == self.topic_id:
+            return
+        checkpoints.write_partition_metadata(self.dir, topic_id)
+        self.topic_id = topic_id
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._view[0])
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view[0][-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._view[0])
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log_start_offset, log_end_offset]."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+        return self._high_watermark
+
+    # -- append --------------------------------------------------------------------------------
+
+    def append_as_leader(self, records, leader_epoch: int, now_ms: int | None = None, *,
+                         origin: str = ORIGIN_CLIENT, produce_version: int | None = None):
+        """Validate producer `records` (storage/validation.py), assign offsets from the log
+        end, stamp `leader_epoch`, append.  `origin="coordinator"` for the group/transaction
+        coordinators' own appends.
+
+        Raises KafkaError with the validation's error code; a duplicate idempotent batch
+        returns the offsets it was first written at and appends nothing.  Records with no
+        complete batch append nothing and report first_offset = last_offset = -1."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            duplicate = self._find_duplicate(records)
+            if duplicate is not None:
+                return duplicate
+            result = validate_and_assign_offsets(records, self._log_end_offset, leader_epoch,
+                                                 now_ms, self.config, origin=origin,
+                                                 produce_version=produce_version)
+            batches = parse_batches(result.buffer)
+            if not batches:
+                return LogAppendInfo(-1, -1, -1, -1, result.log_append_time,
+                                     self._log_start_offset, 0, 0)
+            self.leader_epoch_cache.assign(leader_epoch, result.first_offset)
+            self._append(result.buffer, batches, now_ms)
+            self._update_producer_state(batches, result.buffer)
+            return LogAppendInfo(
+                result.first_offset, result.last_offset, result.max_timestamp,
+                result.offset_of_max_timestamp, result.log_append_time, self._log_start_offset,
+                result.record_count, len(result.buffer), flush_needed=self.needs_flush(now_ms))
+
+    def append_as_follower(self, records, now_ms: int | None = None) -> LogAppendInfo:
+        """Append batches whose offsets the leader assigned (replication; recovery tools).
+
+        Every batch must be CRC-valid and start past the log end offset."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        buffer = bytes(records)
+        batches = parse_batches(buffer)
+        if not batches:
+            raise CorruptRecord("no complete record batch to append")
+        buffer = buffer[:batches[-1].position + batches[-1].size]
+        max_ts, max_ts_offset = -1, batches[0].base_offset
+        for batch in batches:
+            if batch.magic == MAGIC_V2:
+                view = RecordBatchView(buffer, batch.position)
+                if not view.is_valid():
+                    raise CorruptRecord(f"batch at offset {batch.base_offset} fails its CRC")
+            if batch.max_timestamp > max_ts:
+                max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
+        with self._lock:
+            if batches[0].base_offset < self._log_end_offset:
+                raise CorruptRecord(f"follower append at {batches[0].base_offset} is below the "
+                                    f"log end offset {self._log_end_offset}")
+            for batch in batches:
+                if batch.magic == MAGIC_V2:
+                    epoch = RecordBatchView(buffer, batch.position).partition_leader_epoch
+                    self.leader_epoch_cache.assign(epoch, batch.base_offset)
+            self._append(buffer, batches, now_ms)
+            self._update_producer_state(batches, buffer)
+            count = batches[-1].last_offset - batches[0].base_offset + 1
+            return LogAppendInfo(batches[0].base_offset, batches[-1].last_offset, max_ts,
+                                 max_ts_offset, -1, self._log_start_offset, count, len(buffer),
+                                 flush_needed=self.needs_flush(now_ms))
+
+    def _append(self, buffer, batches: list[BatchInfo], now_ms: int) -> None:
+        """Write validated batches to the active segment, rolling first when needed."""
+        last_offset = batches[-1].last_offset
+        max_ts = max(b.max_timestamp for b in batches)
+        segment = self.active_segment
+        if segment.should_roll(self.config, len(buffer), max_ts, last_offset, now_ms):
+            segment = self._roll(max(batches[0].base_offset, self._log_end_offset), now_ms)
+        if not segment.offset_index.can_append_offset(last_offset):
+            raise CorruptRecord(f"offsets {batches[0].base_offset}..{last_offset} do not fit "
+                                f"one segment")
+        segment.append(buffer, batches)
+        self._log_end_offset = last_offset + 1
+
+    # -- producer state (idempotence) ----------------------------------------------------------
+    #
+    # `producer_state` (storage/producer_state.py) remembers each idempotent producer's last
+    # batches so a retry is answered with its original offsets.  It is rebuilt at load and
+    # after a truncation from the newest ``<offset>.snapshot`` at or below the log end (written
+    # on every roll and on close), replaying only the batches after it.  A snapshot is a
+    # cache like the indexes: written without fsync, and one that fails its CRC is ignored
+    # (the replay then starts further back).
+
+    def _snapshot_offsets(self, names=None) -> list[int]:
+        names = os.listdir(self.dir) if names is None else names
+        return sorted(p[0] for p in map(files.parse_segment_file, names)
+                      if p and p[1] == files.SNAPSHOT_SUFFIX and not p[2])
+
+    def _load_producer_state(self, names=None) -> None:
+        manager, start = None, self._log_start_offset
+        for offset in reversed(self._snapshot_offsets(names)):
+            path = files.segment_path(self.dir, offset, files.SNAPSHOT_SUFFIX)
+            if offset <= self._log_end_offset:
+                try:
+                    with open(path, "rb") as fh:
+                        manager = ProducerStateManager.decode_snapshot(fh.read(), offset)
+                    start = max(offset, start)
+                    break
+                except ValueError as exc:
+                    log.warning("Ignoring producer snapshot %s: %s", path, exc)
+            files.fs.remove(path)
+        state = LogProducerState(manager)
+        self._replay_producer_state(state, start)
+        state.manager.truncate_head(self._log_start_offset)
+        self.producer_state = state
+
+    def _replay_producer_state(self, state, start: int) -> None:
+        chunk = 8 * 1024 * 1024
+        for segment in self._view[0]:
+            first = segment.translate_offset(start) if segment.next_offset > start else None
+            if first is None:
+                continue
+            begin = end = first.position
+            for batch in segment.batches(first.position):
+                end = batch.position + batch.size
+                if end - begin >= chunk:
+                    state.replay(segment.read_bytes(begin, end - begin))
+                    begin = end
+            if end > begin:
+                state.replay(segment.read_bytes(begin, end - begin))
+
+    def _take_producer_snapshot(self, durable: bool = False) -> None:
+        if self.producer_state is None:
+            return
+        if not len(self.producer_state.manager) and self._log_end_offset == self._log_start_offset:
+            return                  # an empty log replays nothing: no file to create
+        path = files.segment_path(self.dir, self._log_end_offset, files.SNAPSHOT_SUFFIX)
+        manager = self.producer_state.manager
+        # fsync only when there is state to lose: 10,000 idle partitions close fast.
+        files.fs.write_atomically(path, manager.encode_snapshot(), durable and len(manager) > 0)
+
+    def _delete_snapshots(self, below: int | None = None, above: int | None = None) -> None:
+        for offset in self._snapshot_offsets():
+            if (below is not None and offset < below) or (above is not None and offset > above):
+                files.fs.remove(files.segment_path(self.dir, offset, files.SNAPSHOT_SUFFIX))
+
+    def _find_duplicate(self, records):
+        """A LogAppendInfo for an already-appended idempotent batch, else None."""
+        if self.producer_state is None:
+            return None
+        return self.producer_state.find_duplicate(records, self)
+
+    def _update_producer_state(self, batches, buffer) -> None:
+        if self.producer_state is not None:
+            self.producer_state.update(batches, buffer, self)
+
+    # -- roll and flush ------------------------------------------------------------------------
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        with self._lock:
+            return self._roll(self._log_end_offset, self._time_ms() if now_ms is None else now_ms)
+
+    def _roll(self, new_base: int, now_ms: int) -> LogSegment:
+        segments = self._segments
+        active = segments[-1]
+        if active.size == 0 and active.base_offset == new_base:
+            return active
+        active.on_become_inactive()
+        self._take_producer_snapshot()
+        segment = self._new_segment(new_base, created_ms=now_ms)
+        segment.make_active()
+        self._set_segments(segments + [segment])
+        self._dir_dirty = True
+        log.debug("Rolled %s-%d at offset %d", self.topic, self.partition, new_base)
+        return segment
+
+    def needs_flush(self, now_ms: int | None = None) -> bool:
+        """True when flush.messages / flush.ms are reached, or a rolled segment is unflushed."""
+        unflushed = self._log_end_offset - self._recovery_point
+        if unflushed <= 0:
+            return False
+        if self._recovery_point < self.active_segment.base_offset:
+            return True
+        if unflushed >= self.config.flush_messages:
+            return True
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        return now_ms - self._last_flush_ms >= self.config.flush_ms
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets below `up_to` (default: the log end), then move
+        the recovery point there.  Blocking: run in an executor."""
+        segments, bases = self._view
+        target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+        if target <= self._recovery_point:
+            return
+        first = max(bisect.bisect_right(bases, self._recovery_point) - 1, 0)
+        for segment in segments[first:]:
+            if segment.base_offset >= target and segment.base_offset > self._recovery_point:
+                break
+            try:
+                segment.flush()
+            except ValueError:
+                if not segment.deleted:      # closed because it was deleted meanwhile: fine
+                    raise
+        if self._dir_dirty:
+            self._dir_dirty = False
+            files.fs.fsync_dir(self.dir)
+        with self._lock:
+            self._recovery_point = max(self._recovery_point, min(target, self._log_end_offset))
+            self._last_flush_ms = self._time_ms()
+
+    # -- read ----------------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Bytes starting at the batch holding `fetch_offset`, as a FileRegion.
+
+        At most `max_bytes` (the range may end inside a batch, as Kafka's does), but at least
+        the first whole batch when `min_one_message`; never a batch that reaches `max_offset`
+        (exclusive; e.g. the high watermark).  Raises OffsetOutOfRange outside
+        [log_start_offset, log_end_offset].  Takes no lock."""
+        segments, bases = self._view
+        end = self._log_end_offset
+        if fetch_offset < self._log_start_offset or fetch_offset > end:
+            raise OffsetOutOfRange(
+                f"fetch offset {fetch_offset} outside [{self._log_start_offset}, {end}] "
+                f"of {self.topic}-{self.partition}")
+        if max_offset is None or max_offset > end:
+            max_offset = end
+        empty = FetchDataInfo(fetch_offset, b"")
+        if fetch_offset >= max_offset:
+            return empty
+        i = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
+        while i < len(segments):
+            segment = segments[i]
+            max_position = None
+            if max_offset < end and (i + 1 == len(segments) or max_offset < bases[i + 1]):
+                bound = segment.translate_offset(max_offset)
+                max_position = bound.position if bound is not None else segment.size
+            found = segment.read(fetch_offset, max_bytes, max_position, min_one_message)
+            if found is not None:
+                first, position, length = found
+                if length <= 0:
+                    return empty
+                return FetchDataInfo(fetch_offset, FileRegion(segment.log_file, position, length),
+                                     first.base_offset, segment.base_offset)
+            if max_position is not None:
+                return empty
+            i += 1
+        return empty
+
+    def read_batches(self, start_offset: int | None = None, end_offset: int | None = None):
+        """Yield RecordBatchView for every batch overlapping [start, end) (tools, tests)."""
+        start = self._log_start_offset if start_offset is None else start_offset
+        end = self._log_end_offset if end_offset is None else end_offset
+        for segment in self._view[0]:
+            if segment.base_offset >= end:
+                break
+            first = segment.translate_offset(start)
+            if first is None:
+                continue
+            for info in segment.batches(first.position):
+                if info.base_offset >= end:
+                    break
+                yield RecordBatchView(segment.read_bytes(info.position, info.size), 0)
+
+    # -- offsets by time -----------------------------------------------------------------------
+
+    def fetch_offset_by_timestamp(self, timestamp: int):
+        """ListOffsets: (offset, timestamp, leader_epoch) or None.
+
+        -2 = earliest (log_start_offset), -1 = latest (log_end_offset), -3 = the record with
+        the largest timestamp; otherwise the first record whose timestamp >= `timestamp`."""
+        cache = self.leader_epoch_cache
+        if timestamp == EARLIEST_TIMESTAMP:
+            start = self._log_start_offset
+            return start, -1, _epoch_or_none(cache.epoch_for_offset(start))
+        if timestamp == LATEST_TIMESTAMP:
+            return self._log_end_offset, -1, _epoch_or_none(cache.latest_epoch)
+        segments = self._view[0]
+        if timestamp == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            candidates, target = [best], best.max_timestamp
+        else:
+            candidates = [s for s in segments if s.max_timestamp >= timestamp]
+            target = timestamp
+        for segment in candidates:
+            batch = segment.find_offset_by_timestamp(target, self._log_start_offset)
+            if batch is None or batch.magic != MAGIC_V2:
+                continue
+            view = RecordBatchView(segment.read_bytes(batch.position, batch.size), 0)
+            for record in view.records():
+                if record.timestamp >= target and record.offset >= self._log_start_offset:
+                    return record.offset, record.timestamp, view.partition_leader_epoch
+        return None
+
+    # -- truncation, retention, log start ------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at or above `offset` (replication).  True if anything changed.
+
+        The cut is at a batch boundary: a batch that straddles `offset` goes too."""
+        with self._lock:
+            if offset < 0:
+                raise ValueError(f"cannot truncate to a negative offset {offset}")
+            if offset >= self._log_end_offset:
+                return False
+            segments = self._segments
+            if offset <= segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            keep = bisect.bisect_left(self._bases, offset)
+            self._schedule_delete(segments[keep:])
+            segments = segments[:keep]
+            active = segments[-1]
+            active.make_active()
+            active.truncate_to(offset)
+            self._set_segments(segments)
+            self._log_end_offset = active.next_offset
+            self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at `new_offset` (a follower far behind)."""
+        with self._lock:
+            self._schedule_delete(self._segments)
+            segment = self._new_segment(new_offset, created_ms=self._time_ms())
+            segment.make_active()
+            self._set_segments([segment])
+            self._log_end_offset = new_offset
+            self._log_start_offset = new_offset
+            self._recovery_point = new_offset
+            self._high_watermark = new_offset
+            self.leader_epoch_cache.clear()
+            self._delete_snapshots(below=2**63 - 1)
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        end = self._log_end_offset
+        self._recovery_point = min(self._recovery_point, end)
+        self._high_watermark = min(self._high_watermark, end)
+        self._log_start_offset = min(self._log_start_offset, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+        self._delete_snapshots(above=end)
+        self._load_producer_state()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move log_start_offset up to `offset` (<= high watermark).  Whole
+        segments below it go at the next retention run.  Returns the new log_start_offset."""
+        with self._lock:
+            if offset > self._high_watermark:
+                raise OffsetOutOfRange(f"cannot move the log start offset of {self.topic}-"
+                                       f"{self.partition} past the high watermark "
+                                       f"{self._high_watermark} (asked {offset})")
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self.leader_epoch_cache.truncate_from_start(offset)
+                self.producer_state.manager.truncate_head(offset)
+            return self._log_start_offset
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: drop whole segments by retention.ms, retention.bytes and the log start
+        offset; only segments entirely below the high watermark.  Returns how many."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            deleted = 0
+            config = self.config
+            if config.delete and config.retention_ms >= 0:
+                deleted += self._delete_where(
+                    lambda seg, nxt: now_ms - seg.largest_timestamp > config.retention_ms,
+                    now_ms)
+            if config.delete and config.retention_bytes >= 0:
+                excess = [self.size_in_bytes - config.retention_bytes]
+
+                def too_big(seg, nxt):
+                    if excess[0] - seg.size >= 0:
+                        excess[0] -= seg.size
+                        return True
+                    return False
+                deleted += self._delete_where(too_big, now_ms)
+            deleted += self._delete_where(
+                lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
+                now_ms)
+            return deleted
+
+    def _delete_where(self, predicate, now_ms: int) -> int:
+        segments = self._segments
+        doomed = []
+        for i, segment in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+            if nxt is None and segment.size == 0:
+                break
+            if self._high_watermark < upper or not predicate(segment, nxt):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        if len(doomed) == len(segments):
+            self._roll(self._log_end_offset, now_ms)     # never delete the active segment
+            segments = self._segments
+        self._schedule_delete(doomed)
+        self._set_segments(segments[len(doomed):])
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._delete_snapshots(below=self._segments[0].base_offset)
+        self.producer_state.manager.truncate_head(self._log_start_offset)
+        return len(doomed)
+
+    def _schedule_delete(self, segments) -> None:
+        """Rename to .deleted now; close and unlink after file.delete.delay.ms, so a reader
+        holding a FileRegion of it can still send it."""
+        deadline = self._time_ms() + self.config.file_delete_delay_ms
+        for segment in segments:
+            segment.close_indexes()
+            segment.rename_with_suffix(files.DELETED_SUFFIX)
+            segment.deleted = True
+            self._pending_deletes.append((deadline, segment))
+        if segments:
+            self._dir_dirty = True
+
+    def delete_expired_files(self, now_ms: int | None = None, force: bool = False) -> int:
+        """Unlink the .deleted segments whose delay has passed.  Returns how many."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = [s for d, s in self._pending_deletes if force or d <= now_ms]
+            self._pending_deletes = [(d, s) for d, s in self._pending_deletes
+                                     if not (force or d <= now_ms)]
+        for segment in due:
+            segment.delete_files()
+        return len(due)
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Snapshot producer state, trim indexes and close every file (pending deletes are
+        removed now).  Blocking."""
+        with self._lock:
+            self._take_producer_snapshot(durable=True)
+            self.close_files(trim=True)
+
+    def close_files(self, trim: bool = False) -> None:
+        """Close every file; without `trim`, write nothing (a deleted partition's folder may
+        have moved)."""
+        with self._lock:
+            self.delete_expired_files(force=True)
+            for segment in self._segments:
+                segment.close(trim)
+
+    def delete_files(self) -> None:
+        """Close and remove every file of this log (its folder is the caller's)."""
+        with self._lock:
+            self.delete_expired_files(force=True)
+            for segment in self._segments:
+                segment.delete_files()
+
+    def __repr__(self):
+        return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
+                f"hw={self._high_watermark}, end={self._log_end_offset}, "
+                f"segments={len(self._segments)})")
+
+
+def _epoch_or_none(epoch):
+    return -1 if epoch is None else epoch

@@ -1,0 +1,279 @@
+"""`LogManager`: every partition log in every log directory of one broker.
+
+Start-up (`startup`, blocking):
+  1. each log dir gets a ``meta.properties`` if it has none (cluster.id, broker.id, version 0);
+     one naming another cluster is refused, as Kafka refuses it;
+  2. the ``.kafka_cleanshutdown`` marker says whether the last stop was clean; it is removed at
+     once, so a crash from here on is seen as unclean next time;
+  3. the dir's checkpoints give each partition its recovery point, high watermark and
+     log_start_offset;
+  4. each ``<topic>-<partition>`` folder is opened as a `Log` (after an unclean shutdown, the
+     segments above the recovery point are validated and their indexes rebuilt; see log.py),
+     on `recovery_threads` threads; ``*-delete`` folders left by a crash are queued for removal.
+
+Deleting a partition renames its folder to ``<topic>-<partition>.<uuid hex>-delete`` at once
+(so a new partition of the same name can be created) and removes it after
+file.delete.delay.ms, in `cleanup_deleted()`.
+
+Concurrency contract, per method: "loop" methods are cheap and run on the broker's event loop
+thread; "blocking" methods fsync or read whole files and must run in an executor.  No method
+is re-entrant from two threads at once except that a blocking `flush_dirty` may overlap loop
+methods (Log's own locking covers that).
+"""
+import concurrent.futures
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+
+from storage import checkpoints, files
+from storage.errors import StorageError
+from storage.log import Log
+from storage.log_config import LogConfig
+
+log = logging.getLogger(__name__)
+
+
+class InconsistentClusterId(StorageError):
+    """meta.properties of a log dir names another cluster or broker."""
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig, *, time_ms=None,
+                 recovery_threads: int = 1):
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self._time_ms = time_ms if time_ms is not None else lambda: int(time.time() * 1000)
+        self.recovery_threads = max(1, recovery_threads)
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._log_dir_of: dict[tuple[str, int], str] = {}
+        self._pending_dir_deletes: list[tuple[int, str, Log | None]] = []
+        self._lock = threading.RLock()
+        self.had_clean_shutdown: dict[str, bool] = {}
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def startup(self, cluster_id: str | None = None, broker_id: int | None = None,
+                config_for=None) -> None:
+        """Load every partition in every log dir.  Blocking: executor.
+
+        `config_for(topic) -> LogConfig` gives a topic's config (default: `default_config`)."""
+        config_for = config_for or (lambda topic: self.default_config)
+        jobs = []
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            self._check_meta_properties(log_dir, cluster_id, broker_id)
+            marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
+            clean = os.path.exists(marker)
+            self.had_clean_shutdown[log_dir] = clean
+            recovery_points = _read_offsets(log_dir, files.RECOVERY_POINT_CHECKPOINT)
+            high_watermarks = _read_offsets(log_dir, files.REPLICATION_CHECKPOINT)
+            start_offsets = _read_offsets(log_dir, files.LOG_START_OFFSET_CHECKPOINT)
+            for name in sorted(os.listdir(log_dir)):
+                path = os.path.join(log_dir, name)
+                if not os.path.isdir(path):
+                    continue
+                if files.parse_delete_dir(name):
+                    self._pending_dir_deletes.append((0, path, None))
+                    continue
+                key = files.parse_partition_dir(name)
+                if key is None:
+                    continue
+                jobs.append((log_dir, key, path, dict(
+                    recovery_point=recovery_points.get(key, 0),
+                    high_watermark=high_watermarks.get(key, 0),
+                    log_start_offset=start_offsets.get(key, 0),
+                    had_clean_shutdown=clean)))
+        def load(job):
+            log_dir, key, path, kwargs = job
+            return log_dir, key, Log(path, config_for(key[0]), time_ms=self._time_ms, **kwargs)
+        if self.recovery_threads > 1 and len(jobs) > 1:
+            with concurrent.futures.ThreadPoolExecutor(self.recovery_threads) as pool:
+                loaded = list(pool.map(load, jobs))
+        else:
+            loaded = [load(job) for job in jobs]
+        with self._lock:
+            for log_dir, key, log_ in loaded:
+                if key in self._logs:
+                    raise StorageError(f"duplicate log directories for {key[0]}-{key[1]}: "
+                                       f"{self._log_dir_of[key]} and {log_dir}")
+                self._logs[key] = log_
+                self._log_dir_of[key] = log_dir
+        for log_dir in self.log_dirs:
+            marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
+            if os.path.exists(marker):
+                files.fs.remove(marker)
+                files.fs.fsync_dir(log_dir)
+        log.info("Loaded %d logs from %s", len(loaded), ", ".join(self.log_dirs))
+
+    def _check_meta_properties(self, log_dir, cluster_id, broker_id) -> None:
+        path = os.path.join(log_dir, files.META_PROPERTIES)
+        props = checkpoints.read_properties(path)
+        if props is None:
+            if cluster_id is None and broker_id is None:
+                return
+            props = {"version": "0"}
+            if broker_id is not None:
+                props["broker.id"] = str(broker_id)
+            if cluster_id is not None:
+                props["cluster.id"] = cluster_id
+            checkpoints.write_properties(path, props)
+            return
+        if cluster_id is not None and props.get("cluster.id") not in (None, cluster_id):
+            raise InconsistentClusterId(f"{path} has cluster.id {props['cluster.id']}, "
+                                        f"this cluster is {cluster_id}")
+        if broker_id is not None and props.get("broker.id") not in (None, str(broker_id)):
+            raise InconsistentClusterId(f"{path} has broker.id {props['broker.id']}, "
+                                        f"this broker is {broker_id}")
+
+    def meta_properties(self, log_dir: str | None = None):
+        """The meta.properties of a log dir as a dict (None if absent).  Loop."""
+        path = os.path.join(log_dir or self.log_dirs[0], files.META_PROPERTIES)
+        return checkpoints.read_properties(path)
+
+    # -- partitions ----------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        """Loop."""
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> list[Log]:
+        """Loop."""
+        return list(self._logs.values())
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                          topic_id=None) -> Log:
+        """The partition's log, created in the log dir holding the fewest partitions.
+
+        Loop (creating a log creates a folder and two empty files; no fsync)."""
+        key = (topic, partition)
+        with self._lock:
+            existing = self._logs.get(key)
+            if existing is not None:
+                if config is not None:
+                    existing.config = config
+                existing.assign_topic_id(topic_id)
+                return existing
+            if len(self.log_dirs) == 1:
+                log_dir = self.log_dirs[0]
+            else:
+                counts = {d: 0 for d in self.log_dirs}
+                for d in self._log_dir_of.values():
+                    counts[d] += 1
+                log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+            path = os.path.join(log_dir, files.partition_dir_name(topic, partition))
+            new = Log(path, config or self.default_config, topic_id=topic_id,
+                      had_clean_shutdown=True, time_ms=self._time_ms)
+            self._logs[key] = new
+            self._log_dir_of[key] = log_dir
+            return new
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Rename the log's folder to ``...-delete``; its files are closed and removed in
+        `cleanup_deleted` after file.delete.delay.ms, so a fetch response already holding one
+        of its FileRegions can still be sent.  Loop.  False if there was no log."""
+        key = (topic, partition)
+        with self._lock:
+            doomed = self._logs.pop(key, None)
+            log_dir = self._log_dir_of.pop(key, None)
+        if doomed is None:
+            return False
+        target = os.path.join(log_dir, f"{files.partition_dir_name(topic, partition)}."
+                                       f"{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
+        files.fs.rename(doomed.dir, target)
+        deadline = self._time_ms() + doomed.config.file_delete_delay_ms
+        self._pending_dir_deletes.append((deadline, target, doomed))
+        return True
+
+    def cleanup_deleted(self, now_ms: int | None = None) -> int:
+        """Remove ``-delete`` folders and ``.deleted`` segments whose delay has passed.
+        Blocking.  Returns how many folders and segments went."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        due = [(p, l) for d, p, l in self._pending_dir_deletes if d <= now_ms]
+        self._pending_dir_deletes = [e for e in self._pending_dir_deletes if e[0] > now_ms]
+        for path, deleted_log in due:
+            if deleted_log is not None:
+                deleted_log.close_files()
+            shutil.rmtree(path, ignore_errors=True)
+        removed = len(due)
+        for log_ in self.logs():
+            removed += log_.delete_expired_files(now_ms)
+        return removed
+
+    # -- retention and flushing ----------------------------------------------------------------
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Apply retention.ms / retention.bytes / log start offsets to every log.  Loop (only
+        renames; the files go in `cleanup_deleted`).  Returns the number of segments deleted."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        return sum(log_.delete_old_segments(now_ms) for log_ in self.logs())
+
+    def flush_dirty(self, now_ms: int | None = None) -> int:
+        """fsync every log that `needs_flush` (flush.messages, flush.ms, rolled segments),
+        then checkpoint recovery points.  Blocking.  Returns how many logs were flushed."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        flushed = 0
+        for log_ in self.logs():
+            if log_.needs_flush(now_ms):
+                log_.flush()
+                flushed += 1
+        if flushed:
+            self.checkpoint_recovery_points()
+        return flushed
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def _write_checkpoint(self, name: str, value_of) -> None:
+        with self._lock:
+            items = list(self._logs.items())
+            dirs = dict(self._log_dir_of)
+        for log_dir in self.log_dirs:
+            offsets = {key: value_of(l) for key, l in items if dirs[key] == log_dir}
+            checkpoints.write_offsets(os.path.join(log_dir, name), offsets)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Blocking (fsync)."""
+        self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, lambda l: l.recovery_point)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Blocking (fsync)."""
+        self._write_checkpoint(files.REPLICATION_CHECKPOINT, lambda l: l.high_watermark)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Blocking (fsync)."""
+        self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, lambda l: l.log_start_offset)
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write every checkpoint, then the clean-shutdown marker
+        in each log dir.  Blocking."""
+        for log_ in self.logs():
+            log_.flush()
+        self.checkpoint_recovery_points()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_log_start_offsets()
+        for log_ in self.logs():
+            log_.close()
+        for _, _, deleted_log in self._pending_dir_deletes:
+            if deleted_log is not None:
+                deleted_log.close_files()
+        for log_dir in self.log_dirs:
+            cleaner = os.path.join(log_dir, files.CLEANER_CHECKPOINT)
+            if not os.path.exists(cleaner):
+                checkpoints.write_offsets(cleaner, {})
+            files.fs.write_atomically(os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE), b"")
+        with self._lock:
+            self._logs.clear()
+            self._log_dir_of.clear()
+
+
+def _read_offsets(log_dir: str, name: str) -> dict:
+    path = os.path.join(log_dir, name)
+    try:
+        return checkpoints.read_offsets(path)
+    except ValueError as exc:
+        log.warning("Ignoring unreadable checkpoint %s: %s", path, exc)
+        return {}

@@ -1,0 +1,361 @@
+"""Kafka's ProducerStateManager for one partition: idempotence and transaction bookkeeping.
+
+Pure and synchronous: no I/O, no clock (callers pass timestamps). The log owns one instance per
+partition, calls `check` before an append and `update` after it, replays batches through
+`update_from_batch` on recovery, and writes/reads `.snapshot` files with `encode_snapshot` /
+`decode_snapshot` (the bytes only; file naming and fsync belong to the log).
+
+Per producer id it keeps the epoch, the last 5 appended batches (Kafka's
+NUM_BATCHES_TO_RETAIN, which is also the producer's max.in.flight.requests.per.connection bound
+for idempotence) as (first_seq, last_seq, first_offset, last_offset, timestamp), the coordinator
+epoch of its last transaction marker and the first offset of its open transaction.
+
+Rules (Kafka 3.x, origin "client"):
+- Duplicate: same epoch and a retained batch with the same first and last sequence -> the
+  append is skipped and the original offsets are returned (checked first).
+- Epoch: a lower epoch than the current one -> INVALID_PRODUCER_EPOCH.
+- A new (higher) epoch must start at sequence 0, unless the producer was unknown here.
+- Same epoch: first_seq must be last_seq + 1, wrapping from 2**31-1 to 0 ->
+  else OUT_OF_ORDER_SEQUENCE_NUMBER.
+- An unknown producer id (never seen, expired, or removed by retention) is accepted with any
+  sequence, as Kafka 2.5+ does (KIP-360).
+
+Snapshot format (Kafka's ProducerStateManager, version 1), big-endian::
+
+    version                   int16    1
+    crc                       uint32   CRC32C of everything after this field
+    producer_entries          int32 count, then per entry:
+      producer_id             int64
+      producer_epoch          int16
+      last_sequence           int32
+      last_offset             int64
+      offset_delta            int32    last_offset - first offset of that batch
+      timestamp               int64
+      coordinator_epoch       int32
+      current_txn_first_offset int64   -1 when no transaction is open
+
+A snapshot keeps only the last batch of each producer, as Kafka's does.
+"""
+import struct
+from collections import deque, namedtuple
+
+import crc32c
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.record_batch import (HEADER_SIZE, MAGIC_OFFSET, MAGIC_V2, ControlRecordType,
+                                  RecordBatchView, iter_batches)
+
+NUM_BATCHES_TO_RETAIN = 5            # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+SNAPSHOT_VERSION = 1
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000   # producer.id.expiration.ms default (1 day)
+
+BatchMetadata = namedtuple("BatchMetadata",
+                           "first_seq last_seq first_offset last_offset timestamp")
+BatchMetadata.__doc__ = "A retained batch of one producer; a duplicate check returns one."
+
+_SNAP_HEADER = struct.Struct(">hI")
+_SNAP_COUNT = struct.Struct(">i")
+_SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+def in_sequence(last_seq, next_seq):
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateEntry:
+    __slots__ = ("producer_id", "producer_epoch", "batches", "coordinator_epoch",
+                 "last_timestamp", "current_txn_first_offset")
+
+    def __init__(self, producer_id, producer_epoch=NO_PRODUCER_EPOCH, coordinator_epoch=-1,
+                 current_txn_first_offset=None):
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.batches = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = -1
+        self.current_txn_first_offset = current_txn_first_offset
+
+    def __repr__(self):
+        return (f"ProducerStateEntry(id={self.producer_id}, epoch={self.producer_epoch}, "
+                f"last_seq={self.last_seq}, last_offset={self.last_offset}, "
+                f"txn_first_offset={self.current_txn_first_offset})")
+
+    @property
+    def last_seq(self):
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self):
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch, first_seq, last_seq):
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+class ProducerStateManager:
+    """Producer state of one partition. Not thread-safe: the log calls it under its append lock.
+    `map_end_offset` is the offset after the last batch applied (recovery resumes from it)."""
+
+    def __init__(self):
+        self.producers = {}
+        self.map_end_offset = 0
+
+    def __len__(self):
+        return len(self.producers)
+
+    def last_entry(self, producer_id):
+        return self.producers.get(producer_id)
+
+    # --- append path ---
+    def check(self, producer_id, epoch, first_seq, last_seq):
+        """Validate a client batch before append. Returns the retained BatchMetadata when the
+        batch is a duplicate (skip the append, answer with its offsets), else None.
+        Raises KafkaError INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        if producer_id < 0:
+            return None
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return None                   # unknown producer: any sequence (KIP-360)
+        duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
+        if duplicate is not None:
+            return duplicate
+        current = entry.producer_epoch
+        if epoch < current:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                             f"producer {producer_id} epoch {epoch} is older than the current "
+                             f"epoch {current}")
+        if epoch != current:
+            if first_seq != 0 and current != NO_PRODUCER_EPOCH:
+                raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                 f"producer {producer_id}: a new epoch {epoch} must start at "
+                                 f"sequence 0, not {first_seq}")
+        elif current != NO_PRODUCER_EPOCH and not in_sequence(entry.last_seq, first_seq):
+            raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                             f"producer {producer_id} epoch {epoch}: sequence {first_seq} does "
+                             f"not follow {entry.last_seq}")
+        return None
+
+    def update(self, producer_id, epoch, first_seq, last_seq, first_offset, last_offset,
+               timestamp, is_transactional=False):
+        """Record an appended data batch (after `check` passed and the log took it)."""
+        if producer_id < 0:
+            return
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        if epoch != entry.producer_epoch:
+            entry.batches.clear()          # a new epoch resets the sequence history
+            entry.producer_epoch = epoch
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset,
+                                           timestamp))
+        entry.last_timestamp = timestamp
+        if is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = first_offset
+        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+
+    def complete_txn(self, producer_id, epoch, control_type, coordinator_epoch, marker_offset,
+                     timestamp):
+        """A COMMIT/ABORT marker was appended. Returns (first_offset, last_offset, aborted)
+        of the finished transaction (first_offset None if none was open), for the txn index."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id, epoch)
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                             f"coordinator epoch {coordinator_epoch} is older than "
+                             f"{entry.coordinator_epoch} for producer {producer_id}")
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = None
+        entry.coordinator_epoch = coordinator_epoch
+        if epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = epoch
+        entry.last_timestamp = timestamp
+        self.map_end_offset = max(self.map_end_offset, marker_offset + 1)
+        return first, marker_offset, control_type == ControlRecordType.ABORT
+
+    def update_from_batch(self, batch):
+        """Replay one RecordBatchView from the log (recovery / rebuild). Returns complete_txn's
+        tuple for a transaction marker, else None."""
+        if batch.producer_id < 0:
+            self.map_end_offset = max(self.map_end_offset, batch.next_offset)
+            return None
+        if batch.is_control:
+            return self.complete_txn(batch.producer_id, batch.producer_epoch,
+                                     batch.control_record_type(),
+                                     _coordinator_epoch(batch), batch.last_offset,
+                                     batch.max_timestamp)
+        self.update(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                    batch.last_sequence, batch.base_offset, batch.last_offset,
+                    batch.max_timestamp, batch.is_transactional)
+        return None
+
+    # --- transactions ---
+    def first_unstable_offset(self):
+        """Smallest first offset of an open transaction (for the last stable offset), or None."""
+        offsets = [e.current_txn_first_offset for e in self.producers.values()
+                   if e.current_txn_first_offset is not None]
+        return min(offsets) if offsets else None
+
+    # --- lifecycle helpers for the log ---
+    def remove_expired_producers(self, now_ms, expiration_ms=DEFAULT_PRODUCER_ID_EXPIRATION_MS):
+        """Forget producers idle longer than producer.id.expiration.ms with no open txn."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset is None
+                   and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
+    def truncate_head(self, log_start_offset):
+        """Retention/DeleteRecords moved the log start: drop producers whose last append is
+        now gone entirely (Kafka's ProducerStateManager.onLogStartOffsetIncremented)."""
+        gone = [pid for pid, e in self.producers.items()
+                if e.last_offset < log_start_offset and e.current_txn_first_offset is None]
+        for pid in gone:
+            del self.producers[pid]
+        if self.map_end_offset < log_start_offset:
+            self.map_end_offset = log_start_offset
+
+    def truncate_tail(self, end_offset):
+        """The log was truncated to `end_offset` (replication): forget retained batches and open
+        transactions at or past it. A producer left with nothing is forgotten, which makes it
+        "unknown" (any next sequence accepted) rather than wrongly fenced; Kafka instead reloads
+        an older snapshot and replays, which this pure class cannot do."""
+        for pid in list(self.producers):
+            entry = self.producers[pid]
+            kept = [b for b in entry.batches if b.last_offset < end_offset]
+            if len(kept) != len(entry.batches):
+                entry.batches.clear()
+                entry.batches.extend(kept)
+            if entry.current_txn_first_offset is not None and \
+                    entry.current_txn_first_offset >= end_offset:
+                entry.current_txn_first_offset = None
+            if not entry.batches and entry.current_txn_first_offset is None:
+                del self.producers[pid]
+        self.map_end_offset = min(self.map_end_offset, end_offset)
+
+    def truncate_fully_and_start_at(self, offset):
+        """Forget everything (log truncated below every snapshot, or deleted)."""
+        self.producers.clear()
+        self.map_end_offset = offset
+
+    # --- snapshots ---
+    def encode_snapshot(self):
+        """Kafka's `.snapshot` bytes for the current state (name it <map_end_offset>.snapshot)."""
+        body = [_SNAP_COUNT.pack(len(self.producers))]
+        for e in self.producers.values():
+            last = e.batches[-1] if e.batches else None
+            body.append(_SNAP_ENTRY.pack(
+                e.producer_id, e.producer_epoch,
+                last.last_seq if last else NO_SEQUENCE,
+                last.last_offset if last else -1,
+                last.last_offset - last.first_offset if last else 0,
+                e.last_timestamp, e.coordinator_epoch,
+                -1 if e.current_txn_first_offset is None else e.current_txn_first_offset))
+        payload = b"".join(body)
+        return _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
+
+    @classmethod
+    def decode_snapshot(cls, data, map_end_offset=0):
+        """A manager loaded from `.snapshot` bytes; ValueError if corrupt or unknown version."""
+        if len(data) < _SNAP_HEADER.size + _SNAP_COUNT.size:
+            raise ValueError("producer snapshot is truncated")
+        version, crc = _SNAP_HEADER.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"unknown producer snapshot version {version}")
+        payload = memoryview(data)[_SNAP_HEADER.size:]
+        if crc32c.crc32c(payload) != crc:
+            raise ValueError("producer snapshot CRC mismatch")
+        (count,) = _SNAP_COUNT.unpack_from(payload, 0)
+        if count < 0 or len(payload) != _SNAP_COUNT.size + count * _SNAP_ENTRY.size:
+            raise ValueError("producer snapshot size does not match its entry count")
+        manager = cls()
+        manager.map_end_offset = map_end_offset
+        for (pid, epoch, last_seq, last_offset, delta, ts, coord_epoch,
+             txn_first) in _SNAP_ENTRY.iter_unpack(payload[_SNAP_COUNT.size:]):
+            entry = ProducerStateEntry(pid, epoch, coord_epoch,
+                                       None if txn_first < 0 else txn_first)
+            entry.last_timestamp = ts
+            if last_offset >= 0:
+                first_seq = NO_SEQUENCE
+                if last_seq >= 0:
+                    first_seq = last_seq - delta
+                    if first_seq < 0:
+                        first_seq += INT32_MAX + 1     # the batch wrapped past int32 max
+                entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
+                                                   last_offset, ts))
+            manager.producers[pid] = entry
+        return manager
+
+
+def _coordinator_epoch(batch):
+    """coordinator_epoch from a transaction marker's value (version int16, epoch int32)."""
+    rec = batch.records()[0]
+    if rec.value is None or len(rec.value) < 6:
+        return -1
+    return struct.unpack_from(">hi", rec.value)[1]
+
+
+class LogProducerState:
+    """Adapter for `storage.log.Log.producer_state` (its hook calls find_duplicate / update /
+    truncate under the log's append lock): `log.producer_state = LogProducerState()`.
+
+    `find_duplicate` runs before validation, as Kafka's duplicate check runs before the append:
+    it looks at the first batch only (a client sends one v2 batch per partition) and ignores
+    anything that validation will reject anyway (bad CRC, legacy, control, no producer id).
+    """
+
+    def __init__(self, manager=None):
+        self.manager = manager if manager is not None else ProducerStateManager()
+
+    def find_duplicate(self, records, log):
+        """A LogAppendInfo(duplicate=True) for a retried batch, None for a new one; raises
+        KafkaError INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        view = memoryview(records)
+        if len(view) < HEADER_SIZE or view[MAGIC_OFFSET] != MAGIC_V2:
+            return None
+        batch = RecordBatchView(view, 0)
+        if batch.producer_id not in self.manager.producers:
+            return None                    # unknown (or no) producer id: nothing to check
+        if batch.is_control or batch.base_sequence < 0 or batch.size_in_bytes > len(view) \
+                or not batch.is_valid():   # validation rejects these with Kafka's codes
+            return None
+        dup = self.manager.check(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                                 batch.last_sequence)
+        if dup is None:
+            return None
+        from storage.log import LogAppendInfo      # storage.log imports this module's users
+        return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset,
+                             -1, log.log_start_offset, dup.last_offset - dup.first_offset + 1,
+                             0, duplicate=True)
+
+    def update(self, batches, buffer, log=None):
+        """After an append: `batches` are (position, size, base_offset, ...) summaries."""
+        for b in batches:
+            if b[5] == MAGIC_V2:
+                self.manager.update_from_batch(RecordBatchView(buffer, b[0]))
+
+    def truncate(self, log):
+        self.manager.truncate_tail(log.log_end_offset)
+        self.manager.truncate_head(log.log_start_offset)
+
+    def replay(self, buffer, start=0, end=None):
+        """Rebuild from log bytes (a segment's content, read with os.pread) after a restart:
+        every complete v2 batch in buffer[start:end] is applied in order, so retried batches
+        written before the restart are still recognised as duplicates. Returns the offset
+        after the last batch applied (or None when there was none)."""
+        next_offset = None
+        for batch in iter_batches(buffer, start, end):
+            if batch.magic == MAGIC_V2:
+                self.manager.update_from_batch(batch)
+                next_offset = batch.next_offset
+        return next_offset

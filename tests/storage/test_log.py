@@ -1,0 +1,316 @@
+"""Log semantics: append, roll, read bounds, truncation, retention, flush, recovery."""
+import os
+
+import pytest
+
+from protocol.errors import ErrorCode, KafkaError
+from storage import files
+from storage.errors import OffsetOutOfRange
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.record_batch import RecordBatchBuilder, RecordBatchView
+
+from tests.storage.log_checks import check_log, make_batch
+
+NOW = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self, ms=NOW):
+        self.ms = ms
+
+    def __call__(self):
+        return self.ms
+
+
+def producer_batch(values, timestamp=NOW, key=b"k"):
+    """What a producer sends: base offset 0, no leader epoch."""
+    builder = RecordBatchBuilder()
+    for i, value in enumerate(values):
+        builder.append(timestamp + i, key, value)
+    return builder.build()
+
+
+def open_log(path, clock=None, **config):
+    config.setdefault("segment_ms", 10**12)
+    return Log(str(path), LogConfig(**config), time_ms=clock or Clock())
+
+
+def test_append_as_leader_assigns_offsets_and_epoch(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    first = log_.append_as_leader(producer_batch([b"a", b"b"]), leader_epoch=3)
+    second = log_.append_as_leader(producer_batch([b"c"]), leader_epoch=3)
+    assert (first.first_offset, first.last_offset, second.first_offset) == (0, 1, 2)
+    assert log_.log_end_offset == 3 and log_.high_watermark == 0
+    views = check_log(log_)
+    assert [v.partition_leader_epoch for v in views] == [3, 3]
+    assert log_.leader_epoch_cache.entries() == [(3, 0)]
+    assert log_.update_high_watermark(10) == 3
+
+
+def test_append_rejects_bad_batches_with_kafka_codes(tmp_path):
+    log_ = open_log(tmp_path / "t-0", max_message_bytes=200)
+    corrupt = bytearray(producer_batch([b"x"]))
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(KafkaError) as exc:
+        log_.append_as_leader(bytes(corrupt), 0)
+    assert exc.value.error_code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(KafkaError) as exc:
+        log_.append_as_leader(producer_batch([b"x" * 500]), 0)
+    assert exc.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert log_.log_end_offset == 0 and log_.size_in_bytes == 0
+
+
+def test_roll_on_segment_bytes_and_index_interval(tmp_path):
+    log_ = open_log(tmp_path / "t-0", segment_bytes=1000, index_interval_bytes=100)
+    for i in range(40):
+        log_.append_as_leader(producer_batch([b"v%03d" % i] * 3), 0)
+    assert len(log_.segments) > 3
+    for segment in log_.segments:
+        assert segment.size <= 1000
+    views = check_log(log_)
+    assert sum(v.records_count for v in views) == 120
+    names = sorted(os.listdir(log_.dir))
+    assert files.file_name_prefix(log_.segments[1].base_offset) + ".log" in names
+    # Rolled segments' indexes were trimmed; the active one is preallocated.
+    assert os.path.getsize(log_.segments[0].index_path) == 8 * log_.segments[0].offset_index.entries
+    assert os.path.getsize(log_.active_segment.index_path) == LogConfig().segment_index_bytes
+
+
+def test_roll_on_segment_ms_and_full_index(tmp_path):
+    clock = Clock()
+    log_ = open_log(tmp_path / "t-0", clock, segment_ms=1000)
+    log_.append_as_leader(producer_batch([b"a"], timestamp=NOW), 0)
+    log_.append_as_leader(producer_batch([b"b"], timestamp=NOW + 500), 0)
+    assert len(log_.segments) == 1
+    log_.append_as_leader(producer_batch([b"c"], timestamp=NOW + 1001), 0)
+    assert [s.base_offset for s in log_.segments] == [0, 2]
+    small = open_log(tmp_path / "u-0", segment_index_bytes=24, index_interval_bytes=0)
+    for i in range(10):
+        small.append_as_leader(producer_batch([b"x"]), 0)
+    assert len(small.segments) >= 3                   # 3 offset-index entries per segment
+    check_log(small)
+
+
+def test_read_bounds(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    sizes = []
+    for i in range(5):
+        batch = producer_batch([b"x" * 100] * 2)
+        sizes.append(len(batch))
+        log_.append_as_leader(batch, 0)
+    # Offsets 0..9 in five batches of two.
+    whole = log_.read(0, 10**6)
+    assert len(whole.records) == sum(sizes) and whole.first_offset == 0
+    mid = log_.read(3, 10**6)
+    assert mid.first_offset == 2 and len(mid.records) == sum(sizes[1:])
+    partial = log_.read(0, sizes[0] + 10)          # Kafka may cut inside the next batch
+    assert len(partial.records) == sizes[0] + 10
+    assert len(log_.read(0, 1).records) == sizes[0]                  # min_one_message
+    assert len(log_.read(0, 1, min_one_message=False).records) == 1   # Kafka: partial batch
+    assert log_.read(0, 0, min_one_message=False).records == b""
+    bounded = log_.read(0, 10**6, max_offset=6)                      # e.g. the high watermark
+    assert len(bounded.records) == sum(sizes[:3])
+    assert log_.read(6, 10**6, max_offset=6).records == b""
+    assert log_.read(10, 100).records == b""
+    with pytest.raises(OffsetOutOfRange):
+        log_.read(11, 100)
+    region = log_.read(4, 10**6, max_offset=8).records
+    data = region.read_bytes()
+    assert RecordBatchView(data, 0).base_offset == 4 and len(data) == sum(sizes[2:4])
+
+
+def test_reads_across_segments_and_gaps(tmp_path):
+    log_ = open_log(tmp_path / "t-0", segment_bytes=300)
+    log_.append_as_follower(make_batch(0, [b"a" * 50] * 3))
+    log_.append_as_follower(make_batch(10, [b"b" * 50] * 3))      # a gap, as after compaction
+    log_.append_as_follower(make_batch(20, [b"c" * 50] * 3))
+    info = log_.read(5, 10**6)
+    assert info.first_offset == 10
+    assert log_.read(21, 1).first_offset == 20
+    assert [v.base_offset for v in log_.read_batches()] == [0, 10, 20]
+
+
+def test_truncate_to_drops_segments_batches_indexes_and_epochs(tmp_path):
+    log_ = open_log(tmp_path / "t-0", segment_bytes=400, index_interval_bytes=50)
+    for epoch in range(6):
+        log_.append_as_leader(producer_batch([b"z" * 40] * 2), epoch)
+    log_.update_high_watermark(12)
+    assert len(log_.segments) > 2
+    assert log_.truncate_to(5)
+    assert log_.log_end_offset == 4 and log_.high_watermark == 4   # 4..5 was one batch
+    assert log_.leader_epoch_cache.entries() == [(0, 0), (1, 2)]
+    check_log(log_)
+    log_.append_as_leader(producer_batch([b"new"]), 7)
+    assert log_.log_end_offset == 5
+    check_log(log_)
+    assert not log_.truncate_to(100)
+    log_.truncate_fully_and_start_at(50)
+    assert (log_.log_start_offset, log_.log_end_offset) == (50, 50)
+    assert log_.append_as_leader(producer_batch([b"x"]), 8).first_offset == 50
+    check_log(log_)
+
+
+def test_retention_by_bytes_time_and_log_start(tmp_path):
+    clock = Clock()
+    log_ = open_log(tmp_path / "t-0", clock, segment_bytes=300, retention_ms=60_000,
+                    file_delete_delay_ms=1000)
+    for i in range(12):
+        log_.append_as_leader(producer_batch([b"r" * 60], timestamp=NOW + i * 10_000), 0)
+    count = len(log_.segments)
+    assert count >= 4
+    assert log_.delete_old_segments(NOW + 30_000) == 0       # nothing below the high watermark
+    log_.update_high_watermark(log_.log_end_offset)
+    deleted = log_.delete_old_segments(NOW + 130_000)        # records older than 70_000 expire
+    assert deleted >= 1
+    assert log_.log_start_offset == log_.segments[0].base_offset > 0
+    assert all(s.max_timestamp >= NOW + 70_000 for s in log_.segments[:-1])
+    log_.config.retention_bytes = log_.active_segment.size
+    log_.config.retention_ms = -1
+    log_.delete_old_segments(NOW + 130_000)
+    assert len(log_.segments) == 1
+    check_log(log_)
+    # DeleteRecords moves the log start offset inside a segment; reads below it fail.
+    end = log_.log_end_offset
+    log_.delete_records_before(end - 1)
+    with pytest.raises(OffsetOutOfRange):
+        log_.read(end - 2, 100)
+    with pytest.raises(OffsetOutOfRange):
+        log_.delete_records_before(end + 1)
+
+
+def test_deleted_segment_stays_readable_until_the_delay(tmp_path):
+    clock = Clock()
+    log_ = open_log(tmp_path / "t-0", clock, segment_bytes=200, retention_bytes=0,
+                    file_delete_delay_ms=5000)
+    for i in range(4):
+        log_.append_as_leader(producer_batch([b"q" * 100]), 0)
+    log_.update_high_watermark(4)
+    region = log_.read(0, 10**6).records
+    log_.delete_old_segments()
+    assert log_.log_start_offset == 4 and log_.size_in_bytes == 0
+    assert any(n.endswith(".deleted") for n in os.listdir(log_.dir))
+    assert RecordBatchView(region.read_bytes(), 0).base_offset == 0   # still sendable
+    assert log_.delete_expired_files(clock.ms + 4000) == 0
+    assert log_.delete_expired_files(clock.ms + 5000) == 4
+    assert not any(n.endswith(".deleted") for n in os.listdir(log_.dir))
+    assert log_.append_as_leader(producer_batch([b"after"]), 0).first_offset == 4
+
+
+def test_flush_moves_recovery_point_and_needs_flush(tmp_path):
+    clock = Clock()
+    log_ = open_log(tmp_path / "t-0", clock, flush_messages=3, segment_bytes=400)
+    info = log_.append_as_leader(producer_batch([b"a"]), 0)
+    assert not info.flush_needed and log_.recovery_point == 0
+    info = log_.append_as_leader(producer_batch([b"b", b"c"]), 0)
+    assert info.flush_needed
+    log_.flush()
+    assert log_.recovery_point == 3 and not log_.needs_flush()
+    log_.config.flush_messages = 10**9
+    log_.append_as_leader(producer_batch([b"d" * 200]), 0)        # rolls
+    log_.append_as_leader(producer_batch([b"e" * 200]), 0)
+    assert log_.needs_flush()                                      # a rolled segment is unflushed
+    log_.flush(up_to=log_.active_segment.base_offset)
+    assert log_.recovery_point == log_.active_segment.base_offset
+
+
+def test_recovery_truncates_a_torn_tail_and_rebuilds_indexes(tmp_path):
+    path = tmp_path / "t-0"
+    log_ = open_log(path, index_interval_bytes=60)
+    for i in range(20):
+        log_.append_as_leader(producer_batch([b"v%02d" % i]), 0)
+    segment_path = log_.active_segment.path
+    size = log_.active_segment.size
+    log_.flush()
+    log_.active_segment.offset_index.flush()
+    # A crash: indexes stay preallocated, and half a batch reached the disk.
+    for s in log_.segments:
+        s.offset_index.close(trim=False)
+        s.time_index.close(trim=False)
+        s.log_file.close()
+    with open(segment_path, "ab") as fh:
+        fh.write(producer_batch([b"torn"])[:30])
+    reopened = open_log(path, index_interval_bytes=60)
+    assert reopened.log_end_offset == 20 and reopened.active_segment.size == size
+    check_log(reopened)
+    assert reopened.append_as_leader(producer_batch([b"next"]), 0).first_offset == 20
+
+
+def test_recovery_truncates_at_a_corrupt_batch(tmp_path):
+    path = tmp_path / "t-0"
+    log_ = open_log(path, segment_bytes=500)
+    for i in range(12):
+        log_.append_as_leader(producer_batch([b"w" * 40]), 0)
+    segments = log_.segments
+    assert len(segments) >= 3
+    victim = segments[1]
+    batches = list(victim.batches())
+    log_.close()
+    with open(victim.path, "r+b") as fh:                   # flip a byte in its 2nd batch
+        fh.seek(batches[1].position + 70)
+        byte = fh.read(1)
+        fh.seek(batches[1].position + 70)
+        fh.write(bytes([byte[0] ^ 0x55]))
+    reopened = open_log(path, segment_bytes=500)           # recovery point 0: unclean
+    assert reopened.log_end_offset == batches[1].base_offset
+    assert len(reopened.segments) == 2                     # later segments are gone
+    check_log(reopened)
+
+
+def test_clean_reopen_rebuilds_a_missing_or_corrupt_index(tmp_path):
+    path = tmp_path / "t-0"
+    log_ = open_log(path, segment_bytes=500, index_interval_bytes=50)
+    for i in range(12):
+        log_.append_as_leader(producer_batch([b"w" * 40]), 0)
+    first, active = log_.segments[0], log_.segments[-1]
+    log_.close()
+    os.remove(first.index_path)
+    with open(active.index_path, "wb") as fh:
+        fh.write(b"\x00" * 13)                             # not a multiple of 8
+    reopened = open_log(path, segment_bytes=500, index_interval_bytes=50)
+    assert reopened.log_end_offset == 12
+    check_log(reopened)
+    assert reopened.segments[0].offset_index.entries > 0
+
+
+def idempotent_batch(producer_id, epoch, sequence, values):
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=epoch,
+                                 base_sequence=sequence)
+    for value in values:
+        builder.append(NOW, None, value)
+    return builder.build()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_idempotent_retries_are_answered_with_the_original_offsets(tmp_path, clean):
+    path = tmp_path / "t-0"
+    log_ = open_log(path, segment_bytes=300)
+    log_.append_as_leader(producer_batch([b"x" * 100]), 0)
+    first = log_.append_as_leader(idempotent_batch(7, 0, 0, [b"a", b"b"]), 0)
+    assert log_.append_as_leader(idempotent_batch(7, 0, 0, [b"a", b"b"]), 0).first_offset == \
+        first.first_offset
+    for i in range(4):                                  # roll past it a few times
+        log_.append_as_leader(producer_batch([b"y" * 100]), 0)
+    second = log_.append_as_leader(idempotent_batch(7, 0, 2, [b"c"]), 0)
+    retry = log_.append_as_leader(idempotent_batch(7, 0, 2, [b"c"]), 0)
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (second.first_offset,
+                                                                            second.last_offset)
+    end = log_.log_end_offset
+    if clean:
+        log_.close()
+    else:
+        log_.flush()
+        for segment in log_.segments:
+            segment.log_file.close()
+    reopened = open_log(path, segment_bytes=300)
+    assert reopened.log_end_offset == end
+    # Snapshots keep each producer's last batch (as Kafka's do): its retry is still caught.
+    again = reopened.append_as_leader(idempotent_batch(7, 0, 2, [b"c"]), 0)
+    assert again.duplicate and again.first_offset == second.first_offset
+    with pytest.raises(KafkaError) as exc:
+        reopened.append_as_leader(idempotent_batch(7, 0, 9, [b"gap"]), 0)
+    assert exc.value.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert reopened.append_as_leader(idempotent_batch(7, 0, 3, [b"d"]), 0).first_offset == end
+    reopened.truncate_to(second.first_offset)           # the retried batch is gone again
+    assert not reopened.append_as_leader(idempotent_batch(7, 0, 2, [b"c"]), 0).duplicate
+    check_log(reopened)

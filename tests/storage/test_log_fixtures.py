@@ -1,0 +1,103 @@
+"""Logs written by Apache Kafka 3.4.0 and 3.1.0: read exactly, indexes rebuilt, appends after."""
+import os
+
+import pytest
+
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+
+from tests.storage.log_checks import check_log, copy_fixture, make_batch
+
+
+@pytest.fixture
+def kafka_340(kafka_fixtures, tmp_path):
+    return copy_fixture(kafka_fixtures / "kafka-3.4.0", tmp_path / "kafka-3.4.0")
+
+
+@pytest.fixture
+def kafka_310(kafka_fixtures, tmp_path):
+    return copy_fixture(kafka_fixtures / "kafka-3.1.0", tmp_path / "kafka-3.1.0")
+
+
+def test_kafka_340_test_topic_reads_97_records_in_28_batches(kafka_340):
+    log_ = Log(str(kafka_340 / "test-0"), LogConfig(index_interval_bytes=128))
+    views = check_log(log_)
+    assert len(views) == 28
+    assert sum(v.records_count for v in views) == 97
+    records = [r for v in views for r in v.records()]
+    assert [r.offset for r in records] == list(range(97))
+    assert log_.log_start_offset == 0 and log_.log_end_offset == 97
+    # The missing index files were rebuilt from the log.
+    segment = log_.active_segment
+    assert os.path.exists(segment.index_path) and segment.offset_index.entries > 5
+    assert segment.time_index.entries > 0
+    assert str(log_.topic_id) == "78083c37-fdc8-4ec7-8682-3628183a34fa"
+    log_.close()
+
+
+def test_kafka_340_read_by_offset_and_timestamp(kafka_340):
+    log_ = Log(str(kafka_340 / "test-0"), LogConfig(index_interval_bytes=128))
+    views = check_log(log_)
+    for view in views:
+        for offset in range(view.base_offset, view.last_offset + 1):
+            info = log_.read(offset, 1)              # min_one_message: exactly that batch
+            assert info.first_offset == view.base_offset
+            assert info.records.read_bytes() == bytes(view.raw())
+    records = [r for v in views for r in v.records()]
+    for record in records[::7]:
+        found = log_.fetch_offset_by_timestamp(record.timestamp)
+        first = next(r for r in records if r.timestamp >= record.timestamp)
+        assert found[:2] == (first.offset, first.timestamp)
+    best = max(records, key=lambda r: r.timestamp)
+    assert log_.fetch_offset_by_timestamp(-3)[:2] == (best.offset, best.timestamp)
+    assert log_.fetch_offset_by_timestamp(-2)[0] == 0
+    assert log_.fetch_offset_by_timestamp(-1)[0] == 97
+    assert log_.fetch_offset_by_timestamp(best.timestamp + 1) is None
+    log_.close()
+
+
+def test_kafka_340_append_after_and_reopen(kafka_340):
+    config = LogConfig(index_interval_bytes=128, segment_ms=10**15)
+    log_ = Log(str(kafka_340 / "test-0"), config)
+    info = log_.append_as_follower(make_batch(97, [b"a", b"b", b"c"], epoch=1))
+    assert (info.first_offset, info.last_offset) == (97, 99)
+    log_.flush()
+    log_.close()
+    reopened = Log(str(kafka_340 / "test-0"), config, had_clean_shutdown=True)
+    views = check_log(reopened)
+    assert reopened.log_end_offset == 100 and len(views) == 29
+    assert reopened.leader_epoch_cache.entries() == [(0, 0), (1, 97)]
+    reopened.close()
+
+
+def test_log_manager_opens_kafka_340_dir(kafka_340):
+    manager = LogManager([str(kafka_340)], LogConfig())
+    manager.startup(cluster_id=None, broker_id=0)
+    assert len(manager.logs()) == 51
+    offsets = manager.get_log("__consumer_offsets", 36)
+    views = check_log(offsets)
+    assert views and offsets.log_end_offset == views[-1].last_offset + 1
+    assert manager.get_log("test", 0).log_end_offset == 97
+    manager.shutdown()
+    assert os.path.exists(kafka_340 / ".kafka_cleanshutdown")
+
+
+def test_kafka_310_cities(kafka_310):
+    manager = LogManager([str(kafka_310)], LogConfig())
+    manager.startup(cluster_id="P4mWrUMKRvm3AylnZYNBaQ", broker_id=0)
+    cities = manager.get_log("cities", 0)
+    views = check_log(cities)
+    values = [r.value for v in views for r in v.records()]
+    assert len(values) == 11 and values[0] == b"New York"
+    assert cities.high_watermark == 11                    # from replication-offset-checkpoint
+    cities.append_as_follower(make_batch(11, [b"Hanoi"], epoch=0))
+    manager.shutdown()
+    manager = LogManager([str(kafka_310)], LogConfig())
+    manager.startup(cluster_id="P4mWrUMKRvm3AylnZYNBaQ", broker_id=0)
+    cities = manager.get_log("cities", 0)
+    assert [r.value for v in check_log(cities) for r in v.records()][-1] == b"Hanoi"
+    assert cities.recovery_point == 12
+    for partition in (0, 2, 31, 34):
+        check_log(manager.get_log("__consumer_offsets", partition))
+    manager.shutdown()

@@ -1,0 +1,125 @@
+"""LogManager: start-up, meta.properties, checkpoints, deletion, retention, clean shutdown."""
+import os
+import uuid
+
+import pytest
+
+from storage import checkpoints, files
+from storage.log_config import LogConfig
+from storage.log_manager import InconsistentClusterId, LogManager
+from storage.record_batch import RecordBatchBuilder
+
+from tests.storage.log_checks import check_log
+
+NOW = 1_700_000_000_000
+
+
+def batch(values):
+    builder = RecordBatchBuilder()
+    for value in values:
+        builder.append(NOW, None, value)
+    return builder.build()
+
+
+class Clock:
+    ms = NOW
+
+    def __call__(self):
+        return self.ms
+
+
+def test_startup_writes_meta_properties_and_refuses_another_cluster(tmp_path):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    manager = LogManager(dirs, LogConfig())
+    manager.startup(cluster_id="abc", broker_id=3)
+    assert manager.meta_properties(dirs[1]) == {"version": "0", "broker.id": "3",
+                                                "cluster.id": "abc"}
+    manager.shutdown()
+    with pytest.raises(InconsistentClusterId):
+        LogManager(dirs, LogConfig()).startup(cluster_id="other", broker_id=3)
+
+
+def test_partitions_spread_over_dirs_and_survive_a_clean_restart(tmp_path):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    config = LogConfig(segment_ms=10**12)
+    manager = LogManager(dirs, config)
+    manager.startup(cluster_id="c", broker_id=0)
+    topic_id = uuid.uuid4()
+    logs = [manager.get_or_create_log("t", p, config, topic_id) for p in range(4)]
+    assert sorted(os.path.dirname(l.dir) for l in logs) == sorted(dirs * 2)
+    for p, log_ in enumerate(logs):
+        for i in range(p + 1):
+            log_.append_as_leader(batch([b"%d" % i]), 0)
+        log_.update_high_watermark(p + 1)
+    logs[3].delete_records_before(2)
+    manager.shutdown()
+    for d in dirs:
+        assert os.path.exists(os.path.join(d, files.CLEAN_SHUTDOWN_FILE))
+        assert os.path.exists(os.path.join(d, files.CLEANER_CHECKPOINT))
+    manager = LogManager(dirs, config)
+    manager.startup(cluster_id="c", broker_id=0)
+    assert all(manager.had_clean_shutdown.values())
+    for d in dirs:                                  # the marker goes once the logs are open
+        assert not os.path.exists(os.path.join(d, files.CLEAN_SHUTDOWN_FILE))
+    for p in range(4):
+        log_ = manager.get_log("t", p)
+        assert log_.topic_id == topic_id
+        assert (log_.log_end_offset, log_.high_watermark, log_.recovery_point) == (p + 1,) * 3
+        check_log(log_)
+    assert manager.get_log("t", 3).log_start_offset == 2
+    manager.shutdown()
+
+
+def test_delete_log_renames_then_removes_after_the_delay(tmp_path):
+    clock = Clock()
+    manager = LogManager([str(tmp_path)], LogConfig(file_delete_delay_ms=1000), time_ms=clock)
+    manager.startup()
+    log_ = manager.get_or_create_log("gone", 0)
+    log_.append_as_leader(batch([b"x"]), 0)
+    region = log_.read(0, 1000).records
+    assert manager.delete_log("gone", 0)
+    assert region.read_bytes()[:8] == bytes(8)        # still readable until the delay passes
+    assert manager.get_log("gone", 0) is None
+    names = os.listdir(tmp_path)
+    assert not os.path.exists(tmp_path / "gone-0")
+    doomed = [n for n in names if files.parse_delete_dir(n) == ("gone", 0)]
+    assert len(doomed) == 1
+    fresh = manager.get_or_create_log("gone", 0)    # the name is free again at once
+    assert fresh.log_end_offset == 0
+    assert manager.cleanup_deleted(clock.ms + 999) == 0
+    assert manager.cleanup_deleted(clock.ms + 1000) == 1
+    assert not os.path.exists(tmp_path / doomed[0])
+    manager.shutdown()
+
+
+def test_retention_flush_and_checkpoints(tmp_path):
+    clock = Clock()
+    config = LogConfig(segment_bytes=200, retention_bytes=300, file_delete_delay_ms=0,
+                       segment_ms=10**12)
+    manager = LogManager([str(tmp_path)], config, time_ms=clock)
+    manager.startup()
+    log_ = manager.get_or_create_log("r", 0)
+    for i in range(10):
+        log_.append_as_leader(batch([b"y" * 80]), 0)
+    log_.update_high_watermark(log_.log_end_offset)
+    assert manager.flush_dirty() == 1
+    assert checkpoints.read_offsets(str(tmp_path / files.RECOVERY_POINT_CHECKPOINT)) == {
+        ("r", 0): log_.recovery_point}
+    assert manager.run_retention() > 0
+    assert log_.size_in_bytes <= 300 + 200 and log_.log_start_offset > 0
+    assert manager.cleanup_deleted() > 0
+    assert not any(n.endswith(".deleted") for n in os.listdir(log_.dir))
+    manager.checkpoint_log_start_offsets()
+    manager.checkpoint_high_watermarks()
+    assert checkpoints.read_offsets(str(tmp_path / files.LOG_START_OFFSET_CHECKPOINT)) == {
+        ("r", 0): log_.log_start_offset}
+    # An unclean restart keeps the log start offset and validates the tail.
+    for l in manager.logs():
+        l.close()
+    manager = LogManager([str(tmp_path)], config, time_ms=clock, recovery_threads=2)
+    manager.startup()
+    again = manager.get_log("r", 0)
+    assert again.log_start_offset == log_.log_start_offset
+    assert again.log_end_offset == 10
+    check_log(again)
+    manager.shutdown()
