@@ -1,0 +1,1 @@
+"""The broker: asyncio server, request handlers, replica manager, metadata."""

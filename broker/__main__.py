@@ -1,0 +1,91 @@
+"""`python -m broker config/server.properties [--override key=value ...]`: run the broker.
+
+Exit status: 0 after a graceful shutdown (SIGTERM / SIGINT), 1 on an invalid configuration (one
+line on stderr naming the property) or a start-up failure.
+"""
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from broker.config import BrokerConfig, ConfigError
+from broker.log import setup_logging
+
+log = logging.getLogger("broker")
+
+
+HARD_EXIT_AFTER_S = 9.5
+
+
+def _hard_exit():
+    log.error("Shutdown did not complete within %.1f s; exiting", HARD_EXIT_AFTER_S)
+    logging.shutdown()
+    os._exit(1)
+
+
+def raise_open_file_limit() -> None:
+    """Lift the soft RLIMIT_NOFILE to the hard limit: every connection and every segment file
+    (log + two indexes) holds a descriptor, and shells often start at 1024."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            hard = 1 << 20
+        if soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError) as exc:
+        log.warning("Could not raise the open file limit: %s", exc)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="kafka-server-start.sh",
+                                     description="Run a Kafka-compatible broker.")
+    parser.add_argument("config", help="server.properties")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a property of the file (repeatable)")
+    return parser.parse_args(argv)
+
+
+async def run(config: BrokerConfig) -> int:
+    from broker.server import Broker
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    try:
+        await broker.start()
+    except OSError as exc:
+        log.error("Fatal error during start-up: %s", exc)
+        await broker.shutdown()
+        return 1
+
+    def stop(signame):
+        log.info("Received %s, shutting down", signame)
+        loop.create_task(broker.shutdown())
+        # Kafka's contract: out within 10 s whatever happens.
+        loop.call_later(HARD_EXIT_AFTER_S, _hard_exit)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop, sig.name)
+    await broker.wait_stopped()
+    return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    setup_logging()
+    try:
+        config = BrokerConfig.from_file(args.config, args.override)
+    except ConfigError as exc:
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"kbroker: cannot read {args.config}: {exc.strerror}", file=sys.stderr)
+        return 1
+    raise_open_file_limit()
+    import uvloop
+    return uvloop.run(run(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,726 @@
+"""Broker and topic configuration, declared once as data.
+
+Theory of operation:
+
+- `BROKER_CONFIGS` is the table of every broker property this broker understands, with Kafka's
+  names, types, defaults, validators, importance, whether it can be changed at run time
+  (`dynamic`, Kafka's "read-only / per-broker / cluster-wide" distinction collapsed into a flag)
+  and a short doc of our own.  Defaults are Apache Kafka 3.x's (`KafkaConfig`); a property we
+  accept for compatibility but do not act on says so in its doc.
+- `TOPIC_CONFIGS` is the table of topic-level properties.  Each names its broker *synonyms*, in
+  priority order (``retention.ms`` <- ``log.retention.ms``, ``log.retention.minutes``,
+  ``log.retention.hours``), with the unit factor that turns the synonym's value into the topic's.
+- `BrokerConfig` holds values in layers, highest priority first, exactly the "sources" Kafka's
+  DescribeConfigs reports: dynamic per-broker config, dynamic cluster-wide default, static
+  (server.properties + ``--override``), then the table's default.  `get(name)` resolves through
+  the layers; hot values are also attributes (``config.socket_request_max_bytes``), refreshed
+  whenever a dynamic layer changes.
+- `topic_config(overrides)` builds the `storage.log_config.LogConfig` for a topic: the topic's
+  own overrides first, then each broker synonym, then the default.
+
+Errors: an invalid value raises `ConfigError` with a one-line message naming the property; an
+unknown property is logged as a warning and kept (Kafka does the same: "... was supplied but isn't
+a known config").
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+
+log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+# Kafka's ConfigResource / DescribeConfigs enums (DescribeConfigsResponse ConfigType, ConfigSource).
+TYPE_IDS = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
+            "class": 8, "password": 9}
+SOURCE_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the property."""
+
+    def __init__(self, name: str, value, reason: str):
+        self.name = name
+        self.value = value
+        self.reason = reason
+        super().__init__(f"Invalid value {value!r} for configuration {name}: {reason}")
+
+
+# -- validators: callables value -> None, raising ValueError(reason) ----------------------------
+
+def at_least(low):
+    def check(value):
+        if value < low:
+            raise ValueError(f"Value must be at least {low}")
+    check.describe = f"[{low},...]"
+    return check
+
+
+def between(low, high):
+    def check(value):
+        if not low <= value <= high:
+            raise ValueError(f"Value must be in [{low},{high}]")
+    check.describe = f"[{low},...,{high}]"
+    return check
+
+
+def one_of(*choices):
+    def check(value):
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v not in choices:
+                raise ValueError(f"String must be one of: {', '.join(choices)}")
+    check.describe = "[" + ", ".join(choices) + "]"
+    return check
+
+
+def non_empty_list(value):
+    if not value:
+        raise ValueError("Empty list")
+
+
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]*\]|[^:/\s]*):(-?\d+)$")
+
+
+def listener_list(value):
+    for item in value:
+        if not _LISTENER.match(item):
+            raise ValueError(f"Unable to parse {item} to a broker endpoint")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: str                  # boolean, string, int, short, long, double, list, class, password
+    default: object            # typed default, None = no default (null)
+    validator: object = None
+    importance: str = "medium"
+    dynamic: bool = False
+    doc: str = ""
+
+
+def _c(name, type_, default, validator=None, importance="medium", dynamic=False, doc=""):
+    return ConfigDef(name, type_, default, validator, importance, dynamic, doc)
+
+
+_COMPRESSION = one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_CLEANUP = one_of("compact", "delete")
+_TIMESTAMP_TYPE = one_of("CreateTime", "LogAppendTime")
+_UNUSED = " Accepted for compatibility; this broker does not act on it yet."
+
+BROKER_CONFIGS = [
+    # --- server basics
+    _c("broker.id", "int", -1, None, "high", doc="The broker's id; must be unique in a cluster."),
+    _c("broker.rack", "string", None, None, "medium", doc="The rack of the broker." + _UNUSED),
+    _c("cluster.id", "string", None, None, "low",
+       doc="Cluster id for a new log dir; generated when absent."),
+    # --- sockets and connections
+    _c("listeners", "list", ["PLAINTEXT://:9092"], listener_list, "high",
+       doc="Comma-separated URIs the broker listens on, NAME://host:port (empty host: all)."),
+    _c("advertised.listeners", "list", None, listener_list, "high",
+       doc="Listeners published to clients in Metadata, if different from `listeners`."),
+    _c("listener.security.protocol.map", "string",
+       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None, "low",
+       doc="Listener name to security protocol. Only PLAINTEXT is served."),
+    _c("inter.broker.listener.name", "string", None, None, "medium",
+       doc="The listener brokers use to talk to each other."),
+    _c("num.network.threads", "int", 3, at_least(1), "high", True,
+       doc="Network threads." + _UNUSED + " (one asyncio event loop serves every socket)"),
+    _c("num.io.threads", "int", 8, at_least(1), "high", True, doc="Request threads." + _UNUSED),
+    _c("background.threads", "int", 10, at_least(1), "high", True,
+       doc="Background task threads." + _UNUSED),
+    _c("queued.max.requests", "int", 500, at_least(1), "high", doc="Request queue size." + _UNUSED),
+    _c("socket.send.buffer.bytes", "int", 102400, None, "high",
+       doc="SO_SNDBUF of accepted sockets; -1 uses the OS default."),
+    _c("socket.receive.buffer.bytes", "int", 102400, None, "high",
+       doc="SO_RCVBUF of accepted sockets; -1 uses the OS default."),
+    _c("socket.request.max.bytes", "int", 104857600, at_least(1), "high",
+       doc="Largest request frame accepted; a bigger one closes the connection."),
+    _c("max.connections", "int", INT_MAX, at_least(0), "medium", True,
+       doc="Most connections the broker holds open; further ones are closed on accept."),
+    _c("max.connections.per.ip", "int", INT_MAX, at_least(0), "medium", True,
+       doc="Most connections from one client address."),
+    _c("max.connections.per.ip.overrides", "string", "", None, "medium", True,
+       doc="Per-address limits, 'host:count,host:count', overriding max.connections.per.ip."),
+    _c("connections.max.idle.ms", "long", 600000, None, "medium",
+       doc="Idle connections are closed after this many milliseconds."),
+    # --- logs
+    _c("log.dirs", "list", None, None, "high",
+       doc="Directories holding the log data; when unset, log.dir is used."),
+    _c("log.dir", "string", "/tmp/kafka-logs", None, "high",
+       doc="The log directory, used when log.dirs is not set."),
+    _c("num.recovery.threads.per.data.dir", "int", 1, at_least(1), "high", True,
+       doc="Threads per log dir recovering logs at start-up and flushing at shutdown."),
+    _c("log.segment.bytes", "int", 1073741824, at_least(14), "high", True,
+       doc="Largest size of one segment file."),
+    _c("log.roll.ms", "long", None, None, "high", True,
+       doc="Roll a new segment after this long (overrides log.roll.hours)."),
+    _c("log.roll.hours", "int", 168, at_least(1), "high", True,
+       doc="Roll a new segment after this many hours."),
+    _c("log.roll.jitter.ms", "long", None, None, "high", True,
+       doc="Random jitter subtracted from the roll time (overrides log.roll.jitter.hours)."),
+    _c("log.roll.jitter.hours", "int", 0, at_least(0), "high", True,
+       doc="Random jitter subtracted from the roll time, in hours."),
+    _c("log.retention.ms", "long", None, None, "high", True,
+       doc="Delete segments older than this; -1 keeps them forever. Overrides minutes/hours."),
+    _c("log.retention.minutes", "int", None, None, "high", True,
+       doc="Retention in minutes, used when log.retention.ms is unset."),
+    _c("log.retention.hours", "int", 168, None, "high", True,
+       doc="Retention in hours, used when log.retention.ms and .minutes are unset."),
+    _c("log.retention.bytes", "long", -1, None, "high", True,
+       doc="Delete old segments while a partition is larger than this; -1: no size limit."),
+    _c("log.retention.check.interval.ms", "long", 300000, at_least(1), "medium",
+       doc="How often retention runs."),
+    _c("log.index.size.max.bytes", "int", 10485760, at_least(4), "medium", True,
+       doc="Preallocated size of an offset or time index file."),
+    _c("log.index.interval.bytes", "int", 4096, at_least(0), "medium", True,
+       doc="Bytes of log between two offset index entries."),
+    _c("log.flush.interval.messages", "long", LONG_MAX, at_least(1), "high", True,
+       doc="Fsync a partition after this many messages (default: leave it to the OS)."),
+    _c("log.flush.interval.ms", "long", None, None, "high", True,
+       doc="Fsync a partition after this long; unset: log.flush.scheduler.interval.ms."),
+    _c("log.flush.scheduler.interval.ms", "long", LONG_MAX, None, "high",
+       doc="How often the flusher checks whether a log needs an fsync."),
+    _c("log.flush.offset.checkpoint.interval.ms", "int", 60000, at_least(0), "high",
+       doc="How often recovery points are checkpointed."),
+    _c("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, at_least(0), "high",
+       doc="How often log start offsets are checkpointed."),
+    _c("replica.high.watermark.checkpoint.interval.ms", "long", 5000, None, "high",
+       doc="How often high watermarks are checkpointed."),
+    _c("log.cleanup.policy", "list", ["delete"], _CLEANUP, "medium", True,
+       doc="Default cleanup policy for segments past retention: delete or compact."),
+    _c("log.cleaner.enable", "boolean", True, None, "medium", doc="Run the log cleaner." + _UNUSED),
+    _c("log.cleaner.threads", "int", 1, at_least(0), "medium", True,
+       doc="Log cleaner threads." + _UNUSED),
+    _c("log.cleaner.delete.retention.ms", "long", 86400000, at_least(0), "medium", True,
+       doc="How long delete tombstones are kept in compacted topics."),
+    _c("log.cleaner.min.compaction.lag.ms", "long", 0, at_least(0), "medium", True,
+       doc="Minimum time a message stays uncompacted."),
+    _c("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, at_least(1), "medium", True,
+       doc="Maximum time a message stays ineligible for compaction."),
+    _c("log.cleaner.min.cleanable.ratio", "double", 0.5, between(0.0, 1.0), "medium", True,
+       doc="Minimum dirty ratio before a log is compacted."),
+    _c("log.segment.delete.delay.ms", "long", 60000, at_least(0), "high", True,
+       doc="Delay before a deleted segment's files are removed from disk."),
+    _c("log.preallocate", "boolean", False, None, "medium", True,
+       doc="Preallocate segment files."),
+    _c("log.message.timestamp.type", "string", "CreateTime", _TIMESTAMP_TYPE, "medium", True,
+       doc="Whether record timestamps are the producer's (CreateTime) or the broker's."),
+    _c("log.message.timestamp.difference.max.ms", "long", LONG_MAX, at_least(0), "medium", True,
+       doc="Largest allowed difference between a CreateTime timestamp and the broker's clock."),
+    _c("log.message.timestamp.before.max.ms", "long", LONG_MAX, at_least(0), "medium", True,
+       doc="How far a CreateTime timestamp may lie in the past."),
+    _c("log.message.timestamp.after.max.ms", "long", LONG_MAX, at_least(0), "medium", True,
+       doc="How far a CreateTime timestamp may lie in the future."),
+    _c("log.message.downconversion.enable", "boolean", True, None, "low", True,
+       doc="Down-convert records for old fetch versions."),
+    _c("message.max.bytes", "int", 1048588, at_least(0), "high", True,
+       doc="Largest record batch the broker accepts (topic: max.message.bytes)."),
+    _c("compression.type", "string", "producer", _COMPRESSION, "high", True,
+       doc="Final compression of stored batches; 'producer' keeps the producer's codec."),
+    _c("min.insync.replicas", "int", 1, at_least(1), "high", True,
+       doc="Fewest in-sync replicas an acks=all produce needs."),
+    _c("unclean.leader.election.enable", "boolean", False, None, "high", True,
+       doc="Allow out-of-sync replicas to become leader."),
+    # --- topics
+    _c("num.partitions", "int", 1, at_least(1), "medium", True,
+       doc="Default partition count of new topics."),
+    _c("default.replication.factor", "int", 1, at_least(1), "medium",
+       doc="Default replication factor of new topics."),
+    _c("auto.create.topics.enable", "boolean", True, None, "high",
+       doc="Create a topic when a client asks Metadata for one that does not exist."),
+    _c("delete.topic.enable", "boolean", True, None, "high",
+       doc="Allow DeleteTopics; when false it answers TOPIC_DELETION_DISABLED."),
+    _c("create.topic.policy.class.name", "class", None, None, "low",
+       doc="A topic creation policy." + _UNUSED),
+    # --- replication (single broker today; the names are Kafka's so configs carry over)
+    _c("replica.lag.time.max.ms", "long", 30000, None, "high",
+       doc="A follower that has not caught up for this long leaves the ISR."),
+    _c("replica.fetch.max.bytes", "int", 1048576, at_least(0), "medium",
+       doc="Bytes a follower fetches per partition."),
+    _c("fetch.max.bytes", "int", 57671680, at_least(1024), "medium",
+       doc="Most bytes one Fetch response carries."),
+    _c("max.incremental.fetch.session.cache.slots", "int", 1000, at_least(0), "medium",
+       doc="Most incremental fetch sessions (KIP-227) the broker keeps."),
+    _c("fetch.purgatory.purge.interval.requests", "int", 1000, None, "medium", doc=_UNUSED.strip()),
+    _c("producer.purgatory.purge.interval.requests", "int", 1000, None, "medium",
+       doc=_UNUSED.strip()),
+    _c("controlled.shutdown.enable", "boolean", True, None, "medium",
+       doc="Move leadership away before shutting down." + _UNUSED),
+    _c("auto.leader.rebalance.enable", "boolean", True, None, "high", doc=_UNUSED.strip()),
+    # --- ZooKeeper (cluster mode, later)
+    _c("zookeeper.connect", "string", None, None, "high",
+       doc="ZooKeeper connection string; unset: metadata lives in the first log dir."),
+    _c("zookeeper.session.timeout.ms", "int", 18000, None, "high",
+       doc="ZooKeeper session timeout."),
+    _c("zookeeper.connection.timeout.ms", "int", None, None, "high",
+       doc="How long to wait for a ZooKeeper connection; unset: the session timeout."),
+    # --- group coordinator and offsets
+    _c("offsets.topic.num.partitions", "int", 50, at_least(1), "high",
+       doc="Partitions of __consumer_offsets (do not change once it exists)."),
+    _c("offsets.topic.replication.factor", "short", 3, at_least(1), "high",
+       doc="Replication factor of __consumer_offsets."),
+    _c("offsets.topic.segment.bytes", "int", 104857600, at_least(1), "high",
+       doc="Segment size of __consumer_offsets."),
+    _c("offsets.retention.minutes", "int", 10080, at_least(1), "high",
+       doc="Committed offsets of an empty group are kept this long."),
+    _c("offsets.retention.check.interval.ms", "long", 600000, at_least(1), "high",
+       doc="How often expired offsets are removed."),
+    _c("offsets.commit.timeout.ms", "int", 5000, at_least(1), "high",
+       doc="How long an offset commit waits for its append."),
+    _c("offsets.load.buffer.size", "int", 5242880, at_least(1), "high",
+       doc="Read size when loading __consumer_offsets."),
+    _c("group.initial.rebalance.delay.ms", "int", 3000, None, "medium",
+       doc="How long the first rebalance of a new group waits for more members."),
+    _c("group.min.session.timeout.ms", "int", 6000, None, "medium",
+       doc="Smallest session timeout a member may ask for."),
+    _c("group.max.session.timeout.ms", "int", 1800000, None, "medium",
+       doc="Largest session timeout a member may ask for."),
+    _c("group.max.size", "int", INT_MAX, at_least(1), "medium", doc="Most members in one group."),
+    # --- transactions and idempotence
+    _c("transaction.state.log.replication.factor", "short", 3, at_least(1), "high",
+       doc="Replication factor of __transaction_state."),
+    _c("transaction.state.log.min.isr", "int", 2, at_least(1), "high",
+       doc="min.insync.replicas of __transaction_state."),
+    _c("transaction.state.log.num.partitions", "int", 50, at_least(1), "high",
+       doc="Partitions of __transaction_state."),
+    _c("transaction.max.timeout.ms", "int", 900000, at_least(1), "high",
+       doc="Largest transaction timeout a producer may ask for."),
+    _c("transactional.id.expiration.ms", "int", 604800000, at_least(1), "high",
+       doc="How long an unused transactional id is remembered."),
+    _c("producer.id.expiration.ms", "int", 86400000, at_least(1), "low",
+       doc="How long an idle producer's state is kept."),
+    # --- security
+    _c("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, "medium",
+       doc="SASL mechanisms of SASL listeners; plaintext listeners enable none."),
+    _c("security.inter.broker.protocol", "string", "PLAINTEXT", None, "medium",
+       doc="Security protocol between brokers."),
+]
+
+BROKER_CONFIG = {c.name: c for c in BROKER_CONFIGS}
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicConfigDef:
+    name: str
+    type: str
+    default: object                  # used when no synonym has a value
+    synonyms: tuple = ()             # ((broker property, factor), ...), highest priority first
+    validator: object = None
+    doc: str = ""
+
+
+_MIN = 60 * 1000
+_HOUR = 60 * _MIN
+
+TOPIC_CONFIGS = [
+    TopicConfigDef("cleanup.policy", "list", ["delete"], (("log.cleanup.policy", 1),), _CLEANUP,
+                   "delete: drop old segments; compact: keep the last record per key."),
+    TopicConfigDef("compression.type", "string", "producer", (("compression.type", 1),),
+                   _COMPRESSION, "Final compression of stored batches."),
+    TopicConfigDef("delete.retention.ms", "long", 86400000,
+                   (("log.cleaner.delete.retention.ms", 1),), at_least(0),
+                   "How long tombstones stay in a compacted topic."),
+    TopicConfigDef("file.delete.delay.ms", "long", 60000, (("log.segment.delete.delay.ms", 1),),
+                   at_least(0), "Delay before a deleted segment's files are removed."),
+    TopicConfigDef("flush.messages", "long", LONG_MAX, (("log.flush.interval.messages", 1),),
+                   at_least(1), "Fsync after this many messages."),
+    TopicConfigDef("flush.ms", "long", LONG_MAX, (("log.flush.interval.ms", 1),
+                                                 ("log.flush.scheduler.interval.ms", 1)),
+                   at_least(0), "Fsync after this long."),
+    TopicConfigDef("index.interval.bytes", "int", 4096, (("log.index.interval.bytes", 1),),
+                   at_least(0), "Bytes of log between offset index entries."),
+    TopicConfigDef("max.compaction.lag.ms", "long", LONG_MAX,
+                   (("log.cleaner.max.compaction.lag.ms", 1),), at_least(1),
+                   "Longest time a record stays ineligible for compaction."),
+    TopicConfigDef("max.message.bytes", "int", 1048588, (("message.max.bytes", 1),), at_least(0),
+                   "Largest record batch accepted."),
+    TopicConfigDef("message.downconversion.enable", "boolean", True,
+                   (("log.message.downconversion.enable", 1),), None,
+                   "Down-convert records for old fetch versions."),
+    TopicConfigDef("message.timestamp.difference.max.ms", "long", LONG_MAX,
+                   (("log.message.timestamp.difference.max.ms", 1),), at_least(0),
+                   "Largest difference between a CreateTime timestamp and the broker clock."),
+    TopicConfigDef("message.timestamp.before.max.ms", "long", LONG_MAX,
+                   (("log.message.timestamp.before.max.ms", 1),), at_least(0),
+                   "How far a CreateTime timestamp may lie in the past."),
+    TopicConfigDef("message.timestamp.after.max.ms", "long", LONG_MAX,
+                   (("log.message.timestamp.after.max.ms", 1),), at_least(0),
+                   "How far a CreateTime timestamp may lie in the future."),
+    TopicConfigDef("message.timestamp.type", "string", "CreateTime",
+                   (("log.message.timestamp.type", 1),), _TIMESTAMP_TYPE,
+                   "CreateTime (the producer's) or LogAppendTime (the broker's)."),
+    TopicConfigDef("min.cleanable.dirty.ratio", "double", 0.5,
+                   (("log.cleaner.min.cleanable.ratio", 1),), between(0.0, 1.0),
+                   "Minimum dirty ratio before compaction."),
+    TopicConfigDef("min.compaction.lag.ms", "long", 0, (("log.cleaner.min.compaction.lag.ms", 1),),
+                   at_least(0), "Minimum time a record stays uncompacted."),
+    TopicConfigDef("min.insync.replicas", "int", 1, (("min.insync.replicas", 1),), at_least(1),
+                   "Fewest in-sync replicas an acks=all produce needs."),
+    TopicConfigDef("preallocate", "boolean", False, (("log.preallocate", 1),), None,
+                   "Preallocate segment files."),
+    TopicConfigDef("retention.bytes", "long", -1, (("log.retention.bytes", 1),), None,
+                   "Largest partition size before old segments are deleted; -1: unlimited."),
+    TopicConfigDef("retention.ms", "long", 604800000,
+                   (("log.retention.ms", 1), ("log.retention.minutes", _MIN),
+                    ("log.retention.hours", _HOUR)), at_least(-1),
+                   "Age after which segments are deleted; -1: forever."),
+    TopicConfigDef("segment.bytes", "int", 1073741824, (("log.segment.bytes", 1),), at_least(14),
+                   "Largest segment file."),
+    TopicConfigDef("segment.index.bytes", "int", 10485760, (("log.index.size.max.bytes", 1),),
+                   at_least(4), "Preallocated size of index files."),
+    TopicConfigDef("segment.jitter.ms", "long", 0, (("log.roll.jitter.ms", 1),
+                                                    ("log.roll.jitter.hours", _HOUR)),
+                   at_least(0), "Random jitter subtracted from segment.ms."),
+    TopicConfigDef("segment.ms", "long", 604800000, (("log.roll.ms", 1), ("log.roll.hours", _HOUR)),
+                   at_least(1), "Roll a segment after this long."),
+    TopicConfigDef("unclean.leader.election.enable", "boolean", False,
+                   (("unclean.leader.election.enable", 1),), None,
+                   "Allow out-of-sync replicas to become leader."),
+]
+
+TOPIC_CONFIG = {c.name: c for c in TOPIC_CONFIGS}
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+def parse_value(definition, raw):
+    """A raw string (or typed value) -> the typed value, validated. Raises ConfigError."""
+    name = definition.name
+    if raw is None:
+        value = None
+    elif not isinstance(raw, str):
+        value = raw
+    else:
+        text = raw.strip()
+        try:
+            value = _parse_text(definition.type, text)
+        except ValueError as exc:
+            raise ConfigError(name, raw, str(exc)) from None
+    if value is not None and definition.validator is not None:
+        try:
+            definition.validator(value)
+        except ValueError as exc:
+            raise ConfigError(name, raw, str(exc)) from None
+    return value
+
+
+def _parse_text(kind, text):
+    if kind == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise ValueError("Expected value to be either true or false")
+        return text.lower() == "true"
+    if kind in ("int", "short", "long"):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"Not a number of type {kind.upper()}") from None
+        bits = {"short": 16, "int": 32, "long": 64}[kind]
+        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            raise ValueError(f"Not a number of type {kind.upper()}")
+        return value
+    if kind == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("Not a number of type DOUBLE") from None
+    if kind == "list":
+        return [item.strip() for item in text.split(",") if item.strip()] if text else []
+    return text
+
+
+def format_value(value) -> str | None:
+    """Typed value -> the string DescribeConfigs shows (Kafka's formatting)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def read_properties(text: str) -> dict:
+    """Java .properties: `k=v`, `k: v` or `k v`; `#`/`!` comments; `\\` continues a line."""
+    props = {}
+    logical, pending = [], ""
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if not pending and (not stripped or stripped[0] in "#!"):
+            continue
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            pending += stripped[:-1]
+            continue
+        logical.append(pending + stripped)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    for entry in logical:
+        match = re.match(r"((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", entry)
+        if match is None:
+            props[_unescape(entry)] = ""
+            continue
+        props[_unescape(match.group(1))] = _unescape(match.group(2).rstrip())
+    return props
+
+
+def _unescape(text: str) -> str:
+    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+    return re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(1)), text)
+
+
+class Listener:
+    __slots__ = ("name", "host", "port")
+
+    def __init__(self, name, host, port):
+        self.name, self.host, self.port = name, host, port
+
+    @classmethod
+    def parse(cls, text: str) -> "Listener":
+        match = _LISTENER.match(text.strip())
+        if match is None:
+            raise ValueError(f"Unable to parse {text} to a broker endpoint")
+        host = match.group(2).strip("[]")
+        return cls(match.group(1).upper(), host, int(match.group(3)))
+
+    def __repr__(self):
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+# -- the live configuration -------------------------------------------------------------------
+
+_HOT = {name.replace(".", "_"): name for name in BROKER_CONFIG}
+
+
+class BrokerConfig:
+    """Layered broker configuration: dynamic per-broker > dynamic default > static > default."""
+
+    def __init__(self, static: dict | None = None):
+        self.static: dict = {}           # name -> typed value, from the file and overrides
+        self.unknown: dict = {}          # names not in the table, kept as raw strings
+        self.dynamic_broker: dict = {}   # set with AlterConfigs on this broker's id
+        self.dynamic_default: dict = {}  # set with AlterConfigs on the cluster default ("")
+        self._values: dict = {}
+        for name, raw in (static or {}).items():
+            definition = BROKER_CONFIG.get(name)
+            if definition is None:
+                log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+                self.unknown[name] = raw
+                continue
+            self.static[name] = parse_value(definition, raw)
+        self._check_listeners()
+        self._refresh()
+
+    @classmethod
+    def from_file(cls, path, overrides=None) -> "BrokerConfig":
+        """Read server.properties, then apply `overrides` ("k=v" strings or a dict)."""
+        with open(path, encoding="utf-8") as f:
+            props = read_properties(f.read())
+        props.update(parse_overrides(overrides))
+        return cls(props)
+
+    def _check_listeners(self):
+        for name in ("listeners", "advertised.listeners"):
+            names = [Listener.parse(item).name for item in self.static.get(name) or []]
+            if len(set(names)) != len(names):
+                raise ConfigError(name, ",".join(self.static[name]),
+                                  "Each listener must have a different name")
+        for item in self.static.get("listeners") or BROKER_CONFIG["listeners"].default:
+            listener = Listener.parse(item)
+            if listener.name != "PLAINTEXT" and not self._security_of(listener.name) == "PLAINTEXT":
+                raise ConfigError("listeners", item,
+                                  "only PLAINTEXT listeners are supported by this broker")
+
+    def _security_of(self, listener_name: str) -> str | None:
+        mapping = self.static.get("listener.security.protocol.map",
+                                  BROKER_CONFIG["listener.security.protocol.map"].default)
+        for pair in mapping.split(","):
+            key, _, protocol = pair.partition(":")
+            if key.strip().upper() == listener_name:
+                return protocol.strip().upper()
+        return None
+
+    def _refresh(self):
+        values = {d.name: d.default for d in BROKER_CONFIGS}
+        values.update(self.static)
+        values.update(self.dynamic_default)
+        values.update(self.dynamic_broker)
+        self._values = values
+
+    # -- reading
+    def get(self, name: str):
+        """The effective typed value of a broker property (KeyError if unknown)."""
+        try:
+            return self._values[name]
+        except KeyError:
+            if name in self.unknown:
+                return self.unknown[name]
+            raise KeyError(f"unknown broker configuration {name!r}") from None
+
+    def __getattr__(self, attr):
+        name = _HOT.get(attr)
+        if name is None:
+            raise AttributeError(attr)
+        return self._values[name]
+
+    def source_of(self, name: str) -> int:
+        if name in self.dynamic_broker:
+            return SOURCE_DYNAMIC_BROKER
+        if name in self.dynamic_default:
+            return SOURCE_DYNAMIC_DEFAULT_BROKER
+        if name in self.static:
+            return SOURCE_STATIC_BROKER
+        return SOURCE_DEFAULT
+
+    def synonyms_of(self, name: str) -> list:
+        """[(name, string value, source)] in priority order, as DescribeConfigs reports."""
+        out = []
+        if name in self.dynamic_broker:
+            out.append((name, format_value(self.dynamic_broker[name]), SOURCE_DYNAMIC_BROKER))
+        if name in self.dynamic_default:
+            out.append((name, format_value(self.dynamic_default[name]),
+                        SOURCE_DYNAMIC_DEFAULT_BROKER))
+        if name in self.static:
+            out.append((name, format_value(self.static[name]), SOURCE_STATIC_BROKER))
+        definition = BROKER_CONFIG.get(name)
+        if definition is not None and definition.default is not None:
+            out.append((name, format_value(definition.default), SOURCE_DEFAULT))
+        return out
+
+    @property
+    def broker_id(self) -> int:
+        return self._values["broker.id"]
+
+    @property
+    def log_dirs(self) -> list:
+        return list(self._values["log.dirs"] or [self._values["log.dir"]])
+
+    @property
+    def listeners(self) -> list:
+        return [Listener.parse(item) for item in self._values["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list:
+        items = self._values["advertised.listeners"]
+        return [Listener.parse(item) for item in items] if items else self.listeners
+
+    def max_connections_for(self, host: str) -> int:
+        overrides = self._values["max.connections.per.ip.overrides"] or ""
+        for pair in overrides.split(","):
+            key, sep, count = pair.rpartition(":")
+            if sep and key.strip() == host:
+                return int(count)
+        return self._values["max.connections.per.ip"]
+
+    # -- dynamic changes
+    @staticmethod
+    def validate_dynamic(changes: dict) -> dict:
+        """{name: raw str or None} -> {name: typed value or None}; ConfigError if not allowed."""
+        typed = {}
+        for name, raw in changes.items():
+            definition = BROKER_CONFIG.get(name)
+            if definition is None:
+                raise ConfigError(name, raw, "Unknown broker configuration")
+            if not definition.dynamic:
+                raise ConfigError(name, raw, "Cannot update this configuration dynamically")
+            typed[name] = None if raw is None else parse_value(definition, raw)
+        return typed
+
+    def set_dynamic(self, values: dict, cluster_default: bool = False) -> None:
+        """Replace one dynamic layer with {name: raw string} (already persisted by the caller)."""
+        typed = {k: v for k, v in self.validate_dynamic(values).items() if v is not None}
+        if cluster_default:
+            self.dynamic_default = typed
+        else:
+            self.dynamic_broker = typed
+        self._refresh()
+
+    # -- topics
+    def topic_value(self, name: str, overrides: dict | None = None):
+        """(typed value, source, synonyms) of a topic config given the topic's overrides."""
+        definition = TOPIC_CONFIG[name]
+        synonyms = []
+        value = source = None
+        if overrides and name in overrides:
+            value = parse_value(definition, overrides[name])
+            source = SOURCE_TOPIC
+            synonyms.append((name, format_value(value), SOURCE_TOPIC))
+        for broker_name, factor in definition.synonyms:
+            for syn_name, syn_value, syn_source in self.synonyms_of(broker_name):
+                synonyms.append((syn_name, syn_value, syn_source))
+            broker_value = self._values.get(broker_name)
+            if value is None and broker_value is not None:
+                value = _scale(broker_value, factor)
+                source = self.source_of(broker_name)
+        if value is None:
+            value, source = definition.default, SOURCE_DEFAULT
+        return value, source, synonyms
+
+    def topic_config(self, overrides: dict | None = None):
+        """The storage LogConfig of a topic with these overrides ({topic property: raw str})."""
+        from storage.log_config import LogConfig
+        props = {}
+        for definition in TOPIC_CONFIGS:
+            value = self.topic_value(definition.name, overrides)[0]
+            props[definition.name] = format_value(value)
+        return LogConfig.from_properties(props)
+
+
+def _scale(value, factor):
+    if factor == 1 or not isinstance(value, int) or value < 0:
+        return value
+    return value * factor
+
+
+def validate_topic_configs(configs: dict) -> dict:
+    """{name: raw str} of a CreateTopics/AlterConfigs request -> typed; ConfigError if invalid."""
+    typed = {}
+    for name, raw in configs.items():
+        definition = TOPIC_CONFIG.get(name)
+        if definition is None:
+            raise ConfigError(name, raw, "Unknown topic config name")
+        if raw is None:
+            raise ConfigError(name, raw, "Null value not supported for topic configs")
+        typed[name] = parse_value(definition, raw)
+    return typed
+
+
+def parse_overrides(overrides) -> dict:
+    if overrides is None:
+        return {}
+    if isinstance(overrides, dict):
+        return dict(overrides)
+    out = {}
+    for item in overrides:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(item, item, "an override must look like name=value")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def markdown_table() -> str:
+    """The README's configuration reference, generated from the tables above."""
+    rows = ["| Property | Type | Default | Dynamic | Description |", "|---|---|---|---|---|"]
+    for d in BROKER_CONFIGS:
+        default = format_value(d.default)
+        default = '""' if default == "" else default
+        rows.append(f"| `{d.name}` | {d.type} | {'null' if default is None else f'`{default}`'} | "
+                    f"{'yes' if d.dynamic else 'no'} | {d.doc} |")
+    rows += ["", "| Topic property | Broker synonyms | Default | Description |",
+             "|---|---|---|---|"]
+    for d in TOPIC_CONFIGS:
+        synonyms = ", ".join(f"`{name}`" for name, _ in d.synonyms)
+        rows.append(f"| `{d.name}` | {synonyms} | `{format_value(d.default)}` | {d.doc} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":          # python -m broker.config > docs: the README's table
+    print(markdown_table())

@@ -1,0 +1,286 @@
+"""One client connection: frames in, responses out, strictly in request order.
+
+Theory of operation (uvicorn's one-protocol-object-per-connection, Kafka's one-request-in-flight
+per channel):
+
+- `data_received` feeds the protocol's `FrameReader`; complete frames go to a queue. A frame
+  whose size prefix exceeds `socket.request.max.bytes` closes the connection with a log line
+  (Kafka's InvalidReceiveException), as does a negative size.
+- One task per connection (`_serve`) takes frames in order: decode, run the handler, write the
+  response, then the next frame. So responses leave in request order by construction, and a
+  handler that waits (a long-polling Fetch in the purgatory) only holds up its own connection;
+  every other connection has its own task.
+- Back-pressure: while more than `MAX_QUEUED_FRAMES` frames wait, reading pauses (Kafka mutes the
+  channel while a request is in flight; we allow a little pipelining). Writing uses a write
+  buffer high-water mark of 0, so the transport tells us (`pause_writing`/`resume_writing`)
+  exactly when the socket has taken every byte: the next response waits for that.
+- Zero-copy: response pieces are bytes (written to the transport) and `FileRegion`s (record data
+  in segment files). uvloop has no `loop.sendfile`, so a region goes out with `os.sendfile` on a
+  duplicate of the socket's fd, after the transport's buffer has drained (TOOLCHAIN.md); on
+  EAGAIN we wait for the fd to become writable with `loop.add_writer`. `os.sendfile` takes an
+  explicit offset, so the shared segment file's position never moves.
+- Bad input: an undecodable header or body, an unknown api key or an unsupported version closes
+  the connection with a log line (what Kafka does), except ApiVersions at an unsupported version,
+  answered at v0 with UNSUPPORTED_VERSION. Handler exceptions become error responses (dispatch).
+- Idle: `last_active` is refreshed on every read and write; the server closes connections idle
+  longer than `connections.max.idle.ms` that have no request in flight.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno
+import logging
+import os
+import socket
+
+from protocol.exceptions import FrameTooLarge, ProtocolError
+from protocol.framing import FrameReader
+from protocol.headers import encode_response
+from protocol.records import FileRegion
+
+from broker.context import RequestContext
+from broker.dispatch import BadRequest, UnsupportedApiVersions, decode_request, run_handler
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_FRAMES = 16        # frames read ahead of the one being handled before reading pauses
+_SENDFILE_CHUNK = 1 << 30     # os.sendfile count limit per call (Linux caps a call near 2 GiB)
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, broker, server, listener_name: str):
+        self.broker = broker
+        self.server = server
+        self.listener_name = listener_name
+        self.transport = None
+        self.connection_id = ""
+        self.client_host = ""
+        self.client_port = 0
+        self.reader = FrameReader(broker.config.socket_request_max_bytes)
+        self.frames = collections.deque()
+        self.in_flight = False
+        self.closed = False
+        self.last_active = 0.0
+        self._wakeup = None            # future the serving task waits on for frames
+        self._drained = None           # future the serving task waits on for the socket to drain
+        self._writing_paused = False
+        self._reading_paused = False
+        self._task = None
+        self._dup_fd = -1
+
+    # -- asyncio.Protocol callbacks ------------------------------------------------------------
+
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("", 0)
+        local = transport.get_extra_info("sockname") or ("", 0)
+        self.client_host, self.client_port = peer[0], peer[1]
+        self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}"
+        self.last_active = self.broker.loop.time()
+        if not self.server.register(self):
+            self.closed = True
+            transport.abort()
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            _tune_socket(sock, self.broker.config)
+        transport.set_write_buffer_limits(high=0, low=0)
+        self._task = self.broker.loop.create_task(self._serve())
+
+    def data_received(self, data):
+        self.last_active = self.broker.loop.time()
+        self.reader.feed(data)
+        try:
+            while True:
+                frame = self.reader.next_frame()
+                if frame is None:
+                    break
+                self.frames.append(frame)
+        except FrameTooLarge as exc:
+            log.warning("Closing connection %s: request of %d bytes is larger than "
+                        "socket.request.max.bytes (%d)", self.connection_id, exc.size,
+                        self.reader.max_frame_size)
+            self.close()
+            return
+        except ProtocolError as exc:
+            log.warning("Closing connection %s: invalid frame: %s", self.connection_id, exc)
+            self.close()
+            return
+        if self.frames:
+            if len(self.frames) > MAX_QUEUED_FRAMES and not self._reading_paused:
+                self._reading_paused = True
+                self.transport.pause_reading()
+            self._wake()
+
+    def eof_received(self):
+        return False        # close our side too once the client half-closes
+
+    def connection_lost(self, exc):
+        self.closed = True
+        self.server.unregister(self)
+        self._wake()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if self._dup_fd >= 0:
+            try:
+                self.broker.loop.remove_writer(self._dup_fd)
+            except Exception:
+                pass
+            os.close(self._dup_fd)
+            self._dup_fd = -1
+
+    def pause_writing(self):
+        self._writing_paused = True
+
+    def resume_writing(self):
+        self._writing_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # -- serving -------------------------------------------------------------------------------
+
+    def _wake(self):
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    @property
+    def idle(self) -> bool:
+        return not self.in_flight and not self.frames
+
+    async def _serve(self):
+        loop = self.broker.loop
+        try:
+            while not self.closed:
+                if not self.frames:
+                    if self.server.stopping:
+                        break
+                    self._wakeup = loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
+                    continue
+                frame = self.frames.popleft()
+                if self._reading_paused and len(self.frames) <= MAX_QUEUED_FRAMES // 2:
+                    self._reading_paused = False
+                    self.transport.resume_reading()
+                self.in_flight = True
+                try:
+                    await self._handle(frame)
+                finally:
+                    self.in_flight = False
+                    self.last_active = loop.time()
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("Unexpected error on connection %s; closing it", self.connection_id)
+        finally:
+            self.close()
+            self.server.request_done(self)
+
+    async def _handle(self, frame):
+        try:
+            header, module, request = decode_request(frame)
+        except UnsupportedApiVersions as exc:
+            from broker.handlers.api_versions import unsupported_version
+            await self._send(exc.header.correlation_id, exc.header.api_key, 0,
+                             unsupported_version())
+            return
+        except BadRequest as exc:
+            log.warning("Closing connection %s due to invalid request: %s",
+                        self.connection_id, exc)
+            self.close()
+            return
+        ctx = RequestContext(header.api_key, header.api_version, header.correlation_id,
+                             header.client_id, self.client_host, self.client_port,
+                             self.connection_id, self.listener_name)
+        try:
+            response = await run_handler(self.broker, ctx, module, request)
+        except BadRequest as exc:
+            log.warning("Closing connection %s: %s", self.connection_id, exc)
+            self.close()
+            return
+        if response is not None and not self.closed:
+            await self._send(header.correlation_id, header.api_key, header.api_version, response)
+
+    async def _send(self, correlation_id, api_key, api_version, response):
+        pieces = encode_response(correlation_id, api_key, api_version, response)
+        transport = self.transport
+        for piece in pieces:
+            if self.closed:
+                return
+            if type(piece) is FileRegion:
+                await self._drain()
+                await self._sendfile(piece)
+            else:
+                transport.write(piece)
+        await self._drain()
+        self.last_active = self.broker.loop.time()
+
+    async def _drain(self):
+        """Wait until the transport has handed every written byte to the socket."""
+        while self._writing_paused and not self.closed:
+            self._drained = self.broker.loop.create_future()
+            await self._drained
+            self._drained = None
+        # Belt and braces for sendfile ordering: a transport that buffered without pausing us
+        # (it should not, with a high-water mark of 0) still gets to flush first.
+        spins = 0
+        while not self.closed and self.transport.get_write_buffer_size() > 0 and spins < 1000:
+            await asyncio.sleep(0 if spins < 10 else 0.001)
+            spins += 1
+
+    async def _sendfile(self, region: FileRegion):
+        """Send a file region with os.sendfile on a dup of the socket fd (socket drained)."""
+        if self._dup_fd < 0:
+            sock = self.transport.get_extra_info("socket")
+            if sock is None:                     # not a real socket (in-memory transport)
+                self.transport.write(region.read_bytes())
+                return
+            self._dup_fd = os.dup(sock.fileno())
+        fd = self._dup_fd
+        in_fd = region.file.fileno()
+        offset, remaining = region.position, region.length
+        loop = self.broker.loop
+        while remaining > 0 and not self.closed:
+            try:
+                sent = os.sendfile(fd, in_fd, offset, min(remaining, _SENDFILE_CHUNK))
+            except BlockingIOError:
+                await self._writable(fd)
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+                    self.close()
+                    return
+                raise
+            if sent == 0:
+                raise OSError(f"file region {region.position}+{region.length} is past the "
+                              f"end of its file")
+            offset += sent
+            remaining -= sent
+            self.last_active = loop.time()
+
+    async def _writable(self, fd):
+        loop = self.broker.loop
+        future = loop.create_future()
+        loop.add_writer(fd, lambda: future.done() or future.set_result(None))
+        try:
+            await future
+        finally:
+            loop.remove_writer(fd)
+
+
+def _tune_socket(sock, config):
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if config.socket_send_buffer_bytes > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.socket_send_buffer_bytes)
+        if config.socket_receive_buffer_bytes > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                            config.socket_receive_buffer_bytes)
+    except OSError:
+        pass

@@ -1,0 +1,42 @@
+"""The handler registry: one module per API, and the ApiVersions answer built from it.
+
+Each module in `HANDLER_MODULES` defines API_KEY, MIN_VERSION, MAX_VERSION and
+`async def handle(broker, ctx, request)`. `HANDLERS` maps api key -> module; ApiVersions
+advertises exactly these keys and version ranges, so the answer cannot drift from what is served.
+To add an API: write broker/handlers/<api>.py and add its name here (one line).
+"""
+import importlib
+
+HANDLER_MODULES = [
+    # broker core
+    "api_versions",
+    "metadata",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "sasl_handshake",
+    # group coordinator
+    "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
+    "offset_fetch", "offset_delete", "describe_groups", "list_groups", "delete_groups",
+    # data path
+    "produce", "fetch", "list_offsets", "offset_for_leader_epoch", "delete_records",
+    "describe_log_dirs", "init_producer_id",
+]
+
+
+def _load() -> dict:
+    handlers = {}
+    for name in HANDLER_MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        if module.API_KEY in handlers:
+            raise RuntimeError(f"two handlers for api key {module.API_KEY}: "
+                               f"{handlers[module.API_KEY].__name__} and {module.__name__}")
+        handlers[int(module.API_KEY)] = module
+    return dict(sorted(handlers.items()))
+
+
+HANDLERS = _load()

@@ -1,0 +1,94 @@
+"""AlterConfigs (api key 33), versions 0-2.
+
+Behaviour: for each resource, the given configs REPLACE the whole set of overrides (configs not
+listed return to their inherited value), as Kafka's legacy AlterConfigs does.
+- TOPIC (2): names/values checked against the topic config table (INVALID_CONFIG); unknown topic
+  -> UNKNOWN_TOPIC_OR_PARTITION. Stored in the metadata store and applied to the live logs.
+- BROKER (4): name "" = the cluster-wide default, this broker's id = this broker; other ids ->
+  INVALID_REQUEST. Only dynamic broker configs may change (else INVALID_REQUEST); bad values ->
+  INVALID_CONFIG. Persisted, applied to the live config, and pushed to every log (topic configs
+  inherit from their broker synonyms).
+- validate_only: run every check, change nothing.
+
+`set_topic_overrides` and `set_broker_overrides` are shared with IncrementalAlterConfigs.
+"""
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.alter_configs import AlterConfigsResponse
+
+from broker.config import BROKER_CONFIG, ConfigError
+from broker.topics import validate_topic_name
+
+API_KEY = ApiKey.ALTER_CONFIGS
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+TOPIC = 2
+BROKER = 4
+
+
+def check_no_duplicates(names) -> None:
+    names = list(names)
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+
+
+def broker_target(broker, resource_name: str):
+    """None for the cluster default, else this broker's id (INVALID_REQUEST otherwise)."""
+    if resource_name == "":
+        return None
+    if resource_name != str(broker.broker_id):
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+                         f"but received {resource_name}")
+    return broker.broker_id
+
+
+def set_topic_overrides(broker, name: str, overrides: dict, validate_only: bool) -> None:
+    validate_topic_name(name)
+    broker.topics.set_topic_configs(name, overrides, validate_only=validate_only)
+
+
+def set_broker_overrides(broker, resource_name: str, values: dict, validate_only: bool) -> None:
+    target = broker_target(broker, resource_name)
+    for name in values:
+        definition = BROKER_CONFIG.get(name)
+        if definition is None or not definition.dynamic:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Cannot update these configs dynamically: {name}")
+    try:
+        broker.config.validate_dynamic(values)
+    except ConfigError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    if validate_only:
+        return
+    broker.metadata.set_broker_config(target, values)
+    broker.config.set_dynamic(values, cluster_default=target is None)
+    broker.topics.apply_log_configs()
+
+
+def alter_resource(broker, resource_type: int, resource_name: str, values: dict,
+                   validate_only: bool) -> None:
+    if resource_type == TOPIC:
+        set_topic_overrides(broker, resource_name, values, validate_only)
+    elif resource_type == BROKER:
+        set_broker_overrides(broker, resource_name, values, validate_only)
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+async def handle(broker, ctx, request):
+    responses = []
+    for resource in request.resources:
+        result = AlterConfigsResponse.AlterConfigsResourceResponse(
+            resource_type=resource.resource_type, resource_name=resource.resource_name)
+        responses.append(result)
+        try:
+            check_no_duplicates(c.name for c in resource.configs)
+            values = {c.name: c.value for c in resource.configs if c.value is not None}
+            alter_resource(broker, resource.resource_type, resource.resource_name, values,
+                           request.validate_only)
+        except KafkaError as exc:
+            result.error_code = exc.error_code
+            result.error_message = exc.message
+    return AlterConfigsResponse(responses=responses)

@@ -1,0 +1,143 @@
+"""DescribeConfigs (api key 32), versions 0-4.
+
+Behaviour:
+- TOPIC resources (type 2): every topic config with its effective value and source: the topic's
+  own override (TOPIC_CONFIG), else the first broker synonym that is set (DYNAMIC_BROKER_CONFIG,
+  DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG), else the default (DEFAULT_CONFIG).
+  Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; illegal name -> INVALID_TOPIC_EXCEPTION.
+- BROKER resources (type 4): name = this broker's id -> every broker config with its layered
+  source; name "" -> the cluster-wide dynamic defaults only (as Kafka). Another id ->
+  INVALID_REQUEST. Non-dynamic broker configs are read_only. PASSWORD values are never shown.
+- configuration_keys (null = all) filters the names; include_synonyms (v1+) adds the synonym
+  chain in priority order; include_documentation (v3+) adds the doc text; config_type from v3.
+- v0 has is_default instead of config_source.
+- BROKER_LOGGER (type 8) is not supported: INVALID_REQUEST.
+
+`topic_entries` is shared with CreateTopics (v5+ returns the new topic's configs).
+"""
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.describe_configs import DescribeConfigsResponse
+
+from broker.config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_DEFAULT_BROKER,
+                           TOPIC_CONFIGS, TYPE_IDS, format_value)
+from broker.topics import validate_topic_name
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+R = DescribeConfigsResponse
+
+
+class ConfigEntry:
+    """One described config, independent of the response type it goes into."""
+
+    __slots__ = ("name", "value", "source", "read_only", "sensitive", "synonyms", "type", "doc")
+
+    def __init__(self, name, value, source, read_only, sensitive, synonyms, type_, doc):
+        self.name, self.value, self.source = name, value, source
+        self.read_only, self.sensitive, self.synonyms = read_only, sensitive, synonyms
+        self.type, self.doc = type_, doc
+
+
+def topic_entries(broker, name: str, keys=None) -> list:
+    overrides = broker.metadata.topic_config(name)
+    out = []
+    for definition in TOPIC_CONFIGS:
+        if keys is not None and definition.name not in keys:
+            continue
+        value, source, synonyms = broker.config.topic_value(definition.name, overrides)
+        out.append(ConfigEntry(definition.name, format_value(value), source, False, False,
+                               synonyms, definition.type, definition.doc))
+    return out
+
+
+def broker_entries(broker, keys=None) -> list:
+    config = broker.config
+    out = []
+    for definition in BROKER_CONFIGS:
+        if keys is not None and definition.name not in keys:
+            continue
+        sensitive = definition.type == "password"
+        value = None if sensitive else format_value(config.get(definition.name))
+        out.append(ConfigEntry(definition.name, value, config.source_of(definition.name),
+                               not definition.dynamic, sensitive,
+                               config.synonyms_of(definition.name), definition.type,
+                               definition.doc))
+    return out
+
+
+def default_broker_entries(broker, keys=None) -> list:
+    config = broker.config
+    by_name = {d.name: d for d in BROKER_CONFIGS}
+    out = []
+    for name, value in sorted(config.dynamic_default.items()):
+        if keys is not None and name not in keys:
+            continue
+        definition = by_name[name]
+        out.append(ConfigEntry(name, format_value(value), SOURCE_DYNAMIC_DEFAULT_BROKER, False,
+                               False, [(name, format_value(value),
+                                        SOURCE_DYNAMIC_DEFAULT_BROKER)],
+                               definition.type, definition.doc))
+    return out
+
+
+def _result_configs(entries, version, include_synonyms, include_docs) -> list:
+    out = []
+    for e in entries:
+        out.append(R.DescribeConfigsResourceResult(
+            name=e.name, value=e.value, read_only=e.read_only,
+            is_default=e.source == SOURCE_DEFAULT, config_source=e.source,
+            is_sensitive=e.sensitive,
+            synonyms=[R.DescribeConfigsSynonym(name=n, value=v, source=s)
+                      for n, v, s in e.synonyms] if include_synonyms else [],
+            config_type=TYPE_IDS.get(e.type, 0),
+            documentation=e.doc if include_docs else None))
+    return out
+
+
+def describe_resource(broker, resource_type: int, resource_name: str, keys) -> list:
+    """ConfigEntry list for one resource; raises KafkaError for a bad resource."""
+    if resource_type == TOPIC:
+        validate_topic_name(resource_name)
+        if broker.metadata.get_topic(resource_name) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {resource_name} does not exist")
+        return topic_entries(broker, resource_name, keys)
+    if resource_type == BROKER:
+        if resource_name == "":
+            return default_broker_entries(broker, keys)
+        if resource_name != str(broker.broker_id):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {broker.broker_id} or empty "
+                             f"string, but received {resource_name}")
+        return broker_entries(broker, keys)
+    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                     f"Unsupported resource type {resource_type}")
+
+
+async def handle(broker, ctx, request):
+    version = ctx.api_version
+    include_synonyms = version >= 1 and request.include_synonyms
+    include_docs = version >= 3 and request.include_documentation
+    results = []
+    for resource in request.resources:
+        keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
+        try:
+            entries = describe_resource(broker, resource.resource_type, resource.resource_name,
+                                        keys)
+        except KafkaError as exc:
+            results.append(R.DescribeConfigsResult(
+                error_code=exc.error_code, error_message=exc.message,
+                resource_type=resource.resource_type, resource_name=resource.resource_name))
+            continue
+        results.append(R.DescribeConfigsResult(
+            error_code=ErrorCode.NONE, resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=_result_configs(entries, version, include_synonyms, include_docs)))
+    return DescribeConfigsResponse(results=results)

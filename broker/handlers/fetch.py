@@ -1,0 +1,148 @@
+"""Fetch (api key 1), versions 4-16.
+
+Behaviour:
+- Long polling: the partitions are read once; if that gives fewer than min_bytes (and nothing
+  failed), the request waits in the fetch purgatory until appends make min_bytes readable or
+  max_wait_ms passes, then reads again. Other connections are never stalled: only this request's
+  coroutine waits.
+- Limits: max_bytes for the whole response and partition_max_bytes per partition, except that the
+  first partition with data returns at least one whole batch even if it exceeds both (Kafka's rule,
+  so a consumer can never get stuck behind a big batch).
+- isolation_level: read_uncommitted reads below the high watermark, read_committed below the last
+  stable offset (the same until transactions exist; aborted_transactions is then [] for
+  read_committed and null otherwise, as Kafka writes). Replica fetches (replica_id >= 0, from
+  ReplicaState in v15+) read up to the log end offset and report the follower's position.
+- Incremental fetch sessions (KIP-227, v7+): see broker/fetch_session.py. Session errors
+  (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR) are
+  top-level with no partitions; incremental responses carry only partitions with news.
+- Topic ids from v13: an unknown id -> UNKNOWN_TOPIC_ID for its partitions; names before v13.
+- Per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+  FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch, v9+), with high_watermark,
+  last_stable_offset and log_start_offset filled in.
+- Records are `FileRegion`s pointing into segment files; the connection sends them with sendfile.
+- Versions 0-3 are not served: they need down-conversion to old message formats.
+"""
+import uuid
+
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchResponse
+
+from broker.fetch_session import INVALID_SESSION_ID, CachedPartition
+
+API_KEY = ApiKey.FETCH
+MIN_VERSION = 4
+MAX_VERSION = 16
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _replica_id(request, version: int) -> int:
+    if version >= 15:
+        state = request.replica_state
+        return state.replica_id if state is not None else -1
+    return request.replica_id
+
+
+def _fetch_partitions(replica_manager, request, uses_topic_ids: bool):
+    """The request's partitions as session entries, topic ids resolved to names."""
+    partitions = []
+    for topic in request.topics:
+        if uses_topic_ids:
+            topic_id, name = topic.topic_id, replica_manager.topic_name(topic.topic_id)
+        else:
+            topic_id, name = ZERO_UUID, topic.topic
+        for p in topic.partitions:
+            partitions.append(CachedPartition(
+                topic_id, name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset))
+    return partitions
+
+
+def _forgotten_keys(replica_manager, request, version: int, uses_topic_ids: bool):
+    if version < 7:
+        return []
+    keys = []
+    for topic in request.forgotten_topics_data:
+        if uses_topic_ids:
+            topic_id, name = topic.topic_id, replica_manager.topic_name(topic.topic_id)
+        else:
+            topic_id, name = ZERO_UUID, topic.topic
+        keys.extend((topic_id, name, p) for p in topic.partitions)
+    return keys
+
+
+async def handle(broker, ctx, request):
+    replica_manager = broker.replica_manager
+    version = ctx.api_version
+    uses_topic_ids = version >= 13
+    replica_id = _replica_id(request, version)
+    isolation_level = request.isolation_level
+    fetch_partitions = _fetch_partitions(replica_manager, request, uses_topic_ids)
+
+    if version >= 7:
+        context = replica_manager.fetch_sessions.new_context(
+            request.session_id, request.session_epoch, fetch_partitions,
+            _forgotten_keys(replica_manager, request, version, uses_topic_ids), uses_topic_ids)
+    else:
+        context = replica_manager.fetch_sessions.new_context(
+            INVALID_SESSION_ID, -1, fetch_partitions, [], False)
+    if context.error_code != ErrorCode.NONE:
+        return FetchResponse(throttle_time_ms=0, error_code=int(context.error_code),
+                             session_id=INVALID_SESSION_ID, responses=[])
+
+    partitions = context.partitions
+    read_kwargs = dict(max_bytes=request.max_bytes, isolation_level=isolation_level,
+                       replica_id=replica_id)
+    results = replica_manager.read(partitions, **read_kwargs)
+    if _must_wait(request, results):
+        # Satisfied or not, answer with whatever is readable when the wait ends.
+        await replica_manager.wait_for_fetch(
+            partitions, min_bytes=request.min_bytes, max_wait_ms=request.max_wait_ms,
+            isolation_level=isolation_level, replica_id=replica_id)
+        results = replica_manager.read(partitions, **read_kwargs)
+
+    keys = context.response_keys({p.key: results[(p.topic, p.partition)] for p in partitions})
+    by_key = {p.key: p for p in partitions}
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id,
+                         responses=_topic_responses(keys, by_key, results, version,
+                                                    isolation_level))
+
+
+def _must_wait(request, results) -> bool:
+    """Kafka answers at once when max_wait_ms <= 0, no partitions, an error, or enough bytes."""
+    if request.max_wait_ms <= 0 or not results:
+        return False
+    total = 0
+    for result in results.values():
+        if result.error_code != ErrorCode.NONE:
+            return False
+        total += result.records_size
+    return total < request.min_bytes
+
+
+def _topic_responses(keys, by_key, results, version, isolation_level):
+    Topic = FetchResponse.FetchableTopicResponse
+    Partition = FetchResponse.PartitionData
+    aborted = [] if isolation_level == 1 else None
+    topics = []
+    current = None
+    current_key = None
+    for key in keys:
+        fp = by_key[key]
+        topic_key = (fp.topic_id, fp.topic)
+        if topic_key != current_key:
+            current_key = topic_key
+            current = Topic(topic=fp.topic or "", topic_id=fp.topic_id, partitions=[])
+            topics.append(current)
+        result = results[(fp.topic, fp.partition)]
+        current.partitions.append(Partition(
+            partition_index=fp.partition,
+            error_code=int(result.error_code),
+            high_watermark=result.high_watermark,
+            last_stable_offset=result.last_stable_offset,
+            log_start_offset=result.log_start_offset,
+            aborted_transactions=aborted,
+            preferred_read_replica=-1,
+            records=result.records if result.records is not None else b""))
+    return topics

@@ -1,0 +1,82 @@
+"""IncrementalAlterConfigs (api key 44), versions 0-1.
+
+Behaviour: each config carries an operation applied to the resource's current overrides:
+SET (0) a value, DELETE (1) the override (back to the inherited value), APPEND (2) / SUBTRACT (3)
+items of a LIST config (starting from its effective value); APPEND/SUBTRACT on a non-list config
+-> INVALID_CONFIG; an unknown operation -> INVALID_REQUEST; a name twice -> INVALID_REQUEST.
+The result is then stored exactly like AlterConfigs (same validation, persistence and live
+application; see alter_configs.py). validate_only changes nothing.
+"""
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
+
+from broker.config import BROKER_CONFIG, TOPIC_CONFIG, format_value
+from broker.handlers.alter_configs import (BROKER, TOPIC, alter_resource, broker_target,
+                                           check_no_duplicates)
+from broker.topics import validate_topic_name
+
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _current(broker, resource_type, resource_name) -> tuple:
+    """(current overrides, table of definitions, effective value lookup)."""
+    if resource_type == TOPIC:
+        validate_topic_name(resource_name)
+        if broker.metadata.get_topic(resource_name) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {resource_name} does not exist")
+        overrides = broker.metadata.topic_config(resource_name)
+        return overrides, TOPIC_CONFIG, lambda name: broker.config.topic_value(name, overrides)[0]
+    if resource_type == BROKER:
+        target = broker_target(broker, resource_name)
+        return broker.metadata.broker_config(target), BROKER_CONFIG, broker.config.get
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+def _apply(values, table, effective, config):
+    name, op, value = config.name, config.config_operation, config.value
+    definition = table.get(name)
+    if op == SET:
+        values[name] = value
+    elif op == DELETE:
+        values.pop(name, None)
+    elif op in (APPEND, SUBTRACT):
+        if definition is None or definition.type != "list":
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"Config value append/subtract is not allowed for config {name}")
+        current = values.get(name)
+        items = [i.strip() for i in current.split(",") if i.strip()] if current is not None \
+            else list(effective(name) or [])
+        changes = [i.strip() for i in (value or "").split(",") if i.strip()]
+        if op == APPEND:
+            items += [c for c in changes if c not in items]
+        else:
+            items = [i for i in items if i not in changes]
+        values[name] = format_value(items)
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+
+
+async def handle(broker, ctx, request):
+    responses = []
+    for resource in request.resources:
+        result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            resource_type=resource.resource_type, resource_name=resource.resource_name)
+        responses.append(result)
+        try:
+            check_no_duplicates(c.name for c in resource.configs)
+            values, table, effective = _current(broker, resource.resource_type,
+                                                resource.resource_name)
+            for config in resource.configs:
+                _apply(values, table, effective, config)
+            alter_resource(broker, resource.resource_type, resource.resource_name, values,
+                           request.validate_only)
+        except KafkaError as exc:
+            result.error_code = exc.error_code
+            result.error_message = exc.message
+    return IncrementalAlterConfigsResponse(responses=responses)

@@ -1,0 +1,66 @@
+"""ListOffsets (api key 2), versions 0-9.
+
+Behaviour, per partition:
+- timestamp -2 (earliest) -> log_start_offset; -1 (latest) -> the visible end: the high watermark
+  for read_uncommitted, the last stable offset for read_committed, the log end offset for a replica
+  (replica_id >= 0); -3 (max timestamp, v7+) -> the offset of the record with the largest timestamp;
+  -4 (earliest local, v8+) -> log_start_offset (no tiered storage); -5 (latest tiered, v9+) -> -1.
+- Any other timestamp -> the first offset whose record timestamp is >= it, found through the time
+  index; no such record (or only above the visible end) -> offset -1, timestamp -1, error NONE.
+- leader_epoch (v4+) is the epoch of the batch found (the current epoch for latest);
+  current_leader_epoch is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+- Errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER; a partition listed twice in one
+  request -> INVALID_REQUEST for both, as Kafka does.
+- Version quirks: v0 answers old_style_offsets ([offset], or [] when none) and takes
+  max_num_offsets (only 1 offset is ever returned); v1 has no isolation level (read_uncommitted).
+"""
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.list_offsets import ListOffsetsResponse
+
+API_KEY = ApiKey.LIST_OFFSETS
+MIN_VERSION = 0
+MAX_VERSION = 9
+
+CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
+
+
+async def handle(broker, ctx, request):
+    replica_manager = broker.replica_manager
+    version = ctx.api_version
+    from_replica = request.replica_id >= 0 or request.replica_id == DEBUGGING_REPLICA_ID
+    isolation_level = None if from_replica else (request.isolation_level if version >= 2 else 0)
+    seen = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            seen[key] = seen.get(key, 0) + 1
+
+    Topic = ListOffsetsResponse.ListOffsetsTopicResponse
+    Partition = ListOffsetsResponse.ListOffsetsPartitionResponse
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            answer = Partition(partition_index=p.partition_index, error_code=0,
+                               timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=[])
+            if seen[(topic.name, p.partition_index)] > 1:
+                answer.error_code = ErrorCode.INVALID_REQUEST
+            else:
+                try:
+                    part = replica_manager.get_partition_or_error(topic.name, p.partition_index)
+                    found = part.fetch_offset_for_timestamp(
+                        p.timestamp, isolation_level,
+                        current_leader_epoch=p.current_leader_epoch if version >= 4 else -1,
+                        from_follower=request.replica_id >= 0)
+                except KafkaError as exc:
+                    answer.error_code = int(exc.error_code)
+                else:
+                    if found is not None:
+                        answer.offset, answer.timestamp, answer.leader_epoch = found
+                        if version == 0:
+                            answer.old_style_offsets = [answer.offset]
+            partitions.append(answer)
+        topics.append(Topic(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

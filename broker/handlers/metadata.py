@@ -1,0 +1,173 @@
+"""Metadata (api key 3), versions 0-12.
+
+Behaviour:
+- Brokers: this broker with its advertised endpoint for the listener the request came in on;
+  controller_id (v1+) is this broker; cluster_id from v2.
+- Topics: v0 with an empty list, or v1+ with a null list, means every topic; v1+ with an empty
+  list means none. From v10 a topic may be named by topic_id alone (name null): unknown ids
+  answer UNKNOWN_TOPIC_ID.
+- A requested topic that does not exist is created when `auto.create.topics.enable` is true and
+  the request allows it (allow_auto_topic_creation, v4+; always allowed before v4), with
+  num.partitions / default.replication.factor. The answer waits for the new partitions' logs
+  and leaders, so it already carries them (Kafka answers LEADER_NOT_AVAILABLE first while its
+  controller elects leaders; clients treat both alike).
+  Otherwise UNKNOWN_TOPIC_OR_PARTITION. Internal topics (__consumer_offsets) are never created
+  here: the group coordinator creates them.
+- Names that Kafka would reject answer INVALID_TOPIC_EXCEPTION.
+- Authorized operations (v8+): there is no authorizer, so every operation is allowed: the
+  bitfields are Kafka's "all operations of this resource type" when asked for, else the
+  "not requested" value INT32_MIN.
+- Per-topic response entries are cached and rebuilt only when the metadata store or the set of
+  led partitions changes; an all-topics answer is cached encoded, per version and listener
+  (the Metadata request is the most frequent admin request: every client polls it).
+"""
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.metadata import MetadataResponse
+
+from broker.topics import is_internal, validate_topic_name
+
+API_KEY = ApiKey.METADATA
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+NOT_REQUESTED = -2147483648
+# AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = MetadataResponse.MetadataResponsePartition
+
+
+def _topic_entry(broker, topic) -> Topic:
+    partitions = []
+    for index, state in topic.partitions.items():
+        replicas = list(state.replicas)
+        partition = broker.replica_manager.get_partition(topic.name, index)
+        if partition is None:                   # logs still being created: no leader yet
+            leader, isr, error = -1, [], ErrorCode.LEADER_NOT_AVAILABLE
+        else:
+            leader, isr, error = state.leader, sorted(partition.isr), ErrorCode.NONE
+        partitions.append(Partition(
+            error_code=error, partition_index=index, leader_id=leader,
+            leader_epoch=state.leader_epoch, replica_nodes=replicas, isr_nodes=isr,
+            offline_replicas=[]))
+    return Topic(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
+                 is_internal=is_internal(topic.name), partitions=partitions)
+
+
+def cached_topics(broker) -> dict:
+    """name -> MetadataResponseTopic for every topic, rebuilt when the store or the set of led
+    partitions changes."""
+    store, topics = broker.metadata, broker.topics
+    key = (store.version, topics.leadership_version)
+    cached = topics.metadata_cache
+    if cached is None or cached[0] != key:
+        cached = topics.metadata_cache = (
+            key, {t.name: _topic_entry(broker, t) for t in store.list_topics()})
+    return cached[1]
+
+
+def _with_operations(entry: Topic, operations: int) -> Topic:
+    if operations == NOT_REQUESTED:
+        return entry
+    return Topic(error_code=entry.error_code, name=entry.name, topic_id=entry.topic_id,
+                 is_internal=entry.is_internal, partitions=entry.partitions,
+                 topic_authorized_operations=operations)
+
+
+async def _requested(broker, ctx, request, entries: dict) -> list:
+    allow_auto = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
+    out = []
+    for wanted in request.topics:
+        name = wanted.name
+        if name is None:
+            topic = broker.metadata.get_topic_by_id(wanted.topic_id)
+            if topic is None:
+                out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                 topic_id=wanted.topic_id))
+            else:
+                out.append(entries[topic.name])
+            continue
+        entry = entries.get(name)
+        if entry is not None:
+            out.append(entry)
+            continue
+        try:
+            validate_topic_name(name)
+        except KafkaError as exc:
+            out.append(Topic(error_code=exc.error_code, name=name))
+            continue
+        created = None
+        if allow_auto and not is_internal(name):
+            try:
+                created = await broker.topics.maybe_auto_create(name)
+            except KafkaError as exc:
+                if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    out.append(Topic(error_code=exc.error_code, name=name))
+                    continue
+                created = broker.metadata.get_topic(name)
+        if created is None:
+            out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+        else:
+            entries = cached_topics(broker)
+            out.append(entries[name])
+    return out
+
+
+class EncodedResponse:
+    """A response already encoded for one version (what the connection's encoder asks for)."""
+
+    __slots__ = ("version", "body")
+
+    def __init__(self, version: int, body: bytes):
+        self.version = version
+        self.body = body
+
+    def encode_pieces(self, version: int) -> list:
+        if version != self.version:
+            raise ValueError(f"encoded for v{self.version}, asked for v{version}")
+        return [self.body]
+
+    def encode(self, version: int) -> bytes:
+        return self.encode_pieces(version)[0]
+
+
+def _response(broker, ctx, request, topics) -> MetadataResponse:
+    if ctx.api_version >= 8 and request.include_topic_authorized_operations:
+        topics = [_with_operations(t, TOPIC_OPERATIONS) if t.error_code == ErrorCode.NONE else t
+                  for t in topics]
+    cluster_operations = NOT_REQUESTED
+    if 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations:
+        cluster_operations = CLUSTER_OPERATIONS
+    host, port = broker.advertised_endpoint(ctx.listener_name)
+    return MetadataResponse(
+        brokers=[MetadataResponse.MetadataResponseBroker(
+            node_id=broker.broker_id, host=host, port=port,
+            rack=broker.config.get("broker.rack"))],
+        cluster_id=broker.cluster_id, controller_id=broker.broker_id, topics=topics,
+        cluster_authorized_operations=cluster_operations)
+
+
+async def handle(broker, ctx, request):
+    entries = cached_topics(broker)
+    all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+    if not all_topics:
+        topics = await _requested(broker, ctx, request, entries)
+        return _response(broker, ctx, request, topics)
+    # Every topic: the encoded answer is cached per request shape until metadata changes
+    # (~10 ms to build and encode with 1,000 partitions).
+    key = (ctx.api_version, ctx.listener_name,
+           ctx.api_version >= 8 and request.include_topic_authorized_operations,
+           8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations)
+    cache_key, encoded = broker.topics.metadata_cache[0], broker.topics.encoded_metadata
+    if encoded.get("key") != cache_key:
+        encoded.clear()
+        encoded["key"] = cache_key
+    body = encoded.get(key)
+    if body is None:
+        body = encoded[key] = _response(broker, ctx, request,
+                                        list(entries.values())).encode(ctx.api_version)
+    return EncodedResponse(ctx.api_version, body)

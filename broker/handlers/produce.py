@@ -1,0 +1,107 @@
+"""Produce (api key 0), versions 0-11.
+
+Behaviour:
+- acks 0 / 1 / -1. acks=0 appends and sends nothing back (the client does not read a response).
+  acks=-1 appends, then waits in the produce purgatory until the high watermark covers every
+  partition's append (immediate with one replica) or timeout_ms passes -> REQUEST_TIMED_OUT for
+  the partitions not covered. Any other acks value -> INVALID_REQUIRED_ACKS for every partition.
+- Several topics and partitions per request; errors are per partition: UNKNOWN_TOPIC_OR_PARTITION,
+  INVALID_TOPIC_EXCEPTION (clients may not write the internal topics __consumer_offsets and
+  __transaction_state, as Kafka),
+  NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (acks=-1 with fewer in-sync replicas than
+  min.insync.replicas), and storage's validation errors (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+  INVALID_RECORD with record_errors on v8+, INVALID_TIMESTAMP, ...) and idempotent producer errors
+  (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). A duplicate batch of an idempotent
+  producer is answered with the offsets it got the first time, without appending again.
+- Records stay the request's memoryview all the way to the segment file: storage patches offsets
+  in place, no per-record Python work here.
+- Transactions are not supported yet: a request with a transactional_id, or carrying transactional
+  batches, is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition (what Kafka answers
+  a producer not allowed to use transactions; no transactional producer gets this far, since
+  InitProducerId already refuses transactional ids).
+- Version quirks: v0-v2 carry message format v0/v1 batches, which storage converts to v2;
+  log_append_time_ms from v2, log_start_offset from v5, record_errors/error_message from v8.
+"""
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from protocol.messages.produce import ProduceResponse
+
+from broker.replica_manager import INTERNAL_TOPICS
+
+API_KEY = ApiKey.PRODUCE
+MIN_VERSION = 0
+MAX_VERSION = 11
+
+_MAGIC_POS = 16           # RecordBatch v2: magic int8 at byte 16, attributes int16 at byte 21
+_ATTRIBUTES_POS = 21
+_TRANSACTIONAL_BIT = 0x10
+
+
+def _has_transactional_batch(records) -> bool:
+    """Peek the first batch's attributes (a producer never mixes kinds in one partition)."""
+    if records is None or len(records) < _ATTRIBUTES_POS + 2:
+        return False
+    view = memoryview(records)
+    return view[_MAGIC_POS] >= 2 and bool(view[_ATTRIBUTES_POS + 1] & _TRANSACTIONAL_BIT)
+
+
+async def handle(broker, ctx, request):
+    replica_manager = broker.replica_manager
+    acks = request.acks
+    forced_error = None
+    if acks not in (0, 1, -1):
+        forced_error = ErrorCode.INVALID_REQUIRED_ACKS
+    elif request.transactional_id is not None or any(
+            _has_transactional_batch(p.records)
+            for t in request.topic_data for p in t.partition_data):
+        forced_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    entries = {}
+    early = {}
+    if forced_error is None:
+        for topic_data in request.topic_data:
+            for partition_data in topic_data.partition_data:
+                key = (topic_data.name, partition_data.index)
+                if topic_data.name in INTERNAL_TOPICS:
+                    early[key] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                elif partition_data.records is None:
+                    early[key] = ErrorCode.CORRUPT_MESSAGE
+                else:
+                    entries[key] = partition_data.records
+    results = (replica_manager.append_records(entries, acks, produce_version=ctx.api_version)
+               if entries else {})
+    if acks == 0:
+        return None
+    await replica_manager.wait_for_acks(results, acks, request.timeout_ms)
+    return _response(request, ctx.api_version, results, early, forced_error)
+
+
+def _response(request, version, results, early, forced_error) -> ProduceResponse:
+    Topic = ProduceResponse.TopicProduceResponse
+    Partition = ProduceResponse.PartitionProduceResponse
+    Batch = ProduceResponse.BatchIndexAndErrorMessage
+    responses = []
+    for topic_data in request.topic_data:
+        partitions = []
+        for partition_data in topic_data.partition_data:
+            key = (topic_data.name, partition_data.index)
+            result = results.get(key)
+            if result is None:
+                code = forced_error if forced_error is not None else early.get(
+                    key, ErrorCode.UNKNOWN_SERVER_ERROR)
+                partitions.append(Partition(index=partition_data.index, error_code=code,
+                                            base_offset=-1, log_append_time_ms=-1,
+                                            log_start_offset=-1))
+                continue
+            failed = result.error_code != ErrorCode.NONE
+            partitions.append(Partition(
+                index=partition_data.index,
+                error_code=int(result.error_code),
+                base_offset=-1 if failed else result.base_offset,
+                log_append_time_ms=-1 if failed else result.log_append_time,
+                log_start_offset=result.log_start_offset,
+                record_errors=[Batch(batch_index=i, batch_index_error_message=m)
+                               for i, m in result.record_errors],
+                error_message=result.error_message if failed and version >= 8 else None))
+        responses.append(Topic(name=topic_data.name, partition_responses=partitions))
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -1,0 +1,18 @@
+"""Cluster metadata: topics, topic ids, partition assignments, topic and dynamic broker configs.
+
+`store.MetadataStore` is the one interface; `local.LocalMetadataStore` keeps it in a JSON file in
+the first log dir (single broker, no zookeeper.connect). `open_store(config)` picks the backend.
+"""
+from broker.metadata.store import MetadataStore, PartitionState, TopicMetadata
+
+
+def open_store(config):
+    """The metadata backend for this broker's configuration."""
+    if config.get("zookeeper.connect"):
+        raise NotImplementedError("the ZooKeeper metadata backend is not built yet: "
+                                  "remove zookeeper.connect to use the local store")
+    from broker.metadata.local import LocalMetadataStore
+    return LocalMetadataStore(config.log_dirs[0], cluster_id=config.get("cluster.id"))
+
+
+__all__ = ["MetadataStore", "PartitionState", "TopicMetadata", "open_store"]

@@ -1,0 +1,83 @@
+"""Producer id allocation for InitProducerId: ids never repeat, even across restarts.
+
+Kafka hands out producer ids in blocks of 1000 (ProducerIdManager; with ZooKeeper the latest block
+lives in /latest_producer_id_block). We do the same with a local block store: before the first id
+of a block is handed out, the block's end is persisted durably (write to a temporary file, fsync,
+rename, fsync the directory), so after a crash or restart allocation resumes at the next unused
+block - a few ids may be skipped, none is ever given twice.
+
+File `producer-id-block` in the first log dir (JSON):
+    {"version": 1, "broker": 0, "block_start": 4000, "block_end": 4999}
+`block_end` is the last id of the newest reserved block; the next block starts at block_end + 1.
+
+The store is behind two methods (`load() -> dict | None`, `save(dict)`) so a ZooKeeper-backed store
+can replace the file later.
+
+Concurrency contract: `next_id()` is called on the event loop; it performs a blocking fsync once
+per 1000 ids (well under a millisecond on ext4), which is acceptable there.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+BLOCK_SIZE = 1000          # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+FILE_NAME = "producer-id-block"
+INT64_MAX = 2**63 - 1
+
+
+class FileBlockStore:
+    """The newest reserved block as a small JSON file, replaced atomically."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.path = os.path.join(directory, FILE_NAME)
+
+    def load(self) -> dict | None:
+        try:
+            with open(self.path, "rb") as f:
+                return json.loads(f.read())
+        except FileNotFoundError:
+            return None
+
+    def save(self, block: dict) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(json.dumps(block))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+class ProducerIdManager:
+    """Hands out producer ids from durably reserved blocks."""
+
+    def __init__(self, store, broker_id: int = 0, block_size: int = BLOCK_SIZE):
+        self.store = store
+        self.broker_id = broker_id
+        self.block_size = block_size
+        self._next = 0
+        self._block_end = -1          # nothing reserved by this process yet
+
+    def next_id(self) -> int:
+        if self._next > self._block_end:
+            self._reserve_block()
+        producer_id = self._next
+        self._next += 1
+        return producer_id
+
+    def _reserve_block(self) -> None:
+        latest = self.store.load()
+        start = 0 if latest is None else int(latest["block_end"]) + 1
+        end = start + self.block_size - 1
+        if end > INT64_MAX:
+            raise RuntimeError("producer id space exhausted")
+        self.store.save({"version": 1, "broker": self.broker_id,
+                         "block_start": start, "block_end": end})
+        self._next, self._block_end = start, end

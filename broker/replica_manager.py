@@ -1,0 +1,338 @@
+"""The replica manager: the broker's partitions, and the append/read paths every handler uses.
+
+Theory of operation (Kafka's ReplicaManager, for a broker that leads its partitions):
+
+- TopicManager (broker core) tells us which partitions we lead: `become_leader(...)` opens or
+  creates the partition's log through the LogManager and makes a `Partition`; `stop_replica(...)`
+  forgets it (and deletes its log for DeleteTopics).
+- Produce: `append_records(...)` appends to each partition's leader log (validation, offsets and
+  producer-state duplicate detection happen in storage) and returns one `AppendResult` per
+  partition; errors are per partition. Every append wakes the fetch purgatory for that partition
+  (the LEO moved; with one replica the HW too). acks=-1 then awaits `wait_for_acks(...)`: the
+  produce purgatory completes when the HW covers each partition's last offset (immediately with
+  one replica) or answers REQUEST_TIMED_OUT at timeout_ms. The group coordinator appends to
+  __consumer_offsets the same way; appends to the internal topics (which the Produce handler
+  refuses to clients) are validated as coordinator appends. An I/O error fails its partition
+  only (KAFKA_STORAGE_ERROR).
+- Fetch: `read(...)` reads partitions in order within the request's max_bytes, with Kafka's rule
+  that the first partition with data returns at least one whole batch even past the limits;
+  `wait_for_fetch(...)` parks a fetch in the fetch purgatory until min_bytes are available or
+  max_wait_ms passes. A fetch from a replica (replica_id >= 0) reads up to the LEO and reports the
+  follower's LEO (`Partition.update_follower_fetch_state`), which may move the HW and wake
+  waiting produces - the path followers will use.
+- Fetch sessions (KIP-227) live in `fetch_sessions`; producer ids for InitProducerId come from
+  `producer_ids` (blocks persisted in the first log dir).
+
+Concurrency contract: everything runs on the event loop thread. Appends and reads touch the page
+cache only; fsync happens in the LogManager's flush, off the loop.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.validation import ORIGIN_CLIENT, ORIGIN_COORDINATOR
+
+from broker.fetch_session import FetchSessionCache
+from broker.partition import READ_UNCOMMITTED, Partition, ReadResult
+from broker.producer_ids import FileBlockStore, ProducerIdManager
+from broker.purgatory import Purgatory, SystemClock
+
+log = logging.getLogger(__name__)
+ZERO_UUID = uuid.UUID(int=0)
+# Topics only the coordinators write (the Produce handler refuses them to clients), so an append
+# to them is validated as a coordinator append (control batches, several batches allowed).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class AppendResult:
+    """Per-partition outcome of a produce append (what ProduceResponse reports)."""
+
+    __slots__ = ("error_code", "error_message", "base_offset", "last_offset", "log_append_time",
+                 "log_start_offset", "record_errors")
+
+    def __init__(self, error_code=ErrorCode.NONE, error_message=None, base_offset=-1,
+                 last_offset=-1, log_append_time=-1, log_start_offset=-1, record_errors=()):
+        self.error_code = error_code
+        self.error_message = error_message
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors          # [(batch_index, message)]
+
+    def __repr__(self) -> str:
+        return (f"AppendResult(error={self.error_code!r}, base_offset={self.base_offset}, "
+                f"last_offset={self.last_offset})")
+
+
+class FetchRequestPartition:
+    """One partition of a Fetch as the read path needs it (fetch_session.CachedPartition fits)."""
+
+    __slots__ = ("topic", "partition", "fetch_offset", "partition_max_bytes",
+                 "current_leader_epoch")
+
+    def __init__(self, topic, partition, fetch_offset, partition_max_bytes,
+                 current_leader_epoch=-1):
+        self.topic = topic
+        self.partition = partition
+        self.fetch_offset = fetch_offset
+        self.partition_max_bytes = partition_max_bytes
+        self.current_leader_epoch = current_leader_epoch
+
+
+def _error_code_of(exc: KafkaError) -> int:
+    return int(getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR))
+
+
+class ReplicaManager:
+    def __init__(self, log_manager, *, broker_id: int = 0, time=None, config=None,
+                 fetch_session_slots: int | None = None, producer_id_dir: str | None = None):
+        self.log_manager = log_manager
+        self.broker_id = broker_id
+        self.time = time or SystemClock()
+        self.config = config
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self.fetch_purgatory = Purgatory("Fetch", time=self.time)
+        self.produce_purgatory = Purgatory("Produce", time=self.time)
+        slots = fetch_session_slots
+        if slots is None:
+            slots = _config_int(config, "max.incremental.fetch.session.cache.slots", 1000)
+        eviction_ms = _config_int(config, "min.incremental.fetch.session.eviction.ms", 120_000)
+        self.fetch_sessions = FetchSessionCache(max_slots=slots, eviction_ms=eviction_ms,
+                                                time=self.time)
+        if producer_id_dir is None:
+            dirs = getattr(log_manager, "log_dirs", None) or ["."]
+            producer_id_dir = os.fspath(dirs[0])
+        self.producer_ids = ProducerIdManager(FileBlockStore(producer_id_dir), broker_id)
+
+    # -- partitions ----------------------------------------------------------------------------
+
+    def become_leader(self, topic: str, partition: int, topic_id, leader_epoch: int,
+                      replicas, log_config) -> Partition:
+        """Lead (topic, partition) at `leader_epoch`, opening or creating its log."""
+        key = (topic, partition)
+        part = self._partitions.get(key)
+        if part is None:
+            log_ = self.log_manager.get_or_create_log(topic, partition, log_config, topic_id)
+            part = Partition(topic, partition, self.broker_id, log_)
+            self._partitions[key] = part
+        elif log_config is not None:
+            part.log.config = log_config
+        part.make_leader(leader_epoch, list(replicas or [self.broker_id]), topic_id)
+        if topic_id is not None and topic_id != ZERO_UUID:
+            self._topic_names[topic_id] = topic
+            self._topic_ids[topic] = topic_id
+        # Waiting fetches re-check: they may now get data or an error.
+        self.fetch_purgatory.notify(topic, partition)
+        return part
+
+    def stop_replica(self, topic: str, partition: int, delete: bool = False) -> None:
+        part = self._partitions.pop((topic, partition), None)
+        if not any(t == topic for t, _ in self._partitions):
+            topic_id = self._topic_ids.pop(topic, None)
+            if topic_id is not None:
+                self._topic_names.pop(topic_id, None)
+        if delete:
+            self.log_manager.delete_log(topic, partition)
+        # Waiting requests find the partition gone and answer with an error.
+        self.fetch_purgatory.notify(topic, partition)
+        self.produce_purgatory.notify(topic, partition)
+        if part is not None:
+            log.info("Stopped replica %s-%d%s", topic, partition, " (deleted)" if delete else "")
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def get_partition_or_error(self, topic: str, partition: int) -> Partition:
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"this broker has no partition {topic}-{partition}")
+        return part
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def topic_name(self, topic_id) -> str | None:
+        return self._topic_names.get(topic_id)
+
+    def topic_id(self, topic: str):
+        return self._topic_ids.get(topic)
+
+    # -- produce -------------------------------------------------------------------------------
+
+    def append_records(self, entries, required_acks: int, now_ms: int | None = None, *,
+                       produce_version: int | None = None) -> dict:
+        """Append `{(topic, partition): records}`; returns `{(topic, partition): AppendResult}`.
+
+        Never raises for Kafka errors: each lands in its partition's result. `produce_version`
+        (from the Produce handler) lets validation apply per-version rules."""
+        if now_ms is None:
+            now_ms = self.time.ms()
+        results = {}
+        for key, records in entries.items():
+            results[key] = self._append_one(key, records, required_acks, now_ms,
+                                            produce_version)
+        return results
+
+    def _append_one(self, key, records, required_acks, now_ms, produce_version) -> AppendResult:
+        part = self._partitions.get(key)
+        if part is None:
+            return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        origin = ORIGIN_COORDINATOR if key[0] in INTERNAL_TOPICS else ORIGIN_CLIENT
+        try:
+            info = part.append_records_to_leader(records, required_acks, now_ms,
+                                                 origin=origin, produce_version=produce_version)
+        except KafkaError as exc:
+            return AppendResult(_error_code_of(exc), exc.message,
+                                record_errors=getattr(exc, "record_errors", ()) or ())
+        except OSError as exc:
+            # Disk full, I/O error: this partition fails, the others and the broker go on.
+            log.error("Error appending to %s-%d: %s", key[0], key[1], exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"log append failed: {exc}")
+        self.fetch_purgatory.notify(*key)
+        return AppendResult(ErrorCode.NONE, None, info.first_offset, info.last_offset,
+                            getattr(info, "log_append_time", -1), part.log_start_offset)
+
+    async def wait_for_acks(self, results: dict, required_acks: int, timeout_ms: int) -> None:
+        """acks=-1: wait until the HW covers every successful append, else REQUEST_TIMED_OUT."""
+        if required_acks != -1:
+            return
+        pending = {key: r for key, r in results.items() if r.error_code == ErrorCode.NONE}
+        if not pending:
+            return
+
+        def covered(key) -> bool:
+            part = self._partitions.get(key)
+            if part is None or not part.is_leader:
+                return True                     # answered NOT_LEADER_OR_FOLLOWER below
+            return part.high_watermark > pending[key].last_offset
+
+        waiting = set(pending)
+
+        def acked(key) -> bool:
+            # Only the notified partition can have changed; recheck everything otherwise.
+            for k in ([key] if key in waiting else list(waiting) if key is None else []):
+                if covered(k):
+                    waiting.discard(k)
+            return not waiting
+
+        if await self.produce_purgatory.wait(pending.keys(), acked, timeout_ms):
+            self._settle_acks(pending, timed_out=False)
+        else:
+            self._settle_acks(pending, timed_out=True)
+
+    def _settle_acks(self, pending: dict, timed_out: bool) -> None:
+        for key, result in pending.items():
+            part = self._partitions.get(key)
+            if part is None or not part.is_leader:
+                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif part.high_watermark <= result.last_offset and timed_out:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+
+    async def append_and_wait(self, entries, required_acks: int = -1,
+                              timeout_ms: int = 30_000) -> dict:
+        """Append and wait for the acks (for internal writers such as the group coordinator)."""
+        results = self.append_records(entries, required_acks)
+        await self.wait_for_acks(results, required_acks, timeout_ms)
+        return results
+
+    # -- fetch ---------------------------------------------------------------------------------
+
+    def read(self, partitions, *, max_bytes: int, isolation_level: int = READ_UNCOMMITTED,
+             replica_id: int = -1, hard_max_bytes_limit: bool = False) -> dict:
+        """Read `partitions` (objects with topic, partition, fetch_offset, partition_max_bytes,
+        current_leader_epoch) in order; returns `{(topic, partition): ReadResult}`."""
+        from_follower = replica_id >= 0
+        limit_bytes = max_bytes
+        min_one_message = not hard_max_bytes_limit
+        results = {}
+        for fp in partitions:
+            key = (fp.topic, fp.partition)
+            result = self._read_one(fp, min(fp.partition_max_bytes, limit_bytes),
+                                    isolation_level, from_follower, replica_id,
+                                    min_one_message)
+            results[key] = result
+            if result.records_size > 0:
+                min_one_message = False
+                limit_bytes = max(0, limit_bytes - result.records_size)
+        return results
+
+    def _read_one(self, fp, max_bytes, isolation_level, from_follower, replica_id,
+                  min_one_message) -> ReadResult:
+        if fp.topic is None:
+            return ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)
+        part = self._partitions.get((fp.topic, fp.partition))
+        if part is None:
+            return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            if from_follower:
+                if part.update_follower_fetch_state(replica_id, fp.fetch_offset):
+                    self.produce_purgatory.notify(fp.topic, fp.partition)
+            return part.read(fp.fetch_offset, max_bytes, isolation_level=isolation_level,
+                             from_follower=from_follower, min_one_message=min_one_message,
+                             current_leader_epoch=fp.current_leader_epoch)
+        except KafkaError as exc:
+            return ReadResult(_error_code_of(exc), part.high_watermark, part.last_stable_offset,
+                              part.log_start_offset)
+        except OSError as exc:
+            log.error("Error reading %s-%d: %s", fp.topic, fp.partition, exc)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, part.high_watermark,
+                              part.last_stable_offset, part.log_start_offset)
+
+    def partition_bytes_available(self, fp, min_bytes: int, isolation_level: int,
+                                  replica_id: int) -> int:
+        """For the purgatory: bytes `fp` could read now (capped near `min_bytes`). A partition
+        that would answer with an error counts as `min_bytes`: the fetch answers at once."""
+        if fp.topic is None:
+            return 0
+        part = self._partitions.get((fp.topic, fp.partition))
+        if part is None or not part.is_leader:
+            return min_bytes
+        try:
+            if fp.fetch_offset < part.log_start_offset or fp.fetch_offset > part.log_end_offset:
+                return min_bytes                # out of range now: answer with the error
+            return part.bytes_available(fp.fetch_offset, min_bytes, isolation_level,
+                                        replica_id >= 0)
+        except KafkaError:
+            return min_bytes
+
+    async def wait_for_fetch(self, partitions, *, min_bytes: int, max_wait_ms: int,
+                             isolation_level: int, replica_id: int = -1) -> bool:
+        """Park until `min_bytes` are readable or `max_wait_ms` passes; True if satisfied.
+
+        Bytes available are remembered per partition, so a notify re-reads only the partition
+        that changed (a fetch over a thousand partitions costs one lookup per append)."""
+        by_key = {(fp.topic, fp.partition): fp for fp in partitions if fp.topic is not None}
+        need = max(1, min_bytes)
+        available = {}
+
+        def ready(key) -> bool:
+            for k in (by_key if key is None else (key,) if key in by_key else ()):
+                available[k] = self.partition_bytes_available(by_key[k], need, isolation_level,
+                                                              replica_id)
+            return sum(available.values()) >= need
+
+        return await self.fetch_purgatory.wait(list(by_key), ready, max_wait_ms)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Release every waiting request (they answer with what they have)."""
+        self.fetch_purgatory.shutdown()
+        self.produce_purgatory.shutdown()
+
+
+def _config_int(config, name: str, default: int) -> int:
+    if config is None:
+        return default
+    try:
+        value = config.get(name)
+    except Exception:          # an unknown name in the broker's table
+        return default
+    return default if value is None else int(value)

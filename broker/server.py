@@ -1,0 +1,318 @@
+"""The broker process: start-up, the listening sockets, periodic tasks and graceful shutdown.
+
+Lifecycle (Kafka's KafkaServer.startup/shutdown, in order):
+
+start():
+ 1. open the metadata store (first log dir) -> cluster id; apply persisted dynamic broker configs;
+ 2. start the LogManager (recovery of every partition dir; blocking: run in an executor);
+ 3. create the ReplicaManager and make this broker leader of every assigned partition
+    (TopicManager.startup);
+ 4. listen on every `listeners` entry (port 0 picks a free port; `bound_ports` tells which);
+ 5. schedule the periodic tasks: retention, flush, checkpoints, idle-connection reaper.
+
+shutdown() (SIGTERM/SIGINT; bounded so the process exits within 10 s):
+ 1. stop accepting; pause reading on every connection;
+ 2. release parked requests (purgatory shutdown: long polls answer with what they have);
+ 3. wait (at most `DRAIN_TIMEOUT_S`) for in-flight requests to be answered, then close sockets;
+ 4. shut the LogManager down in an executor: flush, checkpoints, clean-shutdown marker;
+ 5. close the metadata store.
+
+The `Broker` object is what every handler receives (see /work/notes/broker_shared.md for its
+attributes). Tests construct it with a BrokerConfig and may inject `log_manager`,
+`replica_manager` or `store`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time as _time
+
+from broker.config import BrokerConfig
+from broker.connection import Connection
+
+log = logging.getLogger(__name__)
+
+DRAIN_TIMEOUT_S = 5.0       # in-flight requests get this long at shutdown (exit within 10 s)
+
+
+class SystemClock:
+    @staticmethod
+    def ms() -> int:
+        return int(_time.time() * 1000)
+
+
+class ConnectionServer:
+    """The set of live connections: limits, idle reaping, and shutdown draining."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.connections: set = set()
+        self.per_ip: dict = {}
+        self.stopping = False
+        self._all_done = None
+
+    def register(self, conn) -> bool:
+        config = self.broker.config
+        host = conn.client_host
+        if self.stopping:
+            return False
+        if len(self.connections) >= config.max_connections:
+            log.warning("Closing connection from %s: max.connections (%d) reached", host,
+                        config.max_connections)
+            return False
+        limit = config.max_connections_for(host)
+        if self.per_ip.get(host, 0) >= limit:
+            log.warning("Closing connection from %s: max.connections.per.ip (%d) reached",
+                        host, limit)
+            return False
+        self.connections.add(conn)
+        self.per_ip[host] = self.per_ip.get(host, 0) + 1
+        return True
+
+    def unregister(self, conn) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            left = self.per_ip.get(conn.client_host, 1) - 1
+            if left:
+                self.per_ip[conn.client_host] = left
+            else:
+                self.per_ip.pop(conn.client_host, None)
+        self.request_done(conn)
+
+    def request_done(self, conn) -> None:
+        if self._all_done is not None and not self._all_done.done() and not any(
+                c.in_flight or c.frames for c in self.connections if not c.closed):
+            self._all_done.set_result(None)
+
+    def reap_idle(self, now: float, max_idle_s: float) -> int:
+        closed = 0
+        for conn in list(self.connections):
+            if conn.idle and now - conn.last_active > max_idle_s:
+                log.info("Closing idle connection %s (connections.max.idle.ms)",
+                         conn.connection_id)
+                conn.close()
+                closed += 1
+        return closed
+
+    async def drain(self, timeout: float) -> None:
+        """Stop reading and wait for every in-flight request to be answered."""
+        self.stopping = True
+        for conn in list(self.connections):
+            if conn.transport is not None and not conn.closed:
+                conn.transport.pause_reading()
+            conn._wake()
+        busy = [c for c in self.connections if not c.closed and (c.in_flight or c.frames)]
+        if busy:
+            self._all_done = self.broker.loop.create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._all_done), timeout)
+            except asyncio.TimeoutError:
+                log.warning("%d connections still busy after %.1f s; closing them",
+                            sum(1 for c in self.connections if c.in_flight), timeout)
+        for conn in list(self.connections):
+            conn.close()
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, time=None, store=None, log_manager=None,
+                 replica_manager=None):
+        self.config = config
+        self.broker_id = config.broker_id if config.broker_id >= 0 else 0
+        self.time = time or SystemClock()
+        self.loop = None
+        self.metadata = store
+        self.log_manager = log_manager
+        self.replica_manager = replica_manager
+        self.group_coordinator = None
+        self.topics = None
+        self.connections = ConnectionServer(self)
+        self.bound_ports: dict = {}         # listener name -> port actually bound
+        self._advertised = None
+        self._servers: list = []
+        self._tasks: list = []
+        self._stopped = None
+        self._shutting_down = False
+
+    # -- properties handlers use
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata.cluster_id
+
+    @property
+    def fetch_purgatory(self):
+        return self.replica_manager.fetch_purgatory
+
+    @property
+    def advertised_listeners(self) -> list:
+        """[(listener name, host, port)] published to clients (bound ports filled in).
+
+        Computed once the sockets are bound: an empty host means this machine's name, and
+        looking it up (DNS) must not happen per Metadata request."""
+        if self._advertised is None:
+            out = []
+            for listener in self.config.advertised_listeners:
+                host = listener.host or socket.getfqdn()
+                port = listener.port or self.bound_ports.get(listener.name, 0)
+                out.append((listener.name, host, port))
+            if not self.bound_ports:
+                return out                       # not started yet: do not cache
+            self._advertised = out
+        return self._advertised
+
+    def advertised_endpoint(self, listener_name: str) -> tuple:
+        listeners = self.advertised_listeners
+        for name, host, port in listeners:
+            if name == listener_name:
+                return host, port
+        return listeners[0][1], listeners[0][2]
+
+    @property
+    def port(self) -> int:
+        """The first listener's bound port (tests)."""
+        return next(iter(self.bound_ports.values()))
+
+    # -- start-up
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stopped = self.loop.create_future()
+        if self.metadata is None:
+            from broker.metadata import open_store
+            self.metadata = open_store(self.config)
+        self.metadata.load()
+        self._apply_dynamic_broker_configs()
+        log.info("[KafkaServer id=%d] starting, cluster id %s", self.broker_id, self.cluster_id)
+        if self.log_manager is None:
+            from storage.log_manager import LogManager
+            self.log_manager = LogManager(
+                self.config.log_dirs, self.config.topic_config(),
+                time_ms=self.time.ms,
+                recovery_threads=self.config.get("num.recovery.threads.per.data.dir"))
+            store, config = self.metadata, self.config
+            await self.loop.run_in_executor(
+                None, lambda: self.log_manager.startup(
+                    self.cluster_id, self.broker_id,
+                    config_for=lambda topic: config.topic_config(store.topic_config(topic))))
+        if self.replica_manager is None:
+            from broker.replica_manager import ReplicaManager
+            self.replica_manager = ReplicaManager(self.log_manager, broker_id=self.broker_id,
+                                                  time=self.time, config=self.config)
+        from broker.topics import TopicManager
+        self.topics = TopicManager(self)
+        await self.topics.startup()
+        # Group coordinator: loads the local __consumer_offsets partitions (coordinator/runtime.py).
+        from coordinator.runtime import GroupCoordinator
+        self.group_coordinator = GroupCoordinator.for_broker(self)
+        await self.group_coordinator.startup()
+        for listener in self.config.listeners:
+            server = await self.loop.create_server(
+                lambda name=listener.name: Connection(self, self.connections, name),
+                host=listener.host or None, port=listener.port, reuse_address=True,
+                backlog=1024)
+            self._servers.append(server)
+            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
+            log.info("Awaiting socket connections on %s:%d (%s)", listener.host or "0.0.0.0",
+                     self.bound_ports[listener.name], listener.name)
+        self._start_periodic_tasks()
+        log.info("[KafkaServer id=%d] started", self.broker_id)
+
+    def _apply_dynamic_broker_configs(self) -> None:
+        from broker.config import ConfigError
+        for cluster_default, broker_id in ((True, None), (False, self.broker_id)):
+            values = self.metadata.broker_config(broker_id)
+            try:
+                self.config.set_dynamic(values, cluster_default=cluster_default)
+            except ConfigError as exc:
+                log.error("Ignoring invalid persisted dynamic broker config: %s", exc)
+
+    def _start_periodic_tasks(self) -> None:
+        config = self.config
+        idle_ms = config.connections_max_idle_ms
+        self._every(max(0.05, min(idle_ms / 4000, 10.0)), self._reap_idle)
+        self._every(config.log_retention_check_interval_ms / 1000, self._retention,
+                    executor=True)
+        self._every(config.replica_high_watermark_checkpoint_interval_ms / 1000,
+                    self._checkpoint_high_watermarks, executor=True)
+        self._every(config.log_flush_offset_checkpoint_interval_ms / 1000 or 60,
+                    self._checkpoint_recovery_points, executor=True)
+        flush_s = config.log_flush_scheduler_interval_ms / 1000
+        if flush_s < 24 * 3600:
+            self._every(flush_s, self._flush, executor=True)
+
+    def _every(self, interval_s: float, fn, executor: bool = False) -> None:
+        async def run():
+            while True:
+                await asyncio.sleep(interval_s)
+                try:
+                    if executor:
+                        await self.loop.run_in_executor(None, fn)
+                    else:
+                        fn()
+                except Exception:
+                    log.exception("Periodic task %s failed", fn.__name__)
+        self._tasks.append(self.loop.create_task(run()))
+
+    def _reap_idle(self):
+        self.connections.reap_idle(self.loop.time(), self.config.connections_max_idle_ms / 1000)
+
+    def _retention(self):
+        self.log_manager.run_retention(self.time.ms())
+        cleanup = getattr(self.log_manager, "cleanup_deleted", None)
+        if cleanup is not None:
+            cleanup()
+
+    def _checkpoint_high_watermarks(self):
+        self.log_manager.checkpoint_high_watermarks()
+
+    def _checkpoint_recovery_points(self):
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+
+    def _flush(self):
+        self.log_manager.flush_dirty(self.time.ms())
+
+    # -- shutdown
+    async def shutdown(self) -> None:
+        """Graceful stop (see the module docstring); each step runs even if one before failed."""
+        if self._shutting_down:
+            await self.wait_stopped()
+            return
+        self._shutting_down = True
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        try:
+            for server in self._servers:
+                server.close()
+            for task in self._tasks:
+                task.cancel()
+            if self.replica_manager is not None:
+                await self._step("releasing parked requests", self.replica_manager.shutdown)
+            await self._step("draining connections", self.connections.drain, DRAIN_TIMEOUT_S)
+            for server in self._servers:
+                try:
+                    await asyncio.wait_for(server.wait_closed(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
+            if self.group_coordinator is not None and hasattr(self.group_coordinator,
+                                                              "shutdown"):
+                await self._step("stopping the group coordinator",
+                                 self.group_coordinator.shutdown)
+            if self.log_manager is not None:
+                await self._step("shutting down the log manager", self.loop.run_in_executor,
+                                 None, self.log_manager.shutdown)
+            if self.metadata is not None:
+                await self._step("closing the metadata store", self.metadata.close)
+            log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+        finally:
+            if self._stopped is not None and not self._stopped.done():
+                self._stopped.set_result(None)
+
+    async def _step(self, what: str, fn, *args) -> None:
+        try:
+            result = fn(*args)
+            if asyncio.isfuture(result) or asyncio.iscoroutine(result):
+                await result
+        except Exception:
+            log.exception("Error while %s during shutdown", what)
+
+    async def wait_stopped(self) -> None:
+        await asyncio.shield(self._stopped)

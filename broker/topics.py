@@ -1,0 +1,391 @@
+"""TopicManager: create, delete, grow and reconfigure topics (Kafka's AdminManager + ZkAdminManager).
+
+Every operation validates first, then persists the change in the MetadataStore, then tells the
+ReplicaManager (become_leader / stop_replica) and the live logs. Validation follows Kafka:
+
+- names: 1-249 chars of [a-zA-Z0-9._-], not "." or "..", and not colliding with an existing
+  topic once '.' and '_' are treated alike ("a.b" vs "a_b") -> INVALID_TOPIC_EXCEPTION;
+- partitions: num_partitions >= 1 (or -1: num.partitions) -> INVALID_PARTITIONS;
+- replication factor: >= 1 (or -1: default.replication.factor), at most the live brokers
+  -> INVALID_REPLICATION_FACTOR;
+- explicit assignments (CreateTopics/CreatePartitions): partitions numbered 0..n-1, every replica
+  list non-empty, no duplicate ids, only live brokers -> INVALID_REPLICA_ASSIGNMENT;
+- configs: names and values checked against broker.config.TOPIC_CONFIGS -> INVALID_CONFIG.
+
+Errors are raised as `KafkaError(code, message)`; handlers put them in their per-topic results.
+
+Replica placement with one broker is trivial; `assign_replicas` already spreads leaders round
+robin over the live broker list (Kafka's rack-unaware assignment without the random start) so a
+cluster slots in.
+
+Concurrency contract: on the event loop thread; the local store's fsync'ed write runs inline (an
+admin operation, rare).
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import re
+import uuid
+
+from protocol.errors import ErrorCode, KafkaError
+
+from broker.config import ConfigError, validate_topic_configs
+
+log = logging.getLogger(__name__)
+
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+ZERO_UUID = uuid.UUID(int=0)
+STARTUP_THREADS = 8         # parallel checkpoint writes at start-up (fsyncs overlap well)
+
+
+def validate_topic_name(name) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_NAME_LENGTH:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} "
+                         f"characters, topic name: {name}")
+    if not _LEGAL.match(name):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name \"{name}\" is illegal, it contains a character other than "
+                         f"ASCII alphanumerics, '.', '_' and '-'")
+
+
+def is_internal(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
+class TopicManager:
+    def __init__(self, broker):
+        self.broker = broker
+        # Bumped whenever partitions start or stop being led here: with the store's version
+        # it tells the Metadata cache when to rebuild.
+        self.leadership_version = 0
+        self.metadata_cache = None          # (key, entries): owned by handlers/metadata.py
+        self.encoded_metadata: dict = {}    # all-topics answers by shape: handlers/metadata.py
+
+    @property
+    def store(self):
+        return self.broker.metadata
+
+    def metadata_changed(self) -> None:
+        """Leaders, ISR or led partitions changed outside the store: Metadata rebuilds its
+        cached answers. (The replica layer calls this when followers join or leave the ISR.)"""
+        self.leadership_version += 1
+
+    def live_brokers(self) -> list:
+        return [self.broker.broker_id]
+
+    # -- start-up
+
+    async def startup(self) -> None:
+        """Lead every partition assigned to this broker (after the store and logs loaded).
+
+        Becoming leader records each partition's epoch start in its leader-epoch checkpoint
+        (an fsync'ed file); with many partitions those writes run first on a few threads."""
+        self.adopt_logs_found_on_disk()
+        assigned = []
+        for topic in self.store.list_topics():
+            for index, state in topic.partitions.items():
+                if self.broker.broker_id in state.replicas:
+                    assigned.append((topic, index, state))
+        log_manager = self.broker.log_manager
+
+        def record_epoch(item):
+            topic, index, state = item
+            log_ = log_manager.get_log(topic.name, index)
+            if log_ is not None:
+                log_.leader_epoch_cache.assign(state.leader_epoch, log_.log_end_offset)
+        if assigned:
+            loop = asyncio.get_running_loop()
+            with concurrent.futures.ThreadPoolExecutor(STARTUP_THREADS) as pool:
+                await asyncio.gather(*(loop.run_in_executor(pool, record_epoch, item)
+                                       for item in assigned))
+        configs = {}
+        for topic, index, state in assigned:
+            if topic.name not in configs:
+                configs[topic.name] = self.log_config(topic.name)
+            self.broker.replica_manager.become_leader(
+                topic.name, index, topic.topic_id, state.leader_epoch, state.replicas,
+                configs[topic.name])
+        self.metadata_changed()
+        log.info("Loaded %d topics, leading %d partitions", len(self.store.list_topics()),
+                 len(assigned))
+
+    def adopt_logs_found_on_disk(self) -> None:
+        """Register topics whose logs are on disk but unknown to the store.
+
+        A log dir written by Apache Kafka keeps its topic list in ZooKeeper, not on disk: when
+        such a dir is opened here, each topic with partitions 0..n-1 on disk is registered with
+        its topic id from partition.metadata (its config overrides, kept in ZooKeeper, are
+        lost). Internal topics are left to their coordinators, which know their configs."""
+        found: dict = {}
+        for log_ in self.broker.log_manager.logs():
+            if self.store.get_topic(log_.topic) is None and not is_internal(log_.topic):
+                found.setdefault(log_.topic, {})[log_.partition] = log_
+        for name, logs in sorted(found.items()):
+            if sorted(logs) != list(range(len(logs))):
+                log.warning("Not registering topic %s found on disk: partitions %s are not "
+                            "0..n-1", name, sorted(logs))
+                continue
+            topic_ids = {l.topic_id for l in logs.values() if l.topic_id not in (None, ZERO_UUID)}
+            topic_id = topic_ids.pop() if len(topic_ids) == 1 else uuid.uuid4()
+            assignments = {p: [self.broker.broker_id] for p in logs}
+            self.store.create_topic(name, topic_id, assignments, {})
+            log.info("Registered topic %s found on disk (%d partitions, topic id %s)", name,
+                     len(logs), topic_id)
+
+    def log_config(self, name: str):
+        return self.broker.config.topic_config(self.store.topic_config(name))
+
+    # -- validation
+
+    def _resolve_counts(self, num_partitions: int, replication_factor: int) -> tuple:
+        config = self.broker.config
+        if num_partitions == -1:
+            num_partitions = config.get("num.partitions")
+        if replication_factor == -1:
+            replication_factor = config.get("default.replication.factor")
+        if num_partitions <= 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             "Number of partitions must be larger than 0.")
+        if replication_factor <= 0:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0.")
+        brokers = len(self.live_brokers())
+        if replication_factor > brokers:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor: {replication_factor} larger than available "
+                             f"brokers: {brokers}.")
+        return num_partitions, replication_factor
+
+    def assign_replicas(self, num_partitions: int, replication_factor: int,
+                        first_partition: int = 0) -> dict:
+        brokers = self.live_brokers()
+        out = {}
+        for p in range(first_partition, first_partition + num_partitions):
+            out[p] = [brokers[(p + r) % len(brokers)] for r in range(replication_factor)]
+        return out
+
+    def _check_assignments(self, assignments: dict, first_partition: int = 0) -> None:
+        live = set(self.live_brokers())
+        expected = list(range(first_partition, first_partition + len(assignments)))
+        if sorted(assignments) != expected:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Partitions should be a consecutive 0-based integer sequence, "
+                             f"got {sorted(assignments)}")
+        sizes = set()
+        for partition, replicas in assignments.items():
+            if not replicas:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Replica assignment of partition {partition} is empty")
+            if len(set(replicas)) != len(replicas):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Duplicate brokers in the assignment of partition {partition}")
+            unknown = set(replicas) - live
+            if unknown:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Unknown broker(s) {sorted(unknown)} in the assignment of "
+                                 f"partition {partition}")
+            sizes.add(len(replicas))
+        if len(sizes) > 1:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "All partitions should have the same number of replicas")
+
+    def _check_collision(self, name: str) -> None:
+        """Kafka's rule: '.' and '_' may collide in metric names, so "a.b" and "a_b" cannot
+        both exist."""
+        if "." not in name and "_" not in name:
+            return
+        key = name.replace(".", "_")
+        clashes = [t.name for t in self.store.list_topics() if t.name.replace(".", "_") == key]
+        if clashes:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Topic '{name}' collides with existing topics: "
+                             f"{', '.join(clashes)}")
+
+    @staticmethod
+    def check_configs(configs: dict) -> None:
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    # -- operations
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     assignments: dict | None = None, configs: dict | None = None,
+                     validate_only: bool = False, topic_id: uuid.UUID | None = None,
+                     lead: bool = True):
+        """Create a topic (or only validate the request); returns its TopicMetadata (or None).
+
+        Synchronous: the partitions' logs are created on the calling (loop) thread. Handlers use
+        `create_topic_async`, which creates them in an executor."""
+        validate_topic_name(name)
+        if self.store.get_topic(name) is not None:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        self._check_collision(name)
+        configs = dict(configs or {})
+        self.check_configs(configs)
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions or replicationFactor and replicasAssignments "
+                                 "were set. Both cannot be used at the same time.")
+            assignments = {int(p): list(r) for p, r in assignments.items()}
+            self._check_assignments(assignments)
+        else:
+            num_partitions, replication_factor = self._resolve_counts(num_partitions,
+                                                                      replication_factor)
+            assignments = self.assign_replicas(num_partitions, replication_factor)
+        if validate_only:
+            return None
+        topic = self.store.create_topic(name, topic_id or uuid.uuid4(), assignments, configs)
+        log.info("Created topic %s with topic id %s, %d partitions, configs %s", name,
+                 topic.topic_id, len(assignments), configs)
+        if lead:
+            self._lead(topic, topic.partitions)
+        return topic
+
+    async def create_topic_async(self, name: str, num_partitions: int = -1,
+                                 replication_factor: int = -1, assignments: dict | None = None,
+                                 configs: dict | None = None, validate_only: bool = False,
+                                 topic_id: uuid.UUID | None = None):
+        """`create_topic`, with the new logs created in an executor (creating a log writes and
+        fsyncs a few files: ~20 ms each, so 1,000 partitions would stall the loop for seconds).
+        The topic is in the store at once; its partitions are led once their logs exist
+        (Metadata answers LEADER_NOT_AVAILABLE meanwhile, as Kafka does)."""
+        topic = self.create_topic(name, num_partitions, replication_factor, assignments,
+                                  configs, validate_only, topic_id, lead=False)
+        if topic is not None:
+            await self._lead_async(topic, list(topic.partitions))
+        return topic
+
+    async def _lead_async(self, topic, partitions) -> None:
+        log_config = self.log_config(topic.name)
+        log_manager = self.broker.log_manager
+        mine = [p for p in sorted(partitions)
+                if self.broker.broker_id in topic.partitions[p].replicas]
+
+        def create_logs():                       # blocking: LogManager locks its own tables
+            for p in mine:
+                log_ = log_manager.get_or_create_log(topic.name, p, log_config, topic.topic_id)
+                # Becoming leader records the epoch's start offset (an fsync'ed checkpoint);
+                # doing it here keeps that off the loop: make_leader then finds it recorded.
+                log_.leader_epoch_cache.assign(topic.partitions[p].leader_epoch,
+                                               log_.log_end_offset)
+        await asyncio.get_running_loop().run_in_executor(None, create_logs)
+        if self.store.get_topic(topic.name) is not topic:
+            # Deleted (or deleted and re-created) while the logs were being made.
+            for p in mine:
+                if self.broker.replica_manager.get_partition(topic.name, p) is None:
+                    log_manager.delete_log(topic.name, p)
+            return
+        self._lead(topic, [p for p in partitions if p in topic.partitions])
+
+    def _lead(self, topic, partitions) -> None:
+        self.metadata_changed()
+        log_config = self.log_config(topic.name)
+        for index in sorted(partitions):
+            state = topic.partitions[index]
+            if self.broker.broker_id in state.replicas:
+                self.broker.replica_manager.become_leader(topic.name, index, topic.topic_id,
+                                                          state.leader_epoch, state.replicas,
+                                                          log_config)
+
+    async def maybe_auto_create(self, name: str):
+        """Metadata's auto-creation: the new topic, or None when auto-creation is off."""
+        if not self.broker.config.get("auto.create.topics.enable"):
+            return None
+        return await self.create_topic_async(name)
+
+    def delete_topic(self, name: str):
+        if not self.broker.config.get("delete.topic.enable"):
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        topic = self.store.get_topic(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        self.store.delete_topic(name)
+        self.metadata_changed()
+        for index, state in topic.partitions.items():
+            if self.broker.broker_id in state.replicas:
+                self.broker.replica_manager.stop_replica(name, index, delete=True)
+        log.info("Deleted topic %s (topic id %s)", name, topic.topic_id)
+        return topic
+
+    async def create_partitions_async(self, name: str, count: int,
+                                      assignments: list | None = None,
+                                      validate_only: bool = False):
+        """`create_partitions` with the new logs created in an executor (see create_topic_async)."""
+        before = set(self.store.get_topic(name).partitions) if self.store.get_topic(name) else set()
+        topic = self.create_partitions(name, count, assignments, validate_only, lead=False)
+        if not validate_only:
+            await self._lead_async(topic, [p for p in topic.partitions if p not in before])
+        return topic
+
+    def create_partitions(self, name: str, count: int, assignments: list | None = None,
+                          validate_only: bool = False, lead: bool = True):
+        topic = self.store.get_topic(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than "
+                             f"the requested {count}.")
+        if count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic already has {current} partitions.")
+        added = count - current
+        if assignments is not None:
+            if len(assignments) != added:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Increasing the number of partitions by {added} but "
+                                 f"{len(assignments)} assignments provided.")
+            new = {current + i: list(r) for i, r in enumerate(assignments)}
+            self._check_assignments(new, first_partition=current)
+            if len(new[current]) != topic.replication_factor:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "Inconsistent replication factor between partitions")
+        else:
+            new = self.assign_replicas(added, topic.replication_factor, first_partition=current)
+        if validate_only:
+            return topic
+        self.store.add_partitions(name, new)
+        log.info("Added %d partitions to topic %s (now %d)", added, name, count)
+        if lead:
+            self._lead(topic, new)
+        return topic
+
+    def set_topic_configs(self, name: str, configs: dict, validate_only: bool = False) -> None:
+        """Replace the topic's overrides (validated) and apply them to its live logs."""
+        if self.store.get_topic(name) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{name}' does not exist.")
+        self.check_configs(configs)
+        if validate_only:
+            return
+        self.store.set_topic_config(name, configs)
+        log.info("Updated configs of topic %s: %s", name, configs)
+        self.apply_log_configs([name])
+
+    def apply_log_configs(self, names=None) -> None:
+        """Push the current effective LogConfig to every live log of these topics (all: None)."""
+        replica_manager = self.broker.replica_manager
+        topics = self.store.list_topics() if names is None else [
+            t for t in (self.store.get_topic(n) for n in names) if t is not None]
+        for topic in topics:
+            log_config = self.log_config(topic.name)
+            for index in topic.partitions:
+                partition = replica_manager.get_partition(topic.name, index)
+                if partition is not None and partition.log is not None:
+                    partition.log.config = log_config

@@ -1,0 +1,423 @@
+"""Admin APIs over real sockets against an in-process broker (real storage underneath)."""
+import os
+import uuid
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.messages.alter_configs import AlterConfigsRequest
+from protocol.messages.create_partitions import CreatePartitionsRequest
+from protocol.messages.create_topics import CreateTopicsRequest
+from protocol.messages.delete_topics import DeleteTopicsRequest
+from protocol.messages.describe_cluster import DescribeClusterRequest
+from protocol.messages.describe_configs import DescribeConfigsRequest
+from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from protocol.messages.metadata import MetadataRequest
+
+from broker.config import SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, \
+    SOURCE_STATIC_BROKER, SOURCE_TOPIC
+from tests.broker.conftest import RawClient
+
+CT = CreateTopicsRequest
+TOPIC, BROKER = 2, 4
+
+
+def creatable(name, partitions=-1, rf=-1, configs=None, assignments=None):
+    return CT.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=rf,
+        configs=[CT.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+        assignments=[CT.CreatableReplicaAssignment(partition_index=p, broker_ids=b)
+                     for p, b in (assignments or {}).items()])
+
+
+async def create(client, *topics, version=7, validate_only=False):
+    response = await client.request(CT(topics=list(topics), timeout_ms=1000,
+                                       validate_only=validate_only), version)
+    return {t.name: t for t in response.topics}
+
+
+async def metadata(client, names=None, version=12, auto=True):
+    topics = None if names is None else [MetadataRequest.MetadataRequestTopic(name=n)
+                                         for n in names]
+    return await client.request(MetadataRequest(topics=topics, allow_auto_topic_creation=auto),
+                                version)
+
+
+async def test_create_topic_and_metadata_every_version(client, broker):
+    result = (await create(client, creatable("orders", 3)))["orders"]
+    assert result.error_code == 0 and result.num_partitions == 3 and result.replication_factor == 1
+    assert result.topic_id != uuid.UUID(int=0)
+    assert {c.name: c.value for c in result.configs}["retention.ms"] == "604800000"
+    for version in range(0, 13):
+        response = await metadata(client, ["orders"], version=version)
+        [topic] = response.topics
+        assert topic.error_code == 0 and topic.name == "orders"
+        assert [p.partition_index for p in topic.partitions] == [0, 1, 2]
+        assert all(p.leader_id == 0 and p.replica_nodes == [0] and p.isr_nodes == [0]
+                   for p in topic.partitions)
+        assert response.brokers[0].port == broker.port
+        if version >= 10:
+            assert topic.topic_id == result.topic_id
+        if version >= 2:
+            assert response.cluster_id == broker.cluster_id
+    for partition in range(3):
+        assert broker.replica_manager.get_partition("orders", partition) is not None
+        assert os.path.isdir(os.path.join(broker.config.log_dirs[0], f"orders-{partition}"))
+
+
+async def test_metadata_by_topic_id_and_all_topics(client):
+    created = (await create(client, creatable("a", 1), creatable("b", 2)))
+    response = await client.request(MetadataRequest(topics=[
+        MetadataRequest.MetadataRequestTopic(name=None, topic_id=created["b"].topic_id),
+        MetadataRequest.MetadataRequestTopic(name=None, topic_id=uuid.uuid4())]), 12)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("b", 0), (None, ErrorCode.UNKNOWN_TOPIC_ID)]
+    assert sorted(t.name for t in (await metadata(client)).topics) == ["a", "b"]
+    assert sorted(t.name for t in (await client.request(MetadataRequest(topics=[]), 0)).topics) \
+        == ["a", "b"]                                   # v0: empty list = all
+    assert (await client.request(MetadataRequest(topics=[]), 1)).topics == []
+
+
+async def test_metadata_auto_create(client, broker):
+    response = await metadata(client, ["auto"])
+    [topic] = response.topics
+    assert topic.error_code == 0 and len(topic.partitions) == 1
+    assert broker.metadata.get_topic("auto") is not None
+    # allow_auto_topic_creation=false (v4+) is honoured.
+    [topic] = (await metadata(client, ["not-created"], auto=False)).topics
+    assert topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert broker.metadata.get_topic("not-created") is None
+
+
+async def test_metadata_auto_create_uses_num_partitions(start_broker):
+    broker = await start_broker(num_partitions=4)
+    client = await RawClient.connect(broker.port)
+    [topic] = (await metadata(client, ["four"], version=1)).topics
+    assert len(topic.partitions) == 4
+    await client.close()
+
+
+async def test_metadata_auto_create_disabled(start_broker):
+    broker = await start_broker(auto_create_topics_enable="false")
+    client = await RawClient.connect(broker.port)
+    [topic] = (await metadata(client, ["nope"])).topics
+    assert topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert broker.metadata.get_topic("nope") is None
+    await client.close()
+
+
+@pytest.mark.parametrize("name", ["bad name", "..", ".", "x" * 250, "ü", "a/b"])
+async def test_invalid_topic_names(client, name):
+    [topic] = (await metadata(client, [name])).topics
+    assert topic.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert (await create(client, creatable(name, 1)))[name].error_code == \
+        ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+async def test_create_topics_errors(client):
+    await create(client, creatable("exists", 1))
+    results = await create(
+        client,
+        creatable("exists", 1),
+        creatable("zero", 0),
+        creatable("rf", 1, 3),
+        creatable("cfg", 1, configs={"retention.ms": "soon"}),
+        creatable("unknowncfg", 1, configs={"retention.days": "1"}),
+        creatable("assign", assignments={0: [0], 1: [5]}),
+        creatable("both", 2, assignments={0: [0]}),
+        creatable("gap", assignments={0: [0], 2: [0]}),
+    )
+    codes = {name: r.error_code for name, r in results.items()}
+    assert codes == {
+        "exists": ErrorCode.TOPIC_ALREADY_EXISTS,
+        "zero": ErrorCode.INVALID_PARTITIONS,
+        "rf": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "cfg": ErrorCode.INVALID_CONFIG,
+        "unknowncfg": ErrorCode.INVALID_CONFIG,
+        "assign": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "both": ErrorCode.INVALID_REQUEST,
+        "gap": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    }
+    assert all(r.error_message for r in results.values())
+    assert results["rf"].configs == [] and results["rf"].num_partitions == -1
+
+
+async def test_create_topics_duplicate_in_request(client):
+    response = await client.request(CT(topics=[creatable("dup", 1), creatable("dup", 1)]), 5)
+    assert [t.error_code for t in response.topics] == [ErrorCode.INVALID_REQUEST] * 2
+
+
+async def test_create_topics_validate_only_and_assignments(client, broker):
+    result = (await create(client, creatable("v", 5, configs={"cleanup.policy": "compact"}),
+                           validate_only=True))["v"]
+    assert result.error_code == 0 and result.num_partitions == 5
+    assert {c.name: (c.value, c.config_source) for c in result.configs}["cleanup.policy"] == \
+        ("compact", SOURCE_TOPIC)
+    assert broker.metadata.get_topic("v") is None
+    result = (await create(client, creatable("explicit", assignments={0: [0], 1: [0]})))
+    assert result["explicit"].error_code == 0
+    assert len(broker.metadata.get_topic("explicit").partitions) == 2
+
+
+async def test_create_topics_old_versions(client):
+    for version in range(0, 5):
+        name = f"old{version}"
+        result = (await create(client, creatable(name, 1, 1), version=version))[name]
+        assert result.error_code == 0
+
+
+async def test_topic_configs_reach_the_log(client, broker):
+    await create(client, creatable("conf", 1, configs={"segment.bytes": "100000",
+                                                      "retention.ms": "60000"}))
+    log = broker.replica_manager.get_partition("conf", 0).log
+    assert (log.config.segment_bytes, log.config.retention_ms) == (100000, 60000)
+
+
+async def test_delete_topics_by_name_and_id(client, broker):
+    created = await create(client, creatable("d1", 2), creatable("d2", 1))
+    response = await client.request(DeleteTopicsRequest(topic_names=["d1", "missing"],
+                                                        timeout_ms=1000), 5)
+    assert {r.name: r.error_code for r in response.responses} == {
+        "d1": 0, "missing": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert broker.replica_manager.get_partition("d1", 0) is None
+    response = await client.request(DeleteTopicsRequest(topics=[
+        DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=created["d2"].topic_id),
+        DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=uuid.uuid4())]), 6)
+    assert [(r.name, r.error_code) for r in response.responses] == [
+        ("d2", 0), (None, ErrorCode.UNKNOWN_TOPIC_ID)]
+    assert (await metadata(client)).topics == []
+    # Gone from disk once file.delete.delay.ms passes: renamed to *-delete now.
+    names = os.listdir(broker.config.log_dirs[0])
+    assert not any(n in ("d1-0", "d1-1", "d2-0") for n in names)
+
+
+async def test_delete_topic_disabled(start_broker):
+    broker = await start_broker(delete_topic_enable="false")
+    client = await RawClient.connect(broker.port)
+    await create(client, creatable("keep", 1))
+    response = await client.request(DeleteTopicsRequest(topic_names=["keep"]), 4)
+    assert response.responses[0].error_code == ErrorCode.TOPIC_DELETION_DISABLED
+    await client.close()
+
+
+async def test_create_partitions(client, broker):
+    await create(client, creatable("grow", 1))
+    CP = CreatePartitionsRequest
+    response = await client.request(CP(topics=[
+        CP.CreatePartitionsTopic(name="grow", count=3, assignments=None),
+        CP.CreatePartitionsTopic(name="missing", count=3, assignments=None)]), 3)
+    assert {r.name: r.error_code for r in response.results} == {
+        "grow": 0, "missing": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert len((await metadata(client, ["grow"])).topics[0].partitions) == 3
+    assert broker.replica_manager.get_partition("grow", 2) is not None
+    response = await client.request(CP(topics=[
+        CP.CreatePartitionsTopic(name="grow", count=2, assignments=None)]), 1)
+    assert response.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+    response = await client.request(CP(topics=[CP.CreatePartitionsTopic(
+        name="grow", count=5, assignments=[CP.CreatePartitionsAssignment(broker_ids=[0])])]), 2)
+    assert response.results[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    response = await client.request(CP(topics=[CP.CreatePartitionsTopic(
+        name="grow", count=4, assignments=None)], validate_only=True), 0)
+    assert response.results[0].error_code == 0
+    assert len(broker.metadata.get_topic("grow").partitions) == 3
+
+
+async def describe(client, resource_type, name, keys=None, version=4, synonyms=True, docs=True):
+    DC = DescribeConfigsRequest
+    response = await client.request(DC(resources=[DC.DescribeConfigsResource(
+        resource_type=resource_type, resource_name=name, configuration_keys=keys)],
+        include_synonyms=synonyms, include_documentation=docs), version)
+    return response.results[0]
+
+
+async def test_describe_topic_configs(client):
+    await create(client, creatable("dc", 1, configs={"retention.ms": "1234"}))
+    result = await describe(client, TOPIC, "dc")
+    assert result.error_code == 0
+    configs = {c.name: c for c in result.configs}
+    assert configs["retention.ms"].value == "1234"
+    assert configs["retention.ms"].config_source == SOURCE_TOPIC
+    assert [s.name for s in configs["retention.ms"].synonyms][:2] == ["retention.ms",
+                                                                      "log.retention.hours"]
+    assert configs["segment.bytes"].config_source == SOURCE_DEFAULT
+    assert configs["segment.bytes"].config_type == 3 and configs["segment.bytes"].documentation
+    only = await describe(client, TOPIC, "dc", keys=["cleanup.policy"], version=0)
+    assert [(c.name, c.value, c.is_default) for c in only.configs] == [
+        ("cleanup.policy", "delete", True)]
+    missing = await describe(client, TOPIC, "nope")
+    assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    bad = await describe(client, TOPIC, "bad name")
+    assert bad.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+async def test_describe_broker_configs(client, broker):
+    result = await describe(client, BROKER, "0")
+    configs = {c.name: c for c in result.configs}
+    assert configs["log.dirs"].value == broker.config.log_dirs[0]
+    assert configs["log.dirs"].config_source == SOURCE_STATIC_BROKER
+    assert configs["log.dirs"].read_only is True
+    assert configs["log.retention.bytes"].read_only is False
+    assert configs["num.io.threads"].config_source == SOURCE_DEFAULT
+    assert (await describe(client, BROKER, "7")).error_code == ErrorCode.INVALID_REQUEST
+    assert (await describe(client, BROKER, "")).configs == []
+
+
+async def test_alter_topic_configs_replaces_overrides(client, broker):
+    await create(client, creatable("ac", 1, configs={"retention.ms": "1000",
+                                                    "cleanup.policy": "compact"}))
+    AC = AlterConfigsRequest
+    response = await client.request(AC(resources=[AC.AlterConfigsResource(
+        resource_type=TOPIC, resource_name="ac",
+        configs=[AC.AlterableConfig(name="segment.bytes", value="50000")])]), 1)
+    assert response.responses[0].error_code == 0
+    assert broker.metadata.topic_config("ac") == {"segment.bytes": "50000"}
+    assert broker.replica_manager.get_partition("ac", 0).log.config.segment_bytes == 50000
+    response = await client.request(AC(resources=[
+        AC.AlterConfigsResource(resource_type=TOPIC, resource_name="ac", configs=[
+            AC.AlterableConfig(name="segment.bytes", value="tiny")]),
+        AC.AlterConfigsResource(resource_type=TOPIC, resource_name="gone", configs=[])]), 2)
+    assert [r.error_code for r in response.responses] == [
+        ErrorCode.INVALID_CONFIG, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+async def test_alter_dynamic_broker_config_persists(start_broker, tmp_path):
+    broker = await start_broker(log_retention_bytes=100)
+    client = await RawClient.connect(broker.port)
+    await create(client, creatable("inherit", 1))
+    AC = AlterConfigsRequest
+    response = await client.request(AC(resources=[
+        AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
+            AC.AlterableConfig(name="log.retention.bytes", value="555")]),
+        AC.AlterConfigsResource(resource_type=BROKER, resource_name="", configs=[
+            AC.AlterableConfig(name="num.partitions", value="2")]),
+        AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
+            AC.AlterableConfig(name="broker.id", value="5")]),
+        AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
+            AC.AlterableConfig(name="message.max.bytes", value="-5")]),
+    ]), 0)
+    assert [r.error_code for r in response.responses] == [
+        0, 0, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_CONFIG]
+    # The last two were refused and changed nothing.
+    assert broker.config.get("log.retention.bytes") == 555
+    assert broker.replica_manager.get_partition("inherit", 0).log.config.retention_bytes == 555
+    [topic] = (await metadata(client, ["two"])).topics
+    assert len(topic.partitions) == 2                      # cluster default num.partitions
+    configs = {c.name: c for c in (await describe(client, BROKER, "0")).configs}
+    assert configs["log.retention.bytes"].config_source == SOURCE_DYNAMIC_BROKER
+    assert [s.source for s in configs["log.retention.bytes"].synonyms][:2] == [
+        SOURCE_DYNAMIC_BROKER, SOURCE_STATIC_BROKER]
+    assert configs["num.partitions"].config_source == SOURCE_DYNAMIC_DEFAULT_BROKER
+    topic_configs = {c.name: c for c in (await describe(client, TOPIC, "inherit")).configs}
+    assert topic_configs["retention.bytes"].value == "555"
+    assert topic_configs["retention.bytes"].config_source == SOURCE_DYNAMIC_BROKER
+    await client.close()
+    log_dir = broker.config.log_dirs[0]
+    await broker.shutdown()
+    again = await start_broker(log_dirs=log_dir)
+    assert again.config.get("log.retention.bytes") == 555
+    assert again.config.get("num.partitions") == 2
+    assert again.replica_manager.get_partition("inherit", 0).log.config.retention_bytes == 555
+
+
+async def test_incremental_alter_configs(client, broker):
+    await create(client, creatable("inc", 1, configs={"retention.ms": "1000"}))
+    IAC = IncrementalAlterConfigsRequest
+
+    async def alter(*ops, name="inc", resource_type=TOPIC, version=1):
+        response = await client.request(IAC(resources=[IAC.AlterConfigsResource(
+            resource_type=resource_type, resource_name=name, configs=[
+                IAC.AlterableConfig(name=n, config_operation=op, value=v)
+                for n, op, v in ops])]), version)
+        return response.responses[0].error_code
+
+    assert await alter(("segment.bytes", 0, "70000")) == 0
+    assert broker.metadata.topic_config("inc") == {"retention.ms": "1000",
+                                                   "segment.bytes": "70000"}
+    assert await alter(("retention.ms", 1, None), version=0) == 0
+    assert broker.metadata.topic_config("inc") == {"segment.bytes": "70000"}
+    assert await alter(("cleanup.policy", 2, "compact")) == 0
+    assert broker.metadata.topic_config("inc")["cleanup.policy"] == "delete,compact"
+    assert await alter(("cleanup.policy", 3, "delete")) == 0
+    assert broker.metadata.topic_config("inc")["cleanup.policy"] == "compact"
+    assert await alter(("segment.bytes", 2, "1")) == ErrorCode.INVALID_CONFIG
+    assert await alter(("segment.bytes", 9, "1")) == ErrorCode.INVALID_REQUEST
+    assert await alter(("segment.bytes", 0, "1"), ("segment.bytes", 1, None)) == \
+        ErrorCode.INVALID_REQUEST
+    assert await alter(("segment.bytes", 0, "80000"), name="nope") == \
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert await alter(("log.retention.bytes", 0, "999"), name="0", resource_type=BROKER) == 0
+    assert broker.config.get("log.retention.bytes") == 999
+    assert await alter(("log.retention.bytes", 1, None), name="0", resource_type=BROKER) == 0
+    assert broker.config.get("log.retention.bytes") == -1
+    assert broker.metadata.topic_config("inc")["segment.bytes"] == "70000"
+
+
+async def test_describe_cluster(client, broker):
+    for version in (0, 1):
+        response = await client.request(DescribeClusterRequest(), version)
+        assert response.error_code == 0
+        assert response.cluster_id == broker.cluster_id and response.controller_id == 0
+        assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+            (0, "127.0.0.1", broker.port)]
+    response = await client.request(DescribeClusterRequest(endpoint_type=2), 1)
+    assert response.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+
+
+async def test_topics_survive_restart(start_broker):
+    broker = await start_broker()
+    client = await RawClient.connect(broker.port)
+    created = (await create(client, creatable("durable", 2, configs={"retention.ms": "5000"})))
+    await client.close()
+    log_dir = broker.config.log_dirs[0]
+    await broker.shutdown()
+    again = await start_broker(log_dirs=log_dir)
+    assert again.cluster_id == broker.cluster_id
+    client = await RawClient.connect(again.port)
+    [topic] = (await metadata(client, ["durable"])).topics
+    assert topic.topic_id == created["durable"].topic_id and len(topic.partitions) == 2
+    assert again.replica_manager.get_partition("durable", 1).log.config.retention_ms == 5000
+    await client.close()
+
+
+async def test_kafka_written_log_dir_is_adopted(start_broker, kafka_fixtures, tmp_path):
+    import shutil
+    data = tmp_path / "kafka-3.4.0"
+    shutil.copytree(kafka_fixtures / "kafka-3.4.0", data)
+    broker = await start_broker(log_dirs=str(data))
+    topic = broker.metadata.get_topic("test")
+    assert topic is not None and list(topic.partitions) == [0]
+    partition = broker.replica_manager.get_partition("test", 0)
+    assert partition.log.log_end_offset == 97                 # 97 records written by Kafka
+    client = await RawClient.connect(broker.port)
+    [entry] = (await metadata(client, ["test"], auto=False)).topics
+    assert entry.error_code == 0 and entry.topic_id == topic.topic_id
+    await client.close()
+
+
+async def test_creating_many_partitions_does_not_stall_other_connections(broker):
+    import asyncio
+    from protocol.api import ApiKey
+    from protocol.messages.api_versions import ApiVersionsRequest
+    creator = await RawClient.connect(broker.port)
+    other = await RawClient.connect(broker.port)
+    creator.send(CT(topics=[creatable("wide", 100)], timeout_ms=30000), 7)
+    await asyncio.sleep(0.05)                     # the create is under way (logs in executor)
+    answered = await other.request(ApiVersionsRequest(), 0)
+    assert answered.error_code == 0
+    [partial] = (await other.request(MetadataRequest(topics=[
+        MetadataRequest.MetadataRequestTopic(name="wide")], allow_auto_topic_creation=False),
+        12)).topics
+    assert partial.error_code == 0
+    _, response = await creator.receive(ApiKey.CREATE_TOPICS, 7, timeout=60)
+    assert response.topics[0].error_code == 0 and response.topics[0].num_partitions == 100
+    [topic] = (await metadata(other, ["wide"])).topics
+    assert all(p.error_code == 0 and p.leader_id == 0 for p in topic.partitions)
+    await creator.close()
+    await other.close()
+
+
+async def test_names_colliding_on_dot_and_underscore(client):
+    assert (await create(client, creatable("metrics.a", 1)))["metrics.a"].error_code == 0
+    result = (await create(client, creatable("metrics_a", 1)))["metrics_a"]
+    assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert "collides" in result.error_message

@@ -1,0 +1,170 @@
+"""The declarative config table: parsing, validation, layering, topic synonyms."""
+import logging
+
+import pytest
+
+from broker.config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER,
+                           SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
+                           TOPIC_CONFIGS, BrokerConfig, ConfigError, parse_overrides,
+                           read_properties, validate_topic_configs)
+
+ROOT_PROPERTIES = "config/server.properties"
+
+
+def test_defaults_are_kafkas():
+    config = BrokerConfig({})
+    assert config.get("num.partitions") == 1
+    assert config.get("socket.request.max.bytes") == 104857600
+    assert config.get("log.segment.bytes") == 1073741824
+    assert config.get("auto.create.topics.enable") is True
+    assert config.get("listeners") == ["PLAINTEXT://:9092"]
+    assert config.log_dirs == ["/tmp/kafka-logs"]
+    assert config.connections_max_idle_ms == 600000      # attribute-style access
+
+
+def test_types_are_parsed():
+    config = BrokerConfig({"num.partitions": " 6 ", "auto.create.topics.enable": "FALSE",
+                           "log.dirs": "/a, /b", "log.cleaner.min.cleanable.ratio": "0.25"})
+    assert config.num_partitions == 6
+    assert config.auto_create_topics_enable is False
+    assert config.log_dirs == ["/a", "/b"]
+    assert config.get("log.cleaner.min.cleanable.ratio") == 0.25
+
+
+@pytest.mark.parametrize("name,value,fragment", [
+    ("num.partitions", "0", "at least 1"),
+    ("num.partitions", "many", "INT"),
+    ("num.partitions", "2147483648", "INT"),
+    ("auto.create.topics.enable", "yes", "true or false"),
+    ("compression.type", "brotli", "one of"),
+    ("log.cleanup.policy", "delete,shred", "one of"),
+    ("listeners", "PLAINTEXT:/x", "endpoint"),
+    ("log.cleaner.min.cleanable.ratio", "1.5", "[0.0,1.0]"),
+])
+def test_invalid_value_names_the_property(name, value, fragment):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig({name: value})
+    message = str(info.value)
+    assert name in message and fragment in message and "\n" not in message
+
+
+def test_only_plaintext_listeners_and_unique_names():
+    with pytest.raises(ConfigError, match="listeners"):
+        BrokerConfig({"listeners": "SSL://:9093"})
+    with pytest.raises(ConfigError, match="different name"):
+        BrokerConfig({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"})
+    config = BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0",
+                           "advertised.listeners": "PLAINTEXT://example.com:9999"})
+    assert [(l.name, l.host, l.port) for l in config.listeners] == [("PLAINTEXT", "127.0.0.1", 0)]
+    assert [(l.host, l.port) for l in config.advertised_listeners] == [("example.com", 9999)]
+
+
+def test_unknown_property_is_a_warning(caplog):
+    with caplog.at_level(logging.WARNING):
+        config = BrokerConfig({"no.such.thing": "1"})
+    assert "no.such.thing" in caplog.text
+    assert config.get("no.such.thing") == "1"
+    with pytest.raises(KeyError):
+        config.get("still.unknown")
+
+
+def test_read_properties_java_syntax():
+    text = ("# comment\n! also comment\n\n a = 1\nb:2\nc 3\nd=x\\\n   y\ne=tab\\tsep\n"
+            "empty=\n")
+    assert read_properties(text) == {"a": "1", "b": "2", "c": "3", "d": "xy", "e": "tab\tsep",
+                                     "empty": ""}
+
+
+def test_from_file_with_overrides(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=3\nnum.partitions=2\n")
+    config = BrokerConfig.from_file(path, ["num.partitions=7", "log.dirs=/x"])
+    assert (config.broker_id, config.num_partitions, config.log_dirs) == (3, 7, ["/x"])
+    with pytest.raises(ConfigError, match="name=value"):
+        parse_overrides(["nonsense"])
+
+
+def test_shipped_server_properties_is_valid():
+    config = BrokerConfig.from_file(ROOT_PROPERTIES)
+    assert config.broker_id == 0
+    assert [(l.host, l.port) for l in config.listeners] == [("127.0.0.1", 9092)]
+    assert config.log_dirs == ["/tmp/kafka-logs"]
+    assert config.get("zookeeper.connect") is None
+    assert config.get("offsets.topic.replication.factor") == 1
+
+
+def test_layers_and_sources():
+    config = BrokerConfig({"log.retention.bytes": "100"})
+    assert config.source_of("log.retention.bytes") == SOURCE_STATIC_BROKER
+    assert config.source_of("log.segment.bytes") == SOURCE_DEFAULT
+    config.set_dynamic({"log.retention.bytes": "200"}, cluster_default=True)
+    assert config.get("log.retention.bytes") == 200
+    assert config.source_of("log.retention.bytes") == SOURCE_DYNAMIC_DEFAULT_BROKER
+    config.set_dynamic({"log.retention.bytes": "300"})
+    assert config.log_retention_bytes == 300
+    assert [s for _, _, s in config.synonyms_of("log.retention.bytes")] == [
+        SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER,
+        SOURCE_DEFAULT]
+    config.set_dynamic({})
+    assert config.get("log.retention.bytes") == 200
+
+
+def test_dynamic_validation():
+    config = BrokerConfig({})
+    with pytest.raises(ConfigError, match="dynamically"):
+        config.set_dynamic({"broker.id": "5"})
+    with pytest.raises(ConfigError, match="at least"):
+        config.set_dynamic({"num.partitions": "0"})
+
+
+def test_topic_config_synonyms_and_units():
+    config = BrokerConfig({"log.retention.hours": "2", "log.segment.bytes": "5000"})
+    value, source, synonyms = config.topic_value("retention.ms")
+    assert (value, source) == (2 * 3600 * 1000, SOURCE_STATIC_BROKER)
+    assert [n for n, _, _ in synonyms] == ["log.retention.hours", "log.retention.hours"]
+    config = BrokerConfig({"log.retention.minutes": "3", "log.retention.ms": "-1"})
+    assert config.topic_value("retention.ms")[0] == -1        # ms wins over minutes
+    assert config.topic_value("retention.ms", {"retention.ms": "10"})[:2] == (10, SOURCE_TOPIC)
+    log_config = BrokerConfig({"log.segment.bytes": "5000"}).topic_config(
+        {"cleanup.policy": "compact", "max.message.bytes": "2048"})
+    assert log_config.segment_bytes == 5000
+    assert log_config.cleanup_policy == "compact"
+    assert log_config.max_message_bytes == 2048
+    assert log_config.retention_ms == 7 * 24 * 3600 * 1000
+
+
+def test_topic_config_validation():
+    assert validate_topic_configs({"retention.ms": "100", "cleanup.policy": "compact,delete"}) \
+        == {"retention.ms": 100, "cleanup.policy": ["compact", "delete"]}
+    with pytest.raises(ConfigError, match="Unknown topic config"):
+        validate_topic_configs({"retention.hours": "1"})
+    with pytest.raises(ConfigError, match="segment.bytes"):
+        validate_topic_configs({"segment.bytes": "1"})
+
+
+def test_table_is_well_formed():
+    names = [c.name for c in BROKER_CONFIGS]
+    assert len(names) == len(set(names))
+    broker_names = set(names)
+    for definition in TOPIC_CONFIGS:
+        for synonym, factor in definition.synonyms:
+            assert synonym in broker_names and factor >= 1
+    for definition in BROKER_CONFIGS:
+        assert definition.importance in ("high", "medium", "low") and definition.doc
+
+
+def test_shipped_server_properties_has_only_known_properties():
+    with open(ROOT_PROPERTIES) as f:
+        text = f.read()
+    names = set(read_properties(text))
+    commented = {line[1:].split("=")[0].strip() for line in text.splitlines()
+                 if line.startswith("#") and "=" in line and " " not in line.split("=")[0]}
+    known = {c.name for c in BROKER_CONFIGS}
+    assert names <= known and commented <= known, (names | commented) - known
+
+
+def test_markdown_reference_lists_every_property():
+    from broker.config import markdown_table
+    table = markdown_table()
+    for definition in BROKER_CONFIGS + TOPIC_CONFIGS:
+        assert f"| `{definition.name}` |" in table

@@ -1,0 +1,163 @@
+"""ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeLogDirs handlers over real Logs."""
+import types
+import uuid
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from protocol.messages.offset_for_leader_epoch import (OffsetForLeaderEpochRequest,
+                                                       OffsetForLeaderEpochResponse)
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.record_batch import RecordBatchBuilder
+
+from broker.context import RequestContext
+from broker.handlers import delete_records, describe_log_dirs, list_offsets, offset_for_leader_epoch
+from broker.replica_manager import ReplicaManager
+
+TOPIC_ID = uuid.uuid4()
+
+
+@pytest.fixture
+def broker(tmp_path):
+    log_manager = LogManager([str(tmp_path / "logs")], LogConfig())
+    log_manager.startup("cluster", 0)
+    rm = ReplicaManager(log_manager, broker_id=0)
+    rm.become_leader("t", 0, TOPIC_ID, 0, [0], LogConfig())
+    rm.become_leader("c", 0, uuid.uuid4(), 0, [0], LogConfig(cleanup_policy="compact"))
+    yield types.SimpleNamespace(replica_manager=rm, log_manager=log_manager, broker_id=0)
+    rm.shutdown()
+    log_manager.shutdown()
+
+
+def append(broker, timestamps, topic="t"):
+    builder = RecordBatchBuilder()
+    for ts in timestamps:
+        builder.append(ts, b"k", b"v")
+    result = broker.replica_manager.append_records({(topic, 0): builder.build()}, 1)
+    assert result[(topic, 0)].error_code == 0
+
+
+async def call(module, broker, request, version, request_cls, response_cls):
+    ctx = RequestContext(module.API_KEY, version, 1, "test")
+    decoded = request_cls.decode(memoryview(request.encode(version)), version)
+    response = await module.handle(broker, ctx, decoded)
+    return response_cls.decode(memoryview(response.encode(version)), version)
+
+
+def list_request(timestamps, isolation_level=0, topic="t", epoch=-1):
+    parts = [ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=ts,
+                                                     current_leader_epoch=epoch,
+                                                     max_num_offsets=1)
+             for p, ts in timestamps]
+    return ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level,
+                              topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic,
+                                                                          partitions=parts)])
+
+
+async def list_one(broker, timestamp, version, **kw):
+    response = await call(list_offsets, broker, list_request([(0, timestamp)], **kw), version,
+                          ListOffsetsRequest, ListOffsetsResponse)
+    return response.topics[0].partitions[0]
+
+
+@pytest.mark.parametrize("version", [1, 2, 4, 6, 7, 9])
+async def test_list_offsets_by_timestamp_and_specials(broker, version):
+    append(broker, [1000, 1001, 1002])
+    append(broker, [5000, 5001])
+    assert (await list_one(broker, -2, version)).offset == 0
+    latest = await list_one(broker, -1, version)
+    assert latest.offset == 5 and latest.error_code == 0
+    found = await list_one(broker, 1001, version)
+    assert (found.offset, found.timestamp) == (1, 1001)
+    found = await list_one(broker, 3000, version)
+    assert (found.offset, found.timestamp) == (3, 5000)
+    missing = await list_one(broker, 9000, version)
+    assert (missing.offset, missing.timestamp, missing.error_code) == (-1, -1, 0)
+    if version >= 4:
+        assert found.leader_epoch == 0
+    if version >= 7:
+        newest = await list_one(broker, -3, version)
+        assert (newest.offset, newest.timestamp) == (4, 5001)
+
+
+async def test_list_offsets_v0_old_style(broker):
+    append(broker, [1, 2, 3])
+    answer = await list_one(broker, -1, 0)
+    assert answer.old_style_offsets == [3]
+
+
+async def test_list_offsets_errors(broker):
+    answer = await list_one(broker, -1, 5, topic="missing")
+    assert answer.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    answer = await list_one(broker, -1, 5, epoch=3)
+    assert answer.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    response = await call(list_offsets, broker, list_request([(0, -1), (0, -2)]), 5,
+                          ListOffsetsRequest, ListOffsetsResponse)
+    assert [p.error_code for p in response.topics[0].partitions] == \
+        [ErrorCode.INVALID_REQUEST] * 2
+
+
+async def test_offset_for_leader_epoch(broker):
+    append(broker, [1, 2])
+    broker.replica_manager.become_leader("t", 0, TOPIC_ID, 2, [0], None)
+    append(broker, [3])
+    OFE = OffsetForLeaderEpochRequest
+    request = OFE(replica_id=-1, topics=[OFE.OffsetForLeaderTopic(topic="t", partitions=[
+        OFE.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0),
+        OFE.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=1),
+        OFE.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=2),
+        OFE.OffsetForLeaderPartition(partition=0, current_leader_epoch=1, leader_epoch=2),
+    ])])
+    response = await call(offset_for_leader_epoch, broker, request, 4, OFE,
+                          OffsetForLeaderEpochResponse)
+    got = [(p.error_code, p.leader_epoch, p.end_offset) for p in response.topics[0].partitions]
+    assert got == [(0, 0, 2), (0, 0, 2), (0, 2, 3), (ErrorCode.FENCED_LEADER_EPOCH, -1, -1)]
+
+
+async def test_delete_records(broker):
+    append(broker, [1, 2, 3, 4])
+    DR = DeleteRecordsRequest
+    request = DR(timeout_ms=1000, topics=[
+        DR.DeleteRecordsTopic(name="t", partitions=[
+            DR.DeleteRecordsPartition(partition_index=0, offset=2)]),
+        DR.DeleteRecordsTopic(name="c", partitions=[
+            DR.DeleteRecordsPartition(partition_index=0, offset=0)]),
+        DR.DeleteRecordsTopic(name="missing", partitions=[
+            DR.DeleteRecordsPartition(partition_index=0, offset=0)])])
+    response = await call(delete_records, broker, request, 2, DR, DeleteRecordsResponse)
+    got = {t.name: (t.partitions[0].error_code, t.partitions[0].low_watermark)
+           for t in response.topics}
+    assert got == {"t": (0, 2), "c": (ErrorCode.POLICY_VIOLATION, -1),
+                   "missing": (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)}
+    assert broker.replica_manager.get_partition("t", 0).log_start_offset == 2
+    request = DR(timeout_ms=1000, topics=[DR.DeleteRecordsTopic(name="t", partitions=[
+        DR.DeleteRecordsPartition(partition_index=0, offset=99)])])
+    response = await call(delete_records, broker, request, 1, DR, DeleteRecordsResponse)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    # ListOffsets earliest follows the new log start
+    assert (await list_one(broker, -2, 5)).offset == 2
+
+
+@pytest.mark.parametrize("version", [0, 2, 4])
+async def test_describe_log_dirs(broker, version, tmp_path):
+    append(broker, [1, 2, 3])
+    request = DescribeLogDirsRequest(topics=None)
+    response = await call(describe_log_dirs, broker, request, version, DescribeLogDirsRequest,
+                          DescribeLogDirsResponse)
+    [result] = response.results
+    assert result.error_code == 0 and result.log_dir == str(tmp_path / "logs")
+    sizes = {(t.name, p.partition_index): p.partition_size
+             for t in result.topics for p in t.partitions}
+    assert set(sizes) == {("t", 0), ("c", 0)}
+    assert sizes[("t", 0)] > 0 and sizes[("c", 0)] == 0
+    if version >= 4:
+        assert result.total_bytes > 0 and result.usable_bytes > 0
+    only = DescribeLogDirsRequest(topics=[DescribeLogDirsRequest.DescribableLogDirTopic(
+        topic="t", partitions=[0])])
+    response = await call(describe_log_dirs, broker, only, version, DescribeLogDirsRequest,
+                          DescribeLogDirsResponse)
+    assert [t.name for t in response.results[0].topics] == ["t"]

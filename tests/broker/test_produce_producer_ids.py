@@ -1,0 +1,28 @@
+"""Producer id blocks: unique, monotonic, never repeated after a restart."""
+import json
+
+from broker.producer_ids import FILE_NAME, FileBlockStore, ProducerIdManager
+
+
+def test_ids_are_consecutive_within_a_block(tmp_path):
+    manager = ProducerIdManager(FileBlockStore(str(tmp_path)), block_size=10)
+    assert [manager.next_id() for _ in range(25)] == list(range(25))
+    saved = json.loads((tmp_path / FILE_NAME).read_text())
+    assert saved["block_start"] == 20 and saved["block_end"] == 29
+
+
+def test_restart_resumes_after_the_reserved_block(tmp_path):
+    first = ProducerIdManager(FileBlockStore(str(tmp_path)), block_size=10)
+    ids = [first.next_id() for _ in range(3)]            # block 0..9 reserved
+    second = ProducerIdManager(FileBlockStore(str(tmp_path)), block_size=10)
+    more = [second.next_id() for _ in range(12)]
+    assert more[0] == 10
+    assert not set(ids) & set(more)
+    assert len(set(more)) == 12
+    third = ProducerIdManager(FileBlockStore(str(tmp_path)), block_size=10)
+    assert third.next_id() == 30
+
+
+def test_no_temporary_file_left(tmp_path):
+    ProducerIdManager(FileBlockStore(str(tmp_path))).next_id()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME]

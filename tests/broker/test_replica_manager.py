@@ -1,0 +1,282 @@
+"""ReplicaManager + Partition over a real storage Log: HW, reads, acks, long polls, epochs."""
+import asyncio
+import uuid
+
+import pytest
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.record_batch import RecordBatchBuilder, iter_batches
+
+from broker.partition import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
+                              READ_COMMITTED)
+from broker.replica_manager import FetchRequestPartition, ReplicaManager
+
+TOPIC_ID = uuid.uuid4()
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_700_000_000_000
+
+    def ms(self):
+        return self.now
+
+
+def batch(count=3, ts=1_700_000_000_000, value_size=10, producer_id=-1, producer_epoch=-1,
+          base_sequence=-1):
+    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                                 base_sequence=base_sequence)
+    for i in range(count):
+        builder.append(ts + i, b"k%d" % i, b"v" * value_size)
+    return memoryview(bytearray(builder.build()))
+
+
+def region_bytes(records) -> bytes:
+    """The bytes a FileRegion (or bytes) stands for."""
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return bytes(records)
+    import os
+    return os.pread(records.file.fileno(), records.length, records.position)
+
+
+@pytest.fixture
+def manager(tmp_path):
+    clock = Clock()
+    log_manager = LogManager([str(tmp_path / "logs")], LogConfig(), time_ms=clock.ms)
+    log_manager.startup("cluster", 0)
+    rm = ReplicaManager(log_manager, broker_id=0, time=clock)
+    rm.become_leader("t", 0, TOPIC_ID, 0, [0], LogConfig())
+    rm.become_leader("t", 1, TOPIC_ID, 0, [0], LogConfig())
+    yield rm
+    rm.shutdown()
+    log_manager.shutdown()
+
+
+def fetch(topic="t", partition=0, offset=0, max_bytes=1 << 20, epoch=-1):
+    return FetchRequestPartition(topic, partition, offset, max_bytes, epoch)
+
+
+def test_append_moves_leo_and_hw_with_one_replica(manager):
+    results = manager.append_records({("t", 0): batch(3), ("t", 1): batch(2)}, 1)
+    assert results[("t", 0)].error_code == ErrorCode.NONE
+    assert (results[("t", 0)].base_offset, results[("t", 0)].last_offset) == (0, 2)
+    assert (results[("t", 1)].base_offset, results[("t", 1)].last_offset) == (0, 1)
+    results = manager.append_records({("t", 0): batch(4)}, -1)
+    assert (results[("t", 0)].base_offset, results[("t", 0)].last_offset) == (3, 6)
+    part = manager.get_partition("t", 0)
+    assert part.log_end_offset == 7 and part.high_watermark == 7
+    assert part.leader_epoch == 0
+
+
+def test_unknown_partition_is_a_per_partition_error(manager):
+    results = manager.append_records({("nope", 0): batch(1), ("t", 0): batch(1)}, 1)
+    assert results[("nope", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert results[("t", 0)].error_code == ErrorCode.NONE
+    read = manager.read([fetch("nope")], max_bytes=1000)
+    assert read[("nope", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_corrupt_batch_rejected_and_nothing_appended(manager):
+    bad = batch(2)
+    bad[-1] ^= 0xFF                       # breaks the CRC
+    result = manager.append_records({("t", 0): bad}, 1)[("t", 0)]
+    assert result.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert manager.get_partition("t", 0).log_end_offset == 0
+
+
+def test_read_returns_batches_with_offsets_and_hw(manager):
+    manager.append_records({("t", 0): batch(3)}, 1)
+    manager.append_records({("t", 0): batch(2)}, 1)
+    result = manager.read([fetch(offset=0)], max_bytes=1 << 20)[("t", 0)]
+    assert result.error_code == ErrorCode.NONE
+    assert result.high_watermark == 5 and result.log_start_offset == 0
+    views = list(iter_batches(region_bytes(result.records)))
+    assert [(v.base_offset, v.last_offset) for v in views] == [(0, 2), (3, 4)]
+    assert all(v.is_valid() for v in views)
+    # a fetch at the end gets nothing; past the end is out of range
+    assert manager.read([fetch(offset=5)], max_bytes=100)[("t", 0)].records_size == 0
+    assert manager.read([fetch(offset=6)], max_bytes=100)[("t", 0)].error_code == \
+        ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_first_partition_with_data_gets_a_whole_batch_past_the_limits(manager):
+    manager.append_records({("t", 0): batch(5, value_size=200)}, 1)
+    manager.append_records({("t", 1): batch(5, value_size=200)}, 1)
+    results = manager.read([fetch(partition=0, max_bytes=10), fetch(partition=1, max_bytes=10)],
+                           max_bytes=10)
+    first, second = results[("t", 0)], results[("t", 1)]
+    assert first.records_size > 1000      # one whole batch despite max_bytes=10
+    assert second.records_size == 0       # limit used up, and min-one-message only once
+
+
+def test_response_max_bytes_is_shared_between_partitions(manager):
+    for _ in range(3):
+        manager.append_records({("t", 0): batch(1, value_size=100)}, 1)
+        manager.append_records({("t", 1): batch(1, value_size=100)}, 1)
+    one = manager.read([fetch(partition=0)], max_bytes=1 << 20)[("t", 0)].records_size // 3
+    results = manager.read([fetch(partition=0), fetch(partition=1)], max_bytes=one * 4)
+    assert results[("t", 0)].records_size == one * 3
+    assert results[("t", 1)].records_size == one
+
+
+def test_leader_epoch_fencing(manager):
+    manager.become_leader("t", 0, TOPIC_ID, 3, [0], None)
+    part = manager.get_partition("t", 0)
+    assert part.leader_epoch == 3
+    assert manager.read([fetch(epoch=2)], max_bytes=100)[("t", 0)].error_code == \
+        ErrorCode.FENCED_LEADER_EPOCH
+    assert manager.read([fetch(epoch=4)], max_bytes=100)[("t", 0)].error_code == \
+        ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert manager.read([fetch(epoch=3)], max_bytes=100)[("t", 0)].error_code == ErrorCode.NONE
+    result = manager.append_records({("t", 0): batch(2)}, 1)[("t", 0)]
+    records = manager.read([fetch()], max_bytes=1 << 20)[("t", 0)].records
+    assert next(iter_batches(region_bytes(records))).partition_leader_epoch == 3
+    assert result.error_code == ErrorCode.NONE
+
+
+def test_offsets_by_timestamp(manager):
+    manager.append_records({("t", 0): batch(3, ts=1000)}, 1)     # 1000, 1001, 1002
+    manager.append_records({("t", 0): batch(3, ts=5000)}, 1)     # 5000, 5001, 5002
+    part = manager.get_partition("t", 0)
+    assert part.fetch_offset_for_timestamp(EARLIEST_TIMESTAMP, 0)[0] == 0
+    assert part.fetch_offset_for_timestamp(LATEST_TIMESTAMP, 0)[0] == 6
+    assert part.fetch_offset_for_timestamp(1001, 0)[:2] == (1, 1001)
+    assert part.fetch_offset_for_timestamp(2000, 0)[:2] == (3, 5000)
+    assert part.fetch_offset_for_timestamp(9000, 0) is None
+    assert part.fetch_offset_for_timestamp(MAX_TIMESTAMP, 0)[:2] == (5, 5002)
+    assert part.fetch_offset_for_timestamp(LATEST_TIMESTAMP, READ_COMMITTED)[0] == 6
+
+
+def test_delete_records_moves_log_start(manager):
+    manager.append_records({("t", 0): batch(5)}, 1)
+    part = manager.get_partition("t", 0)
+    assert part.delete_records_on_leader(3) == 3
+    assert part.log_start_offset == 3
+    assert manager.read([fetch(offset=1)], max_bytes=100)[("t", 0)].error_code == \
+        ErrorCode.OFFSET_OUT_OF_RANGE
+    with pytest.raises(KafkaError) as info:
+        part.delete_records_on_leader(99)
+    assert info.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert part.delete_records_on_leader(-1) == 5
+
+
+def test_idempotent_duplicate_answers_original_offsets(manager):
+    first = manager.append_records({("t", 0): batch(3, producer_id=7, producer_epoch=0,
+                                                    base_sequence=0)}, -1)[("t", 0)]
+    again = manager.append_records({("t", 0): batch(3, producer_id=7, producer_epoch=0,
+                                                    base_sequence=0)}, -1)[("t", 0)]
+    assert again.error_code == ErrorCode.NONE
+    assert (again.base_offset, again.last_offset) == (first.base_offset, first.last_offset)
+    assert manager.get_partition("t", 0).log_end_offset == 3
+    gap = manager.append_records({("t", 0): batch(1, producer_id=7, producer_epoch=0,
+                                                  base_sequence=9)}, -1)[("t", 0)]
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+async def test_long_poll_wakes_on_append(manager):
+    waiter = asyncio.ensure_future(manager.wait_for_fetch(
+        [fetch()], min_bytes=1, max_wait_ms=5000, isolation_level=0))
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    manager.append_records({("t", 0): batch(1)}, 1)
+    assert await asyncio.wait_for(waiter, 1) is True
+
+
+async def test_long_poll_min_bytes_and_timeout(manager):
+    manager.append_records({("t", 0): batch(1)}, 1)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    ok = await manager.wait_for_fetch([fetch()], min_bytes=1 << 20, max_wait_ms=100,
+                                      isolation_level=0)
+    assert ok is False and loop.time() - start >= 0.09
+
+
+async def test_acks_all_is_immediate_with_one_replica(manager):
+    results = await manager.append_and_wait({("t", 0): batch(2)}, -1, timeout_ms=1000)
+    assert results[("t", 0)].error_code == ErrorCode.NONE
+    assert manager.produce_purgatory.watched == 0
+
+
+async def test_acks_all_waits_for_a_follower_then_times_out(manager):
+    # Design check for replication: a second replica in the ISR holds the HW back.
+    part = manager.get_partition("t", 0)
+    part.make_leader(1, [0, 1])
+    part.isr.add(1)
+    results = manager.append_records({("t", 0): batch(2)}, -1)
+    assert part.high_watermark == 0 and part.log_end_offset == 2
+    waiting = asyncio.ensure_future(manager.wait_for_acks(results, -1, 5000))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    # the follower fetches from offset 2: it has everything, the HW moves, the produce completes
+    manager.read([fetch(offset=2)], max_bytes=1000, replica_id=1)
+    await asyncio.wait_for(waiting, 1)
+    assert results[("t", 0)].error_code == ErrorCode.NONE and part.high_watermark == 2
+    more = manager.append_records({("t", 0): batch(1)}, -1)
+    await manager.wait_for_acks(more, -1, 50)
+    assert more[("t", 0)].error_code == ErrorCode.REQUEST_TIMED_OUT
+
+
+def test_not_enough_replicas(manager):
+    manager.become_leader("t", 0, TOPIC_ID, 1, [0, 1], LogConfig(min_insync_replicas=2))
+    result = manager.append_records({("t", 0): batch(1)}, -1)[("t", 0)]
+    assert result.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert manager.append_records({("t", 0): batch(1)}, 1)[("t", 0)].error_code == \
+        ErrorCode.NONE
+
+
+def test_stop_replica_with_delete(manager, tmp_path):
+    manager.append_records({("t", 1): batch(1)}, 1)
+    manager.stop_replica("t", 1, delete=True)
+    assert manager.get_partition("t", 1) is None
+    assert manager.topic_name(TOPIC_ID) == "t"        # partition 0 still there
+    manager.stop_replica("t", 0, delete=True)
+    assert manager.topic_name(TOPIC_ID) is None
+
+
+async def test_notify_rechecks_only_the_partition_that_changed(manager, monkeypatch):
+    checked = []
+    original = manager.partition_bytes_available
+
+    def counting(fp, *args):
+        checked.append(fp.partition)
+        return original(fp, *args)
+
+    monkeypatch.setattr(manager, "partition_bytes_available", counting)
+    waiter = asyncio.ensure_future(manager.wait_for_fetch(
+        [fetch(partition=0), fetch(partition=1)], min_bytes=1, max_wait_ms=5000,
+        isolation_level=0))
+    await asyncio.sleep(0.01)
+    checked.clear()
+    manager.append_records({("t", 1): batch(1)}, 1)
+    assert await asyncio.wait_for(waiter, 1) is True
+    assert checked == [1]
+
+
+def test_fenced_producer_epoch(manager):
+    newer = manager.append_records({("t", 0): batch(2, producer_id=9, producer_epoch=3,
+                                                    base_sequence=0)}, -1)[("t", 0)]
+    assert newer.error_code == ErrorCode.NONE
+    older = manager.append_records({("t", 0): batch(1, producer_id=9, producer_epoch=2,
+                                                    base_sequence=2)}, -1)[("t", 0)]
+    assert older.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert older.base_offset == -1
+    assert manager.get_partition("t", 0).log_end_offset == 2
+
+
+def test_io_error_fails_only_that_partition(manager, monkeypatch):
+    manager.append_records({("t", 0): batch(1), ("t", 1): batch(1)}, 1)
+    log0 = manager.get_partition("t", 0).log
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(log0, "append_as_leader", broken)
+    monkeypatch.setattr(log0, "read", broken)
+    results = manager.append_records({("t", 0): batch(1), ("t", 1): batch(1)}, 1)
+    assert results[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert results[("t", 1)].error_code == ErrorCode.NONE
+    reads = manager.read([fetch(partition=0), fetch(partition=1)], max_bytes=1 << 20)
+    assert reads[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert reads[("t", 1)].records_size > 0

@@ -1,0 +1,252 @@
+"""Topic administration with real admin clients: confluent-kafka (librdkafka) and kafka-python."""
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   NewPartitions, NewTopic)
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 15
+
+
+def confluent_admin(broker):
+    return AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 10000})
+
+
+def source_id(entry) -> int:
+    return int(getattr(entry.source, "value", entry.source))
+
+
+def wait(futures: dict) -> dict:
+    """{key: result or the exception}"""
+    out = {}
+    for key, future in futures.items():
+        try:
+            out[key] = future.result(timeout=TIMEOUT)
+        except KafkaException as exc:
+            out[key] = exc.args[0]
+    return out
+
+
+def test_confluent_create_describe_alter_delete(kafka_broker):
+    admin = confluent_admin(kafka_broker)
+    results = wait(admin.create_topics([
+        NewTopic("c-orders", num_partitions=3, replication_factor=1,
+                 config={"retention.ms": "3600000", "cleanup.policy": "delete"}),
+        NewTopic("c-bad", num_partitions=1, replication_factor=3),
+        NewTopic("c-badcfg", num_partitions=1, replication_factor=1,
+                 config={"retention.ms": "forever"}),
+    ], operation_timeout=10))
+    assert results["c-orders"] is None
+    assert results["c-bad"].name() == "INVALID_REPLICATION_FACTOR"
+    assert results["c-badcfg"].name() == "INVALID_CONFIG"
+    again = wait(admin.create_topics([NewTopic("c-orders", 1, 1)]))
+    assert again["c-orders"].name() == "TOPIC_ALREADY_EXISTS"
+
+    metadata = admin.list_topics(timeout=TIMEOUT)
+    assert sorted(metadata.topics["c-orders"].partitions) == [0, 1, 2]
+    assert metadata.topics["c-orders"].partitions[0].leader == 0
+    assert "c-bad" not in metadata.topics
+    assert admin.list_topics(timeout=TIMEOUT).cluster_id
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "c-orders")
+    [configs] = wait(admin.describe_configs([resource])).values()
+    assert configs["retention.ms"].value == "3600000"
+    assert source_id(configs["retention.ms"]) == 1                # DYNAMIC_TOPIC_CONFIG
+    assert source_id(configs["segment.bytes"]) == 4               # STATIC_BROKER_CONFIG
+    assert configs["index.interval.bytes"].is_default
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "c-orders", incremental_configs=[
+        ConfigEntry("segment.bytes", "2000000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    assert list(wait(admin.incremental_alter_configs([resource])).values()) == [None]
+    [configs] = wait(admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, "c-orders")])).values()
+    assert configs["segment.bytes"].value == "2000000"
+    assert configs["retention.ms"].value == "604800000"
+
+    assert wait(admin.create_partitions([NewPartitions("c-orders", 5)])) == {"c-orders": None}
+    assert len(admin.list_topics(timeout=TIMEOUT).topics["c-orders"].partitions) == 5
+    shrink = wait(admin.create_partitions([NewPartitions("c-orders", 2)]))
+    assert shrink["c-orders"].name() == "INVALID_PARTITIONS"
+
+    assert wait(admin.delete_topics(["c-orders"], operation_timeout=10)) == {"c-orders": None}
+    missing = wait(admin.delete_topics(["c-orders"]))
+    assert missing["c-orders"].name() == "UNKNOWN_TOPIC_OR_PART"
+    assert "c-orders" not in admin.list_topics(timeout=TIMEOUT).topics
+
+
+def test_confluent_describe_cluster_and_broker_configs(kafka_broker):
+    admin = confluent_admin(kafka_broker)
+    cluster = admin.describe_cluster().result(timeout=TIMEOUT)
+    assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(0, "127.0.0.1",
+                                                                kafka_broker.port)]
+    assert cluster.controller.id == 0 and cluster.cluster_id
+    [configs] = wait(admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.BROKER, "0")])).values()
+    assert configs["log.dirs"].value == kafka_broker.log_dir
+    assert configs["log.dirs"].is_read_only
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+        ConfigEntry("log.retention.bytes", "123456789",
+                    incremental_operation=AlterConfigOpType.SET)])
+    assert list(wait(admin.incremental_alter_configs([resource])).values()) == [None]
+    [configs] = wait(admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.BROKER, "0")])).values()
+    assert configs["log.retention.bytes"].value == "123456789"
+    # Persisted: still there after a restart.
+    kafka_broker.restart()
+    admin = confluent_admin(kafka_broker)
+    [configs] = wait(admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.BROKER, "0")])).values()
+    assert configs["log.retention.bytes"].value == "123456789"
+
+
+def test_confluent_validate_only(kafka_broker):
+    admin = confluent_admin(kafka_broker)
+    results = wait(admin.create_topics([NewTopic("c-dry", 2, 1)], validate_only=True))
+    assert results == {"c-dry": None}
+    assert "c-dry" not in admin.list_topics(timeout=TIMEOUT).topics
+
+
+def _kafka_python_partitions(broker, topic):
+    """kafka-python's producer asks Metadata for just this topic, auto-creation allowed."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaTimeoutError
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, max_block_ms=3000)
+    try:
+        return producer.partitions_for(topic)
+    except KafkaTimeoutError:
+        return None
+    finally:
+        producer.close()
+
+
+def test_auto_create_on(broker_process):
+    broker = broker_process(num_partitions=2)
+    admin = confluent_admin(broker)
+    metadata = admin.list_topics(topic="auto-librdkafka", timeout=TIMEOUT)
+    assert sorted(metadata.topics["auto-librdkafka"].partitions) == [0, 1]
+    assert _kafka_python_partitions(broker, "auto-kafka-python") == {0, 1}
+    topics = admin.list_topics(timeout=TIMEOUT).topics
+    assert "auto-librdkafka" in topics and "auto-kafka-python" in topics
+
+
+def test_auto_create_off(broker_process):
+    broker = broker_process(auto_create_topics_enable="false")
+    admin = confluent_admin(broker)
+    metadata = admin.list_topics(topic="never-created", timeout=TIMEOUT)
+    assert metadata.topics["never-created"].error.name() == "UNKNOWN_TOPIC_OR_PART"
+    assert _kafka_python_partitions(broker, "never-either") is None
+    assert admin.list_topics(timeout=TIMEOUT).topics == {}
+
+
+def test_invalid_topic_name_is_refused(kafka_broker):
+    admin = confluent_admin(kafka_broker)
+    results = wait(admin.create_topics([NewTopic("bad/name", 1, 1)]))
+    assert results["bad/name"].name() == "TOPIC_EXCEPTION"          # librdkafka: code 17
+    metadata = admin.list_topics(topic="bad name", timeout=TIMEOUT)
+    assert metadata.topics["bad name"].error.name() == "TOPIC_EXCEPTION"
+
+
+def test_kafka_python_admin(kafka_broker):
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType
+    from kafka.admin import NewPartitions as KNewPartitions
+    from kafka.admin import NewTopic as KNewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        admin.create_topics([KNewTopic("kp-topic", 2, 1, topic_configs={"retention.ms": "7777"})])
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([KNewTopic("kp-topic", 1, 1)])
+        assert "kp-topic" in admin.list_topics()
+        [described] = admin.describe_topics(["kp-topic"])
+        assert described["error_code"] == 0 and len(described["partitions"]) == 2
+
+        response = admin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, "kp-topic")])
+        configs = _config_values(response)
+        assert configs["retention.ms"] == "7777"
+
+        # kafka-python 3 uses IncrementalAlterConfigs by default: other overrides stay.
+        admin.alter_configs([KConfigResource(ConfigResourceType.TOPIC, "kp-topic",
+                                             configs={"segment.bytes": "3000000"})])
+        configs = _config_values(admin.describe_configs(
+            [KConfigResource(ConfigResourceType.TOPIC, "kp-topic")]))
+        assert (configs["segment.bytes"], configs["retention.ms"]) == ("3000000", "7777")
+        # Legacy AlterConfigs (kafka-python resends the other overrides itself).
+        admin.alter_configs([KConfigResource(ConfigResourceType.TOPIC, "kp-topic",
+                                             configs={"segment.bytes": "4000000"})],
+                            incremental=False)
+        configs = _config_values(admin.describe_configs(
+            [KConfigResource(ConfigResourceType.TOPIC, "kp-topic")]))
+        assert (configs["segment.bytes"], configs["retention.ms"]) == ("4000000", "7777")
+        admin.reset_configs([KConfigResource(ConfigResourceType.TOPIC, "kp-topic",
+                                             configs=["retention.ms"])])
+        configs = _config_values(admin.describe_configs(
+            [KConfigResource(ConfigResourceType.TOPIC, "kp-topic")]))
+        assert configs.get("retention.ms", "604800000") == "604800000"
+
+        admin.create_partitions({"kp-topic": KNewPartitions(4)})
+        [described] = admin.describe_topics(["kp-topic"])
+        assert len(described["partitions"]) == 4
+
+        cluster = admin.describe_cluster()
+        assert cluster["controller_id"] == 0 and len(cluster["brokers"]) == 1
+
+        admin.delete_topics(["kp-topic"])
+        assert "kp-topic" not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def _config_values(response) -> dict:
+    """name -> value from kafka-python's describe_configs answer:
+    {"topic": {"<name>": {"<config>": {"value": ..., "config_source": ...}}}}. kafka-python 3
+    lists the configs that are not plain defaults."""
+    out = {}
+    for resources in response.values():
+        for configs in resources.values():
+            for name, entry in configs.items():
+                out[name] = entry["value"]
+    return out
+
+
+def test_aiokafka_admin(kafka_broker):
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin import NewPartitions as ANewPartitions
+    from aiokafka.admin import NewTopic as ANewTopic
+    from aiokafka.admin.config_resource import ConfigResource as AConfigResource
+    from aiokafka.admin.config_resource import ConfigResourceType as AType
+
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+        await admin.start()
+        try:
+            created = await admin.create_topics(
+                [ANewTopic("aio-topic", 2, 1, topic_configs={"retention.ms": "1000"})])
+            assert [e[1] for e in created.topic_errors] == [0]
+            assert "aio-topic" in await admin.list_topics()
+            [described] = await admin.describe_topics(["aio-topic"])
+            assert described["error_code"] == 0 and len(described["partitions"]) == 2
+            [response] = await admin.describe_configs(
+                [AConfigResource(AType.TOPIC, "aio-topic")])
+            entries = {e[0]: e[1] for e in response.resources[0][4]}
+            assert entries["retention.ms"] == "1000"
+            [altered] = await admin.alter_configs([AConfigResource(
+                AType.TOPIC, "aio-topic", configs={"segment.bytes": "100000"})])
+            assert altered.resources[0][0] == 0
+            grown = await admin.create_partitions({"aio-topic": ANewPartitions(3)})
+            assert [e[1] for e in grown.topic_errors] == [0]
+            cluster = await admin.describe_cluster()
+            assert cluster["controller_id"] == 0 and len(cluster["brokers"]) == 1
+            deleted = await admin.delete_topics(["aio-topic"])
+            assert [e[1] for e in deleted.topic_error_codes] == [0]
+            assert "aio-topic" not in await admin.list_topics()
+        finally:
+            await admin.close()
+
+    asyncio.run(scenario())

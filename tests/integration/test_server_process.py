@@ -1,0 +1,153 @@
+"""The broker as a process: start, graceful stop, bad configuration, bad input from the network."""
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.conftest import ROOT, SERVER_PROPERTIES, free_port
+
+pytestmark = pytest.mark.integration
+
+
+def api_versions_frame(correlation_id=1, version=0) -> bytes:
+    body = struct.pack(">hhih", 18, version, correlation_id, 4) + b"test"
+    return struct.pack(">i", len(body)) + body
+
+
+def read_frame(sock) -> bytes:
+    def exactly(n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+    size = struct.unpack(">i", exactly(4))[0]
+    return exactly(size)
+
+
+def api_versions_works(port) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(api_versions_frame(7))
+        body = read_frame(s)
+        return struct.unpack(">ih", body[:6]) == (7, 0)
+
+
+def closed_by_broker(sock, timeout=5.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_sigterm_is_graceful(broker_process):
+    broker = broker_process()
+    conn = socket.create_connection(("127.0.0.1", broker.port))
+    start = time.monotonic()
+    assert broker.stop() == 0
+    assert time.monotonic() - start < 10
+    assert os.path.exists(os.path.join(broker.log_dir, ".kafka_cleanshutdown"))
+    assert closed_by_broker(conn)
+    output = broker.output()
+    assert "shut down completed" in output
+    assert "[" in output.splitlines()[0] and "] INFO " in output      # Kafka-like log lines
+    conn.close()
+
+
+def test_sigint_is_graceful_and_restart_keeps_cluster_id(broker_process):
+    broker = broker_process()
+    broker.proc.send_signal(signal.SIGINT)
+    assert broker.proc.wait(10) == 0
+    meta = open(os.path.join(broker.log_dir, "meta.properties")).read()
+    broker.restart()
+    assert api_versions_works(broker.port)
+    assert open(os.path.join(broker.log_dir, "meta.properties")).read() == meta
+
+
+def test_invalid_config_stops_startup_with_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "broker", str(SERVER_PROPERTIES), "--override",
+           "num.partitions=zero", "--override", f"log.dirs={tmp_path}"]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "num.partitions" in lines[0]
+
+
+def test_unknown_config_is_a_warning(broker_process):
+    broker = broker_process(**{"made.up.setting": "1"})
+    assert api_versions_works(broker.port)
+    assert "made.up.setting" in broker.output() and "WARN" in broker.output()
+
+
+def test_bad_input_never_crashes_the_broker(broker_process):
+    broker = broker_process(socket_request_max_bytes=10000)
+    bystander = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    bystander.sendall(api_versions_frame(1))
+    read_frame(bystander)
+    attacks = [
+        b"\x00\x00\x00\x08" + os.urandom(8),                          # garbage frame
+        struct.pack(">i", 20000) + b"\x00" * 100,                     # oversized frame
+        b"\xff\xff\xff\xff",                                          # negative size
+        struct.pack(">i", 10) + struct.pack(">hhih", 12345, 0, 1, 0),  # unknown api key
+        struct.pack(">i", 10) + struct.pack(">hhih", 3, 99, 1, 0),     # unknown version
+    ]
+    for attack in attacks:
+        s = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+        s.sendall(attack)
+        assert closed_by_broker(s), attack
+        s.close()
+    bystander.sendall(api_versions_frame(2))
+    assert struct.unpack(">i", read_frame(bystander)[:4])[0] == 2
+    assert api_versions_works(broker.port)
+    assert broker.proc.poll() is None
+    assert "larger than socket.request.max.bytes" in broker.output()
+    bystander.close()
+
+
+def test_unsupported_api_versions_version_gets_v0_answer(broker_process):
+    broker = broker_process()
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as s:
+        s.sendall(api_versions_frame(3, version=77))
+        body = read_frame(s)
+        correlation_id, error_code = struct.unpack(">ih", body[:6])
+        assert (correlation_id, error_code) == (3, 35)             # UNSUPPORTED_VERSION
+        assert struct.unpack(">i", body[6:10])[0] >= 10            # the list of APIs follows
+
+
+def test_bin_scripts_start_and_stop(tmp_path):
+    port = free_port()
+    start = subprocess.Popen(
+        [str(ROOT / "bin" / "kafka-server-start.sh"), str(SERVER_PROPERTIES), "--override",
+         f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path}/logs"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=dict(os.environ, KBROKER_PYTHON=sys.executable))
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if api_versions_works(port):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        assert api_versions_works(port)
+        # kafka-server-stop.sh signals every `python -m broker` (like Kafka's script); other
+        # tests' brokers may be running, so check its pattern finds ours and signal only ours.
+        found = subprocess.run(["pgrep", "-f", "--", "-m broker( |$)"], capture_output=True,
+                               text=True).stdout.split()
+        assert str(start.pid) in found
+        os.kill(start.pid, signal.SIGTERM)
+        assert start.wait(10) == 0
+    finally:
+        if start.poll() is None:
+            start.kill()
+            start.wait(5)
+
