@@ -1,0 +1,208 @@
+"""Group coordinator benchmark: `python -m bench.group_bench`.
+
+Drives the coordinator runtime (coordinator/runtime.py: state machine + asyncio glue) over a
+REAL ReplicaManager and storage Log in a temporary directory, so every commit and assignment is
+encoded, appended to `__consumer_offsets` and replayed, exactly as in the broker. The network
+and the request codecs are not included (protocol/ has its own benchmark).
+
+Measures, in one run:
+  1. a group of 100 members: the initial rebalance (all join within a few ms, with
+     group.initial.rebalance.delay.ms = 100), then a full rebalance where every member rejoins;
+     reported as the time from the LAST join to the last SyncGroup answer. Target: < 2 s.
+  2. heartbeats from 100 members, 16 concurrent callers: rate and p50/p99 latency.
+     Target: >= 10,000/s, p99 < 10 ms.
+  3. offset commits (one request = the member's 6 partitions, one batch of 6 records), 16
+     concurrent callers: rate and p50/p99 latency. Target: >= 5,000/s, p99 < 10 ms.
+  4. for information, 2 and 3 again through the wire codecs and the handlers (request bytes
+     decoded, handler, response encoded): everything but the socket.
+Commits from concurrent callers are written together (the runtime's group commit), so the
+latency of one commit is the time of one such round.
+Prints one line per figure and returns non-zero if a target is missed (`main()` -> int).
+"""
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+
+MEMBERS = 100
+PARTITIONS = 600
+HEARTBEATS = 40_000
+COMMITS = 20_000
+CONCURRENCY = 16
+
+
+def _setup(tmp):
+    from broker.replica_manager import ReplicaManager
+    from coordinator.results import GroupConfig
+    from coordinator.runtime import GroupCoordinator
+    from storage.log_config import LogConfig
+    from storage.log_manager import LogManager
+
+    log_manager = LogManager([tmp], LogConfig())
+    log_manager.startup("bench-cluster", 0)
+    rm = ReplicaManager(log_manager, broker_id=0, producer_id_dir=tmp)
+    for p in range(50):
+        rm.become_leader("__consumer_offsets", p, None, 0, [0], LogConfig())
+    config = GroupConfig(initial_rebalance_delay_ms=100, min_session_timeout_ms=1000)
+    return log_manager, rm, GroupCoordinator(rm, num_partitions=50, config=config)
+
+
+def _assign(member_ids):
+    """Round robin of PARTITIONS partitions over the members (what a leader's assignor does)."""
+    out = {m: [] for m in member_ids}
+    for p in range(PARTITIONS):
+        out[member_ids[p % len(member_ids)]].append(p)
+    return {m: ",".join(map(str, ps)).encode() for m, ps in out.items()}
+
+
+async def _join_and_sync(c, group, member_id, stamps, client):
+    answer = await c.execute("join_group", group, member_id, None, client, "/127.0.0.1", 30_000,
+                             60_000, "consumer", [("range", b"sub")], True, parked=True)
+    if answer.error == 79:                              # MEMBER_ID_REQUIRED
+        stamps.append(time.perf_counter())
+        answer = await c.execute("join_group", group, answer.member_id, None, client,
+                                 "/127.0.0.1", 30_000, 60_000, "consumer", [("range", b"sub")],
+                                 True, parked=True)
+    else:
+        stamps.append(time.perf_counter())
+    assert answer.error == 0, answer
+    assignments = _assign([m for m, _, _ in answer.members]) if answer.members else {}
+    sync = await c.execute("sync_group", group, answer.generation_id, answer.member_id, None,
+                           None, None, assignments, parked=True)
+    assert sync.error == 0, sync
+    return answer.member_id, answer.generation_id, time.perf_counter()
+
+
+async def _rebalance(c, group):
+    stamps = []
+    results = await asyncio.gather(*(_join_and_sync(c, group, "", stamps, f"client-{i}")
+                                     for i in range(MEMBERS)))
+    initial = max(r[2] for r in results) - max(stamps)
+    # Every member rejoins with its id (what a metadata change or a new subscription causes).
+    stamps = []
+    results = await asyncio.gather(*(_join_and_sync(c, group, mid, stamps, "client")
+                                     for mid, _, _ in results))
+    rejoin = max(r[2] for r in results) - max(stamps)
+    return initial, rejoin, [(mid, gen) for mid, gen, _ in results]
+
+
+async def _load(total, make_call):
+    latencies = []
+    per_worker = total // CONCURRENCY
+
+    async def worker(w):
+        for i in range(per_worker):
+            started = time.perf_counter()
+            await make_call(w, i)
+            latencies.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    await asyncio.gather(*(worker(w) for w in range(CONCURRENCY)))
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
+    latencies.sort()
+    # (rate, p50 ms, p99 ms, rate per CPU second: what one core sustains, whatever the load)
+    return (len(latencies) / elapsed, statistics.median(latencies) * 1000,
+            latencies[int(len(latencies) * 0.99)] * 1000, len(latencies) / max(cpu, 1e-9))
+
+
+async def _run(tmp):
+    log_manager, rm, c = _setup(tmp)
+    await c.startup()
+    group = "bench-group"
+    initial, rejoin, members = await _rebalance(c, group)
+
+    async def heartbeat(w, i):
+        mid, gen = members[(w * 7 + i) % MEMBERS]
+        assert await c.execute("heartbeat", group, mid, None, gen) == 0
+
+    async def commit(w, i):
+        k = (w * 7 + i) % MEMBERS
+        mid, gen = members[k]
+        offsets = [("events", p, i, 0, "") for p in range(k * 6, k * 6 + 6)]
+        answer = await c.execute("commit_offsets", group, mid, None, gen, offsets)
+        assert all(e == 0 for e in answer.values()), answer
+
+    hb = await _load(HEARTBEATS, heartbeat)
+    commits = await _load(COMMITS, commit)
+    wire = await _through_handlers(c, rm, group, members)
+    c.shutdown()
+    rm.shutdown()
+    log_manager.shutdown()
+    return initial, rejoin, hb, commits, wire
+
+
+async def _through_handlers(c, rm, group, members):
+    """The same heartbeats and commits as request bytes -> decode -> handler -> encode (all but
+    the socket), at the versions librdkafka 2.x uses (Heartbeat v4, OffsetCommit v8)."""
+    from types import SimpleNamespace
+
+    from protocol.messages.heartbeat import HeartbeatRequest
+    from protocol.messages.offset_commit import OffsetCommitRequest
+    from storage.log_config import LogConfig
+
+    from broker.context import RequestContext
+    from broker.handlers import heartbeat as heartbeat_handler
+    from broker.handlers import offset_commit as commit_handler
+
+    for p in range(6):
+        rm.become_leader("events", p, None, 0, [0], LogConfig())
+    broker = SimpleNamespace(group_coordinator=c, replica_manager=rm)
+    heartbeats = [HeartbeatRequest(group_id=group, generation_id=gen, member_id=mid).encode(4)
+                  for mid, gen in members]
+    P = OffsetCommitRequest.OffsetCommitRequestPartition
+    commits = [OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=gen, member_id=mid, topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name="events", partitions=[
+                P(partition_index=p, committed_offset=i) for p in range(6)])]).encode(8)
+        for i, (mid, gen) in enumerate(members)]
+    hb_ctx = RequestContext(12, 4, 1, "bench", "127.0.0.1", 1)
+    commit_ctx = RequestContext(8, 8, 1, "bench", "127.0.0.1", 1)
+
+    async def heartbeat(w, i):
+        request = HeartbeatRequest.decode(heartbeats[(w * 7 + i) % MEMBERS], 4)
+        response = await heartbeat_handler.handle(broker, hb_ctx, request)
+        assert response.error_code == 0
+        response.encode(4)
+
+    async def commit(w, i):
+        request = OffsetCommitRequest.decode(commits[(w * 7 + i) % MEMBERS], 8)
+        response = await commit_handler.handle(broker, commit_ctx, request)
+        assert response.topics[0].partitions[0].error_code == 0
+        response.encode(8)
+    return await _load(HEARTBEATS // 2, heartbeat), await _load(COMMITS // 2, commit)
+
+
+def main() -> int:
+    import logging
+    import os
+    logging.getLogger("storage").setLevel(logging.ERROR)     # index rebuild notices at setup
+    with tempfile.TemporaryDirectory(prefix="group-bench-") as tmp:
+        initial, rejoin, hb, commits, (wire_hb, wire_commits) = asyncio.run(_run(tmp))
+    # Latency percentiles on a shared machine depend on its load: print it with the figures.
+    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    checks = [
+        (f"rebalance of {MEMBERS} members, initial (delay 100 ms): {initial * 1000:.0f} ms "
+         f"after the last join", initial < 2.0),
+        (f"rebalance of {MEMBERS} members, all rejoin: {rejoin * 1000:.0f} ms after the last "
+         f"join", rejoin < 2.0),
+        (f"heartbeats: {hb[0]:,.0f}/s, p50 {hb[1]:.3f} ms, p99 {hb[2]:.3f} ms "
+         f"({hb[3]:,.0f} per CPU-second)", hb[0] >= 10_000 and hb[2] < 10),
+        (f"offset commits (6 partitions each): {commits[0]:,.0f}/s, p50 {commits[1]:.3f} ms, "
+         f"p99 {commits[2]:.3f} ms ({commits[3]:,.0f} per CPU-second)",
+         commits[0] >= 5_000 and commits[2] < 10),
+    ]
+    failed = 0
+    for line, ok in checks:
+        print(f"{'ok  ' if ok else 'MISS'} {line}")
+        failed += not ok
+    print(f"     through decode + handler + encode: heartbeats {wire_hb[0]:,.0f}/s "
+          f"(p99 {wire_hb[2]:.3f} ms, {wire_hb[3]:,.0f} per CPU-second), commits "
+          f"{wire_commits[0]:,.0f}/s (p99 {wire_commits[2]:.3f} ms, "
+          f"{wire_commits[3]:,.0f} per CPU-second)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Coordinators: the group coordinator (and later the transaction coordinator)."""

@@ -1,0 +1,47 @@
+"""Checks every group handler makes before asking the coordinator (broker/handlers/*group*.py).
+
+Kept here, next to the coordinator, so the eleven handler modules stay small and agree:
+- the broker may have no coordinator yet (start-up) -> COORDINATOR_NOT_AVAILABLE;
+- group ids: JoinGroup, SyncGroup, Heartbeat and LeaveGroup need a non-empty id (Kafka's
+  isValidGroupId); every API refuses an id too long for the int16-length string of the
+  GroupMetadataKey / OffsetCommitKey records it would be stored under (INVALID_GROUP_ID;
+  Kafka itself would fail writing the record);
+- the group's `__consumer_offsets` partition must be led and loaded here (NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS).
+Duck-typed over the broker object: nothing here imports broker/.
+"""
+from protocol.errors import ErrorCode
+
+MAX_GROUP_ID_BYTES = 32767
+
+
+def group_id_error(group_id: str | None, allow_empty: bool = False) -> int:
+    if group_id is None:
+        return ErrorCode.INVALID_GROUP_ID
+    if not group_id and not allow_empty:
+        return ErrorCode.INVALID_GROUP_ID
+    if len(group_id) * 3 > MAX_GROUP_ID_BYTES and \
+            len(group_id.encode("utf-8")) > MAX_GROUP_ID_BYTES:
+        return ErrorCode.INVALID_GROUP_ID
+    return ErrorCode.NONE
+
+
+def check_group(broker, group_id: str | None, allow_empty: bool = False):
+    """(coordinator, error): error is NONE when the request may proceed."""
+    coordinator = getattr(broker, "group_coordinator", None)
+    if coordinator is None:
+        return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
+    error = group_id_error(group_id, allow_empty)
+    if error != ErrorCode.NONE:
+        return coordinator, error
+    return coordinator, coordinator.coordinator_error(group_id)
+
+
+def client_host(ctx) -> str:
+    """Kafka shows a member's host as Java's InetAddress.toString(): "/127.0.0.1"."""
+    host = ctx.client_host or ""
+    return host if host.startswith("/") else "/" + host
+
+
+def partition_exists(broker, topic: str, partition: int) -> bool:
+    return broker.replica_manager.get_partition(topic, partition) is not None

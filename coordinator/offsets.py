@@ -1,0 +1,347 @@
+"""The offset half of the group manager: commit, fetch, delete, expire; describe/list/delete groups.
+
+`OffsetOperations` is mixed into `GroupManager` (coordinator/group/manager.py) and works on the
+same `self.groups`. Like the rest of the manager it is pure: methods return a `Result`.
+
+Commits are two-phase, the way Kafka's pending offset commits work: `commit_offsets` validates
+and returns OffsetCommit records, counting each partition in `group.pending_offset_commits`;
+when the runtime reports the append, `on_append` replays the records (the ONLY place offsets
+change, also used when loading the log) and answers. While a commit is pending, OffsetFetch with
+`require_stable` answers UNSTABLE_OFFSET_COMMIT for that partition (KIP-447).
+
+Expiry (Kafka's cleanupGroupMetadata, every offsets.retention.check.interval.ms):
+  - an Empty group with a protocol: offsets expire `offsets.retention.minutes` after the group
+    became Empty (current_state_timestamp);
+  - a Stable "consumer" group that knows its subscriptions: offsets of topics nobody subscribes
+    to expire that long after their commit (KIP-496);
+  - a group that never used group management (simple consumers): after their commit;
+  - an offset committed with an explicit retention (OffsetCommit v2-v4) expires at its
+    expire_timestamp. Offsets with a pending commit never expire.
+Expired offsets are written as tombstones; an Empty group left without offsets becomes Dead and
+its GroupMetadata is tombstoned too.
+"""
+from protocol.errors import ErrorCode
+
+from coordinator.group.model import Group, OffsetAndMetadata
+from coordinator.group.state import GroupState
+from coordinator.records import GroupKey, OffsetKey, Record
+from coordinator.results import (Append, GroupDescription, GroupListing, GroupOffsets,
+                                 MemberDescription, PartitionOffset, Result)
+
+E = ErrorCode
+S = GroupState
+
+_TO_COORDINATOR_NOT_AVAILABLE = frozenset({
+    E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    E.REQUEST_TIMED_OUT})
+_TO_NOT_COORDINATOR = frozenset({E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR})
+_TOO_LARGE = frozenset({E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE})
+
+
+def map_append_error(error: int, for_offsets: bool = False) -> int:
+    """The error a client sees when writing to __consumer_offsets failed (as Kafka maps it)."""
+    if error in _TO_COORDINATOR_NOT_AVAILABLE:
+        return E.COORDINATOR_NOT_AVAILABLE
+    if error in _TO_NOT_COORDINATOR:
+        return E.NOT_COORDINATOR
+    if error in _TOO_LARGE:
+        return E.INVALID_COMMIT_OFFSET_SIZE if for_offsets else E.UNKNOWN_SERVER_ERROR
+    return error
+
+
+class OffsetOperations:
+    groups: dict[str, Group]
+
+    # --------------------------------------------------------------------------- OffsetCommit
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
+                       generation_id: int,
+                       offsets: list[tuple[str, int, int, int, str | None]],
+                       now_ms: int, retention_time_ms: int = -1) -> Result:
+        """OffsetCommit. `offsets` = [(topic, partition, offset, leader_epoch, metadata)].
+
+        The response is {(topic, partition): error_code}; it arrives through `on_append`
+        when anything was written."""
+        def all_fail(error):
+            return Result(response={(t, p): error for t, p, *_ in offsets})
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # Group management claimed, but no such group: a stale generation.
+                return all_fail(E.ILLEGAL_GENERATION)
+            # A simple consumer (or admin) storing offsets without group management.
+            group = self.groups[group_id] = Group(group_id, now_ms)
+        if group.state is S.DEAD:
+            return all_fail(E.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            return all_fail(E.FENCED_INSTANCE_ID)
+        if not (generation_id < 0 and group.state is S.EMPTY):
+            member = group.members.get(member_id)
+            if member is None:
+                return all_fail(E.UNKNOWN_MEMBER_ID)
+            if generation_id != group.generation_id:
+                return all_fail(E.ILLEGAL_GENERATION)
+            if group.state is S.COMPLETING_REBALANCE:
+                # The member holds this generation but has no assignment yet.
+                return all_fail(E.REBALANCE_IN_PROGRESS)
+            # A commit counts as a heartbeat (Stable and PreparingRebalance).
+            timers = [self._schedule_heartbeat(group, member, now_ms)]
+        else:
+            timers = []
+        return self._store_offsets(group, offsets, now_ms, retention_time_ms, timers)
+
+    def _store_offsets(self, group: Group, offsets, now_ms: int, retention_time_ms: int,
+                       timers: list) -> Result:
+        errors: dict[tuple[str, int], int] = {}
+        records: list[Record] = []
+        expire = now_ms + retention_time_ms if retention_time_ms >= 0 else -1
+        limit = self.config.offset_metadata_max_bytes
+        group_id = group.group_id
+        pending = group.pending_offset_commits
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            tp = (topic, partition)
+            metadata = metadata or ""
+            # (a UTF-8 character is at most 4 bytes: most metadata needs no encoding to check)
+            if len(metadata) * 4 > limit and len(metadata.encode("utf-8")) > limit:
+                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            errors[tp] = E.NONE
+            records.append(Record(OffsetKey(group_id, topic, partition), OffsetAndMetadata(
+                offset, leader_epoch, metadata, now_ms, expire)))
+            pending[tp] = pending.get(tp, 0) + 1
+        if not records:
+            return Result(response=errors, timers=timers)
+
+        def on_append(error: int, now: int) -> Result:
+            code = E.NONE if error == E.NONE else map_append_error(error, for_offsets=True)
+            for record in records:
+                tp = (record.key.topic, record.key.partition)
+                left = group.pending_offset_commits.get(tp, 0) - 1
+                if left > 0:
+                    group.pending_offset_commits[tp] = left
+                else:
+                    group.pending_offset_commits.pop(tp, None)
+                if code == E.NONE:
+                    self.replay(record, now)
+                errors[tp] = code
+            return Result(response=errors)
+        return Result(timers=timers, appends=[Append(records, on_append)])
+
+    # ---------------------------------------------------------------------------- OffsetFetch
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      require_stable: bool = False) -> GroupOffsets:
+        """OffsetFetch for one group; `partitions` None means every committed offset."""
+        group = self.groups.get(group_id)
+        answer = GroupOffsets(group_id)
+        if group is None or group.state is S.DEAD:
+            answer.partitions = [PartitionOffset(t, p) for t, p in partitions or ()]
+            return answer
+        if partitions is None:
+            partitions = sorted(group.offsets)
+        for topic, partition in partitions:
+            tp = (topic, partition)
+            if require_stable and tp in group.pending_offset_commits:
+                answer.partitions.append(
+                    PartitionOffset(topic, partition, error=E.UNSTABLE_OFFSET_COMMIT))
+                continue
+            committed = group.offsets.get(tp)
+            if committed is None:
+                answer.partitions.append(PartitionOffset(topic, partition))
+            else:
+                answer.partitions.append(PartitionOffset(
+                    topic, partition, committed.offset, committed.leader_epoch, committed.metadata))
+        return answer
+
+    # --------------------------------------------------------------------------- OffsetDelete
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]],
+                       now_ms: int) -> Result:
+        """OffsetDelete (KIP-496). Response: (group_error, {(topic, partition): error})."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return Result(response=(E.GROUP_ID_NOT_FOUND, {}))
+        errors: dict[tuple[str, int], int] = {}
+        if group.state is S.EMPTY:
+            deletable = list(partitions)
+        else:
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return Result(response=(E.NON_EMPTY_GROUP, {}))
+            deletable = []
+            for tp in partitions:
+                if tp[0] in subscribed:
+                    errors[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    deletable.append(tp)
+        records = []
+        for tp in deletable:
+            errors[tp] = E.NONE
+            if tp in group.offsets:
+                records.append(Record(OffsetKey(group_id, tp[0], tp[1]), None))
+        if not records:
+            return Result(response=(E.NONE, errors))
+        return Result(appends=[Append(records,
+                                             self._replay_then_answer(records, (E.NONE, errors)))])
+
+    def _replay_then_answer(self, records: list[Record], response):
+        def on_append(error: int, now: int) -> Result:
+            if error != E.NONE:
+                code = map_append_error(error)
+                self._revive(records)
+                if isinstance(response, tuple):
+                    return Result(response=(code, {}))
+                return Result(response={gid: code if response[gid] == E.NONE else response[gid]
+                                        for gid in response})
+            for record in records:
+                self.replay(record, now)
+            return Result(response=response)
+        return on_append
+
+    def _revive(self, records: list[Record]) -> None:
+        """A group deletion (DeleteGroups, expiry) whose tombstones were not written did not
+        happen: its group, marked Dead meanwhile, is Empty again. The one transition out of
+        Dead, made here on purpose rather than through the table."""
+        for record in records:
+            if isinstance(record.key, GroupKey):
+                group = self.groups.get(record.key.group)
+                if group is not None and group.state is S.DEAD:
+                    group.state = S.EMPTY
+
+    # --------------------------------------------------------------------------- DeleteGroups
+    def delete_groups(self, group_ids: list[str], now_ms: int) -> Result:
+        """DeleteGroups: only Empty groups go; their offsets and metadata become tombstones."""
+        errors: dict[str, int] = {}
+        records: list[Record] = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.state is S.DEAD:
+                errors[group_id] = E.GROUP_ID_NOT_FOUND
+            elif group.state is not S.EMPTY:
+                errors[group_id] = E.NON_EMPTY_GROUP
+            else:
+                group.transition_to(S.DEAD, now_ms)
+                records.extend(Record(OffsetKey(group_id, t, p), None) for t, p in group.offsets)
+                records.append(Record(GroupKey(group_id), None))
+                errors[group_id] = E.NONE
+        if not records:
+            return Result(response=errors)
+        return Result(appends=[Append(records, self._replay_then_answer(records, errors))])
+
+    # ------------------------------------------------------------------------------- expiry
+    def expire_offsets(self, now_ms: int) -> Result:
+        result = Result(timers=[(("expire-offsets",),
+                                 now_ms + self.config.offsets_retention_check_interval_ms)])
+        records: list[Record] = []
+        for group in list(self.groups.values()):
+            if group.state is S.DEAD:
+                continue
+            expired = self._expired_offsets(group, now_ms)
+            records.extend(Record(OffsetKey(group.group_id, t, p), None) for t, p in expired)
+            if group.state is S.EMPTY and not group.pending_offset_commits and \
+                    set(group.offsets) <= set(expired) and not group.members:
+                group.transition_to(S.DEAD, now_ms)
+                records.append(Record(GroupKey(group.group_id), None))
+        if records:
+            result.appends.append(Append(records, self._replay_expiry(records)))
+        return result
+
+    def _replay_expiry(self, records):
+        def on_append(error: int, now: int) -> Result:
+            if error == E.NONE:
+                for record in records:
+                    self.replay(record, now)
+            else:
+                self._revive(records)
+            return Result()
+        return on_append
+
+    def _expired_offsets(self, group: Group, now_ms: int) -> list[tuple[str, int]]:
+        retention = self.config.offsets_retention_ms
+        if group.protocol_type and group.state is S.EMPTY:
+            def base(o):
+                return group.state_timestamp_ms
+            keep_topics = set()
+        elif group.protocol_type == "consumer" and group.state is S.STABLE:
+            keep_topics = group.subscribed_topics()
+            if keep_topics is None:
+                return []
+
+            def base(o):
+                return o.commit_timestamp
+        elif not group.protocol_type:
+            keep_topics = set()
+
+            def base(o):
+                return o.commit_timestamp
+        else:
+            return []
+        expired = []
+        for tp, o in group.offsets.items():
+            if tp[0] in keep_topics or tp in group.pending_offset_commits:
+                continue
+            if o.expire_timestamp >= 0:
+                if now_ms >= o.expire_timestamp:
+                    expired.append(tp)
+            elif now_ms - base(o) >= retention:
+                expired.append(tp)
+        return expired
+
+    # -------------------------------------------------------------------------------- replay
+    def replay(self, record: Record, now_ms: int, loading: bool = False) -> None:
+        """Applies one __consumer_offsets record: the load path and the commit path alike.
+
+        `loading`: when a group that only ever held offsets loses its last one while the log
+        is being loaded, it is dropped, as Kafka's loader never creates it; live, such a group
+        stays (Empty) until DeleteGroups or expiry removes it."""
+        key = record.key
+        if isinstance(key, OffsetKey):
+            group = self.groups.get(key.group)
+            if record.value is None:
+                if group is not None:
+                    group.offsets.pop((key.topic, key.partition), None)
+                    if loading and _is_bare_simple_group(group):
+                        del self.groups[key.group]     # as if it never existed (Kafka's load)
+                return
+            if group is None:
+                group = self.groups[key.group] = Group(key.group, now_ms)
+            group.offsets[(key.topic, key.partition)] = record.value
+        else:
+            group = self.groups.get(key.group)
+            if record.value is None and group is not None and group.state is S.DEAD:
+                del self.groups[key.group]
+                return
+            self._replay_group(key, record.value, now_ms)
+
+    # ---------------------------------------------------------------- Describe/ListGroups
+    def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
+        answers = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                # Kafka describes an unknown group as Dead with no error (before v6).
+                answers.append(GroupDescription(group_id, E.NONE, S.DEAD.value))
+                continue
+            stable = group.state is S.STABLE
+            members = [MemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.metadata(group.protocol_name) if stable else b"",
+                m.assignment if stable else b"") for m in group.members.values()]
+            answers.append(GroupDescription(
+                group_id, E.NONE, group.state.value, group.protocol_type or "",
+                (group.protocol_name or "") if stable else "", members))
+        return answers
+
+    def list_groups(self, states: list[str] | None = None,
+                    types: list[str] | None = None) -> list[GroupListing]:
+        """ListGroups; `states` (v4+) and `types` (v5+, only "classic" groups exist here)
+        filter case-insensitively; an empty or None filter matches all."""
+        wanted = {s.lower() for s in states} if states else None
+        if types and "classic" not in {t.lower() for t in types}:
+            return []
+        return [GroupListing(g.group_id, g.protocol_type or "", g.state.value)
+                for g in self.groups.values()
+                if g.state is not S.DEAD and (wanted is None or g.state.value.lower() in wanted)]
+
+
+def _is_bare_simple_group(group: Group) -> bool:
+    """An Empty group that only ever stored offsets, and has none left."""
+    return (group.state is S.EMPTY and not group.offsets and not group.pending_offset_commits
+            and not group.protocol_type and group.generation_id == 0 and not group.members)

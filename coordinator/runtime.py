@@ -1,0 +1,427 @@
+"""The thin asyncio runtime around the pure GroupManager.
+
+Theory of operation
+-------------------
+The GroupManager (coordinator/group/manager.py) decides; this module only carries out its
+`Result`s on the event loop:
+
+- Requests: `execute(op, *args)` calls the manager with `now_ms` from the broker's clock and a
+  future as the request's token, applies the Result, and awaits the future. A parked JoinGroup
+  or SyncGroup simply awaits longer; whatever later Result completes its token wakes it.
+- Timers: a (key, deadline) is armed with `loop.call_at`, keeping only the EARLIEST deadline per
+  key (a heartbeat that pushes a session deadline later arms nothing; the early wake-up makes
+  the manager re-arm at the real deadline). So a member costs about one timer per session
+  timeout, not one per heartbeat.
+- Appends (group commit): an operation's records are queued and written at the end of the
+  current loop turn (`call_soon`), together with every other operation's records of that turn:
+  one uncompressed v2 batch per `__consumer_offsets` partition
+  (`abs(java_hashcode(group)) % offsets.topic.num.partitions`), appended through the broker's
+  ReplicaManager with acks=-1. Under load this amortizes the per-batch cost (validation, CRC,
+  write, index) over many commits, as Kafka's coordinator runtime batches its writes. Then each
+  operation's follow-up (`on_append`: replay, answer) runs in order with the error of the
+  partitions it wrote. Meanwhile the manager already counts the writes as pending (OffsetFetch
+  with require_stable sees them; a parked SyncGroup keeps waiting), and follow-ups re-check the
+  group's generation, so interleaving requests see a consistent group. With one replica the
+  high watermark covers an append when it returns; otherwise (followers, later) the follow-ups
+  wait in a task for the acks.
+- Loading: `load_partition(p)` reads a `__consumer_offsets` partition from its log start and
+  replays every record into the manager (the same `replay` the live path uses); requests for
+  groups of a partition being loaded get COORDINATOR_LOAD_IN_PROGRESS, for a partition this
+  broker does not lead NOT_COORDINATOR.
+
+Concurrency contract: every method runs on the event loop thread. Loading reads the log
+synchronously on the loop (the internal topic is small and compacted); appends are page-cache
+writes.
+"""
+import asyncio
+import logging
+import os
+import time
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.record_batch import iter_batches
+
+from coordinator.group.manager import GroupManager
+from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.results import GroupConfig, Result
+from coordinator.serde import build_batch, replay_buffer
+
+log = logging.getLogger(__name__)
+
+LOAD_READ_BYTES = 5 * 1024 * 1024      # offsets.load.buffer.size default
+
+
+def group_config_from(config) -> GroupConfig:
+    """GroupConfig from the broker's BrokerConfig (Kafka property names)."""
+    def get(name, default):
+        try:
+            value = config.get(name)
+        except Exception:           # a property the broker's table does not declare
+            return default
+        return default if value is None else value
+    return GroupConfig(
+        min_session_timeout_ms=get("group.min.session.timeout.ms", 6000),
+        max_session_timeout_ms=get("group.max.session.timeout.ms", 1800000),
+        initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms", 3000),
+        max_size=get("group.max.size", 2**31 - 1),
+        offset_metadata_max_bytes=get("offset.metadata.max.bytes", 4096),
+        offsets_retention_ms=get("offsets.retention.minutes", 10080) * 60_000,
+        offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms", 600_000),
+    )
+
+
+class SystemTime:
+    def ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    """The broker's `group_coordinator`. Handlers call `execute` and the lookup helpers."""
+
+    def __init__(self, replica_manager, *, num_partitions: int = 50,
+                 config: GroupConfig | None = None, time=None, topic_creator=None,
+                 manager: GroupManager | None = None, partition_count=None):
+        self.replica_manager = replica_manager
+        self.num_partitions = num_partitions
+        # callable -> the existing topic's partition count or None (the broker's metadata):
+        # groups hash over the real count, even if the topic was created with another one.
+        self._partition_count = partition_count
+        self.manager = manager or GroupManager(config)
+        self.time = time or SystemTime()
+        # async callable creating __consumer_offsets (the broker's TopicManager); None in tests
+        self._topic_creator = topic_creator
+        self._timers: dict[tuple, tuple[int, asyncio.TimerHandle]] = {}
+        self._loaded: set[int] = set()
+        self._loading: set[int] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._running = False
+        self._partition_cache: dict[str, int] = {}
+        self._pending_appends: list = []
+        self._creating: asyncio.Future | None = None     # set while __consumer_offsets is made
+
+    @classmethod
+    def for_broker(cls, broker) -> "GroupCoordinator":
+        """The coordinator of a running Broker (broker/server.py calls this, then startup()).
+
+        If `__consumer_offsets` logs sit in the log dirs but the metadata store does not know
+        the topic (a data dir written by Apache Kafka, whose topic metadata lived in
+        ZooKeeper), the topic is registered with the partitions found, so their groups load.
+        The partition count used for hashing is the topic's actual count, as in Kafka."""
+        config = broker.config
+        topics = getattr(broker, "topics", None)
+        if topics is not None:
+            _adopt_offsets_logs(broker, topics)
+        num_partitions = config.get("offsets.topic.num.partitions")
+        existing = broker.metadata.get_topic(OFFSETS_TOPIC) if broker.metadata else None
+        if existing is not None:
+            num_partitions = len(existing.partitions)
+
+        async def create_offsets_topic():
+            await _create_offsets_topic(broker, topics)
+
+        def partition_count():
+            topic = broker.metadata.get_topic(OFFSETS_TOPIC)
+            return len(topic.partitions) if topic is not None else None
+        return cls(broker.replica_manager, num_partitions=num_partitions,
+                   config=group_config_from(config), time=broker.time,
+                   topic_creator=create_offsets_topic if topics is not None else None,
+                   partition_count=partition_count)
+
+    # -------------------------------------------------------------------------- lifecycle
+    async def startup(self) -> None:
+        """Loads every local `__consumer_offsets` partition and starts offset expiry."""
+        self._loop = asyncio.get_running_loop()
+        self._running = True
+        for p in range(self.num_partitions):
+            if self.replica_manager.get_partition(OFFSETS_TOPIC, p) is not None:
+                self.load_partition(p)
+        interval = self.manager.config.offsets_retention_check_interval_ms
+        self._arm(("expire-offsets",), self.time.ms() + interval)
+
+    def shutdown(self) -> None:
+        """Writes what is queued, answers parked joins/syncs with NOT_COORDINATOR (so draining
+        connections need not wait for them), and stops the timers. On the loop."""
+        if self._pending_appends:
+            self._flush_appends()
+        self._apply(self.manager.fail_parked(ErrorCode.NOT_COORDINATOR), None)
+        self._running = False
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        for task in self._tasks:
+            task.cancel()
+
+    def load_partition(self, p: int) -> int:
+        """Replays `__consumer_offsets`-p into the manager (the broker became its leader).
+
+        Returns the number of groups touched. On the loop; reads the log synchronously."""
+        part = self.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        if part is None:
+            return 0
+        self._loading.add(p)
+        try:
+            touched = set()
+            now = self.time.ms()
+            for buf in _read_log(part.log):
+                touched |= replay_buffer(self.manager, buf, now)
+            self._apply(self.manager.finish_loading(touched, now), None)
+            self._loaded.add(p)
+            if touched:
+                log.info("Loaded %d group(s) from %s-%d", len(touched), OFFSETS_TOPIC, p)
+            return len(touched)
+        finally:
+            self._loading.discard(p)
+
+    # -------------------------------------------------------------------------- lookups
+    def partition_for(self, group_id: str) -> int:
+        p = self._partition_cache.get(group_id)
+        if p is None:
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            p = self._partition_cache[group_id] = partition_for(group_id, self.num_partitions)
+        return p
+
+    def coordinator_error(self, group_id: str) -> int:
+        """NONE if this broker coordinates the group now, else the error to answer with."""
+        p = self.partition_for(group_id)
+        if p in self._loaded:
+            return ErrorCode.NONE
+        if p in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        part = self.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        if part is None and self._refresh_partition_count():
+            return self.coordinator_error(group_id)
+        if part is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE if not self.offsets_topic_exists() \
+                else ErrorCode.NOT_COORDINATOR
+        # Became leader after start-up (the topic was just created): load now.
+        self.load_partition(p)
+        return ErrorCode.NONE if p in self._loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+    def _refresh_partition_count(self) -> bool:
+        """True if the topic's real partition count differs from the one in use (now fixed)."""
+        count = self._partition_count() if self._partition_count else None
+        if not count or count == self.num_partitions:
+            return False
+        log.info("%s has %d partitions (not %d): groups hash over %d", OFFSETS_TOPIC, count,
+                 self.num_partitions, count)
+        self.num_partitions = count
+        self._partition_cache.clear()
+        return True
+
+    def offsets_topic_exists(self) -> bool:
+        return any(self.replica_manager.get_partition(OFFSETS_TOPIC, p) is not None
+                   for p in range(self.num_partitions))
+
+    async def ensure_offsets_topic(self) -> int:
+        """FindCoordinator: creates `__consumer_offsets` on first use. Returns an error code."""
+        if self.offsets_topic_exists():
+            return ErrorCode.NONE
+        if self._topic_creator is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self._creating is not None:          # another FindCoordinator is creating it
+            await asyncio.shield(self._creating)
+            return ErrorCode.NONE if self.offsets_topic_exists() else \
+                ErrorCode.COORDINATOR_NOT_AVAILABLE
+        started = time.monotonic()
+        self._creating = asyncio.get_running_loop().create_future()
+        try:
+            await self._topic_creator()
+        except Exception:
+            log.exception("Could not create %s", OFFSETS_TOPIC)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        finally:
+            self._creating.set_result(None)
+            self._creating = None
+        log.info("Created %s in %.0f ms", OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
+        self._refresh_partition_count()
+        for p in range(self.num_partitions):
+            if p not in self._loaded:
+                self.load_partition(p)
+        if self.offsets_topic_exists():
+            return ErrorCode.NONE
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    # -------------------------------------------------------------------------- requests
+    async def execute(self, op: str, *args, parked: bool = False, **kwargs):
+        """Runs `manager.<op>(*args, now_ms=...)` and returns its (possibly deferred) response.
+
+        `parked=True` passes a future as `token=` (JoinGroup, SyncGroup)."""
+        loop = self._loop or asyncio.get_running_loop()
+        self._loop = loop
+        future = loop.create_future()
+        if parked:
+            kwargs["token"] = future
+        result = getattr(self.manager, op)(*args, now_ms=self.time.ms(), **kwargs)
+        self._apply(result, future)
+        return await future
+
+    def _apply(self, result: Result, future) -> None:
+        for key, deadline in result.timers:
+            self._arm(key, deadline)
+        for token, response in result.completions:
+            if not token.done():
+                token.set_result(response)
+        if result.response is not None and future is not None and not future.done():
+            future.set_result(result.response)
+        for append in result.appends:
+            self._append(append, future)
+
+    def _append(self, append, future) -> None:
+        self._pending_appends.append((append, future))
+        if len(self._pending_appends) == 1:
+            (self._loop or asyncio.get_running_loop()).call_soon(self._flush_appends)
+
+    def _flush_appends(self) -> None:
+        pending, self._pending_appends = self._pending_appends, []
+        if not pending:
+            return
+        now = self.time.ms()
+        by_partition: dict[int, list] = {}
+        touched = []                       # per append: the partitions it writes
+        for append, _ in pending:
+            parts = set()
+            for record in append.records:
+                p = self.partition_for(record.key.group)
+                by_partition.setdefault(p, []).append(record)
+                parts.add(p)
+            touched.append(parts)
+        entries = {(OFFSETS_TOPIC, p): build_batch(records, now)
+                   for p, records in by_partition.items()}
+        results = self.replica_manager.append_records(entries, -1, now)
+        for (_, p), r in results.items():
+            if r.error_code != ErrorCode.NONE:
+                log.warning("Appending to %s-%d failed: %s", OFFSETS_TOPIC, p,
+                            ErrorCode(r.error_code).name)
+        if not self._acked(results):
+            task = asyncio.ensure_future(self._follow_up_after_acks(pending, touched, results))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        self._follow_up(pending, touched, results)
+
+    def _follow_up(self, pending, touched, results) -> None:
+        now = self.time.ms()
+        for (append, future), parts in zip(pending, touched):
+            error = ErrorCode.NONE
+            for p in parts:
+                code = results[(OFFSETS_TOPIC, p)].error_code
+                if code != ErrorCode.NONE:
+                    error = code
+                    break
+            try:
+                self._apply(append.on_append(error, now), future)
+            except Exception as exc:        # a bug: fail this request, keep the others going
+                log.exception("Group coordinator follow-up failed")
+                if future is not None and not future.done():
+                    future.set_exception(exc)
+
+    def _acked(self, results) -> bool:
+        for (topic, p), r in results.items():
+            if r.error_code != ErrorCode.NONE:
+                continue
+            part = self.replica_manager.get_partition(topic, p)
+            if part is None or part.high_watermark <= r.last_offset:
+                return False
+        return True
+
+    async def _follow_up_after_acks(self, pending, touched, results) -> None:
+        timeout = 5000                               # offsets.commit.timeout.ms
+        await self.replica_manager.wait_for_acks(results, -1, timeout)
+        self._follow_up(pending, touched, results)
+
+    # -------------------------------------------------------------------------- timers
+    def _arm(self, key: tuple, deadline_ms: int) -> None:
+        current = self._timers.get(key)
+        if current is not None:
+            if current[0] <= deadline_ms:
+                return
+            current[1].cancel()
+        loop = self._loop or asyncio.get_running_loop()
+        self._loop = loop
+        delay = max(deadline_ms - self.time.ms(), 0) / 1000.0
+        handle = loop.call_at(loop.time() + delay, self._fire, key, deadline_ms)
+        self._timers[key] = (deadline_ms, handle)
+
+    def _fire(self, key: tuple, deadline_ms: int) -> None:
+        current = self._timers.get(key)
+        if current is None or current[0] != deadline_ms:
+            return
+        del self._timers[key]
+        try:
+            # A timer may fire a hair early by the loop's clock: never before its deadline.
+            now = max(self.time.ms(), deadline_ms)
+            self._apply(self.manager.on_timer(key, now), None)
+        except Exception:
+            log.exception("Group coordinator timer %r failed", key)
+
+
+def _read_log(log_) -> "iter[bytes]":
+    """Yields the log's bytes from log_start_offset to log_end_offset, in chunks of batches."""
+    offset = log_.log_start_offset
+    end = log_.log_end_offset
+    for _ in range(1_000_000):
+        if offset >= end:
+            return
+        info = log_.read(offset, LOAD_READ_BYTES, max_offset=end, min_one_message=True)
+        buf = _bytes_of(info.records)
+        if not buf:
+            return
+        last_next = offset
+        for batch in iter_batches(buf):
+            last_next = batch.next_offset
+        yield buf
+        if last_next <= offset:
+            return
+        offset = last_next
+
+
+def _bytes_of(records) -> bytes:
+    if records is None:
+        return b""
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return bytes(records)
+    # A FileRegion (file, position, length): read it without moving any shared file position.
+    return os.pread(records.file.fileno(), records.length, records.position)
+
+
+def _offsets_topic_configs(config) -> dict:
+    return {"cleanup.policy": "compact",
+            "segment.bytes": str(config.get("offsets.topic.segment.bytes")),
+            "compression.type": "producer"}
+
+
+def _adopt_offsets_logs(broker, topics) -> None:
+    if broker.metadata.get_topic(OFFSETS_TOPIC) is not None:
+        return
+    found = {log_.partition: log_ for log_ in broker.log_manager.logs()
+             if log_.topic == OFFSETS_TOPIC}
+    if not found or sorted(found) != list(range(len(found))):
+        return
+    topic_ids = {log_.topic_id for log_ in found.values()
+                 if log_.topic_id is not None and log_.topic_id.int != 0}
+    topic_id = topic_ids.pop() if len(topic_ids) == 1 else None
+    log.info("Registering %s found on disk (%d partitions)", OFFSETS_TOPIC, len(found))
+    topics.create_topic(OFFSETS_TOPIC, len(found), 1,
+                        configs=_offsets_topic_configs(broker.config), topic_id=topic_id)
+
+
+async def _create_offsets_topic(broker, topics) -> None:
+    """Asks the TopicManager for `__consumer_offsets` with Kafka's internal-topic settings:
+    offsets.topic.num.partitions, offsets.topic.replication.factor (capped at the live brokers,
+    as Kafka does for this topic), cleanup.policy=compact, offsets.topic.segment.bytes."""
+    config = broker.config
+    replication = min(config.get("offsets.topic.replication.factor"),
+                      max(len(topics.live_brokers()), 1))
+    configs = _offsets_topic_configs(config)
+    # The async variant creates the 50 logs in an executor instead of stalling the loop.
+    create = getattr(topics, "create_topic_async", None) or topics.create_topic
+    try:
+        outcome = create(OFFSETS_TOPIC, config.get("offsets.topic.num.partitions"), replication,
+                         configs=configs)
+        if asyncio.iscoroutine(outcome):
+            await outcome
+    except KafkaError as exc:
+        if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise

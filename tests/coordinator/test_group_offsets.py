@@ -1,0 +1,212 @@
+"""Offsets in the pure group manager: commit, fetch, delete, expiry, groups admin, replay."""
+from protocol.errors import ErrorCode as E
+
+from coordinator.group.manager import GroupManager
+from coordinator.records import GroupKey, OffsetKey
+from group_harness import Harness
+from test_group_membership import stable_group
+
+G = "offsets-group"
+DAY = 24 * 3600 * 1000
+
+
+def commit(h, group, offsets, member_id="", generation=-1, instance_id=None, retention=-1):
+    return h.answer(h.call("commit_offsets", group, member_id, instance_id, generation,
+                           offsets, retention_time_ms=retention))
+
+
+def fetch(h, group, partitions=None, require_stable=False):
+    answer = h.manager.fetch_offsets(group, partitions, require_stable)
+    return {(p.topic, p.partition): (p.offset, p.error) for p in answer.partitions}
+
+
+def test_simple_consumer_commit_creates_group_and_fetch_reads_back():
+    h = Harness()
+    assert commit(h, G, [("t", 0, 10, 3, "meta"), ("t", 1, 20, -1, None)]) == {
+        ("t", 0): E.NONE, ("t", 1): E.NONE}
+    assert h.state(G) == "Empty"
+    assert fetch(h, G) == {("t", 0): (10, E.NONE), ("t", 1): (20, E.NONE)}
+    answer = h.manager.fetch_offsets(G, [("t", 0), ("u", 0)])
+    assert [(p.offset, p.leader_epoch, p.metadata) for p in answer.partitions] == [
+        (10, 3, "meta"), (-1, -1, "")]
+    assert [r.key for r in h.log] == [OffsetKey(G, "t", 0), OffsetKey(G, "t", 1)]
+    assert h.log[0].value.commit_timestamp == h.now and h.log[0].value.expire_timestamp == -1
+
+
+def test_fetch_unknown_group_answers_minus_one():
+    h = Harness()
+    assert fetch(h, "nope", [("t", 0)]) == {("t", 0): (-1, E.NONE)}
+    assert fetch(h, "nope") == {}
+
+
+def test_metadata_too_large_is_rejected_per_partition():
+    h = Harness(offset_metadata_max_bytes=10)
+    answer = commit(h, G, [("t", 0, 1, -1, "x" * 11), ("t", 1, 1, -1, "x" * 10)])
+    assert answer == {("t", 0): E.OFFSET_METADATA_TOO_LARGE, ("t", 1): E.NONE}
+    assert fetch(h, G) == {("t", 1): (1, E.NONE)}
+
+
+def test_member_commits_are_checked_against_generation_and_membership():
+    h = Harness()
+    ids, gen = stable_group(h, 1, group=G)
+    assert commit(h, G, [("t", 0, 5, -1, "")], ids[0], gen) == {("t", 0): E.NONE}
+    assert commit(h, G, [("t", 0, 6, -1, "")], ids[0], gen + 1) == {("t", 0): E.ILLEGAL_GENERATION}
+    assert commit(h, G, [("t", 0, 6, -1, "")], "ghost", gen) == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    # a simple (generation -1) commit into an active group is refused
+    assert commit(h, G, [("t", 0, 6, -1, "")]) == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    assert commit(h, "other", [("t", 0, 6, -1, "")], "m", 3) == {("t", 0): E.ILLEGAL_GENERATION}
+    assert fetch(h, G) == {("t", 0): (5, E.NONE)}
+
+
+def test_commit_during_rebalance_phases():
+    h = Harness()
+    ids, gen = stable_group(h, 2, group=G)
+    h.join(G, member_id=ids[0], client_id="c0")          # PreparingRebalance
+    assert commit(h, G, [("t", 0, 7, -1, "")], ids[1], gen) == {("t", 0): E.NONE}
+    h.join(G, member_id=ids[1], client_id="c1")          # CompletingRebalance, gen + 1
+    assert commit(h, G, [("t", 0, 8, -1, "")], ids[1], gen + 1) == {
+        ("t", 0): E.REBALANCE_IN_PROGRESS}
+
+
+def test_require_stable_sees_pending_commits():
+    h = Harness()
+    commit(h, G, [("t", 0, 1, -1, "")])
+    h.hold_appends = True
+    token = h.call("commit_offsets", G, "", None, -1, [("t", 0, 2, -1, "")])
+    assert h.answer(token) is None
+    assert fetch(h, G, [("t", 0)], require_stable=True) == {("t", 0): (-1, E.UNSTABLE_OFFSET_COMMIT)}
+    assert fetch(h, G, [("t", 0)]) == {("t", 0): (1, E.NONE)}
+    h.release()
+    assert h.answer(token) == {("t", 0): E.NONE}
+    assert fetch(h, G, [("t", 0)], require_stable=True) == {("t", 0): (2, E.NONE)}
+
+
+def test_failed_commit_write_keeps_the_previous_offset():
+    h = Harness()
+    commit(h, G, [("t", 0, 1, -1, "")])
+    h.append_error = E.NOT_ENOUGH_REPLICAS
+    assert commit(h, G, [("t", 0, 2, -1, "")]) == {("t", 0): E.COORDINATOR_NOT_AVAILABLE}
+    h.append_error = E.RECORD_LIST_TOO_LARGE
+    assert commit(h, G, [("t", 0, 2, -1, "")]) == {("t", 0): E.INVALID_COMMIT_OFFSET_SIZE}
+    assert fetch(h, G) == {("t", 0): (1, E.NONE)}
+
+
+def test_offset_delete():
+    h = Harness()
+    assert h.answer(h.call("delete_offsets", "nope", [("t", 0)]))[0] == E.GROUP_ID_NOT_FOUND
+    commit(h, G, [("t", 0, 1, -1, ""), ("t", 1, 1, -1, "")])
+    answer = h.answer(h.call("delete_offsets", G, [("t", 0), ("x", 0)]))
+    assert answer == (E.NONE, {("t", 0): E.NONE, ("x", 0): E.NONE})
+    assert fetch(h, G) == {("t", 1): (1, E.NONE)}
+    assert h.log[-1].key == OffsetKey(G, "t", 0) and h.log[-1].value is None
+
+
+def test_offset_delete_refuses_subscribed_topics_of_active_consumer_group():
+    subscription = b"\x00\x01" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff"
+    h = Harness()
+    ids, gen = stable_group(h, 1, group=G, protocols=[("range", subscription)])
+    commit(h, G, [("t", 0, 1, -1, ""), ("u", 0, 1, -1, "")], ids[0], gen)
+    answer = h.answer(h.call("delete_offsets", G, [("t", 0), ("u", 0)]))
+    assert answer == (E.NONE, {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): E.NONE})
+    assert fetch(h, G) == {("t", 0): (1, E.NONE)}
+    # A non-consumer group with members cannot tell: NON_EMPTY_GROUP.
+    h2 = Harness()
+    stable_group(h2, 1, group=G, protocol_type="connect")
+    assert h2.answer(h2.call("delete_offsets", G, [("t", 0)]))[0] == E.NON_EMPTY_GROUP
+
+
+def test_delete_groups():
+    h = Harness()
+    ids, gen = stable_group(h, 1, group="busy")
+    commit(h, G, [("t", 0, 1, -1, "")])
+    answer = h.answer(h.call("delete_groups", [G, "busy", "nope"]))
+    assert answer == {G: E.NONE, "busy": E.NON_EMPTY_GROUP, "nope": E.GROUP_ID_NOT_FOUND}
+    assert h.manager.group(G) is None
+    assert [(r.key, r.value) for r in h.log[-2:]] == [(OffsetKey(G, "t", 0), None),
+                                                      (GroupKey(G), None)]
+
+
+def test_expiry_of_empty_group_counts_from_when_it_became_empty():
+    h = Harness(offsets_retention_ms=7 * DAY)
+    ids, gen = stable_group(h, 1, group=G)
+    commit(h, G, [("t", 0, 5, -1, "")], ids[0], gen)
+    h.advance(8 * DAY - 60_000)          # heartbeats stopped: member expired long ago
+    emptied_at = h.manager.group(G).state_timestamp_ms
+    assert h.state(G) == "Empty"
+    h.apply(h.manager.expire_offsets(emptied_at + 7 * DAY - 1))
+    assert fetch(h, G) == {("t", 0): (5, E.NONE)}
+    h.apply(h.manager.expire_offsets(emptied_at + 7 * DAY))
+    assert h.manager.group(G) is None
+    assert [(r.key, r.value) for r in h.log[-2:]] == [(OffsetKey(G, "t", 0), None),
+                                                      (GroupKey(G), None)]
+
+
+def test_expiry_of_simple_group_and_explicit_retention():
+    h = Harness(offsets_retention_ms=DAY)
+    commit(h, G, [("t", 0, 1, -1, "")])
+    commit(h, G, [("t", 1, 1, -1, "")], retention=DAY // 2)
+    assert h.log[-1].value.expire_timestamp == h.now + DAY // 2
+    h.apply(h.manager.expire_offsets(h.now + DAY // 2))
+    assert fetch(h, G) == {("t", 0): (1, E.NONE)}
+    h.apply(h.manager.expire_offsets(h.now + DAY))
+    assert h.manager.group(G) is None
+
+
+def test_expiry_in_stable_group_only_for_unsubscribed_topics():
+    subscription = b"\x00\x01" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff"
+    h = Harness(offsets_retention_ms=DAY)
+    ids, gen = stable_group(h, 1, group=G, protocols=[("range", subscription)],
+                            session_timeout_ms=60_000)
+    commit(h, G, [("t", 0, 1, -1, ""), ("old", 0, 1, -1, "")], ids[0], gen)
+    h.apply(h.manager.expire_offsets(h.now + DAY))
+    assert fetch(h, G) == {("t", 0): (1, E.NONE)}
+
+
+def test_describe_and_list_groups():
+    h = Harness()
+    ids, gen = stable_group(h, 2, group=G)
+    commit(h, "simple", [("t", 0, 1, -1, "")])
+    [desc, missing] = h.manager.describe_groups([G, "nope"])
+    assert desc.state == "Stable" and desc.protocol_type == "consumer"
+    assert desc.protocol_data == "range"
+    assert [(m.member_id, m.client_id, m.metadata, m.assignment) for m in desc.members] == [
+        (ids[0], "c0", b"sub", ids[0].encode()), (ids[1], "c1", b"sub", ids[1].encode())]
+    assert missing.state == "Dead" and missing.error == E.NONE
+    listing = {(g.group_id, g.protocol_type, g.state) for g in h.manager.list_groups()}
+    assert listing == {(G, "consumer", "Stable"), ("simple", "", "Empty")}
+    assert [g.group_id for g in h.manager.list_groups(states=["empty"])] == ["simple"]
+    assert h.manager.list_groups(types=["consumer"]) == []
+    assert len(h.manager.list_groups(types=["Classic"])) == 2
+
+
+def test_replaying_the_log_rebuilds_groups_and_offsets():
+    h = Harness()
+    ids, gen = stable_group(h, 2, group=G)
+    commit(h, G, [("t", 0, 5, 1, "m")], ids[0], gen)
+    commit(h, "simple", [("t", 0, 1, -1, ""), ("t", 1, 2, -1, "")])
+    h.call("delete_offsets", "simple", [("t", 1)])
+    commit(h, "gone", [("t", 0, 1, -1, "")])
+    h.call("delete_groups", ["gone"])
+    fresh = GroupManager()
+    for record in h.log:
+        fresh.replay(record, h.now)
+    assert set(fresh.groups) == {G, "simple"}
+    group = fresh.group(G)
+    assert group.state.value == "Stable" and group.generation_id == gen
+    assert list(group.members) == ids and group.leader_id == ids[0]
+    assert group.members[ids[1]].assignment == ids[1].encode()
+    assert group.offsets[("t", 0)].offset == 5 and group.offsets[("t", 0)].metadata == "m"
+    assert set(fresh.group("simple").offsets) == {("t", 0)}
+    timers = fresh.finish_loading([G], h.now).timers
+    assert sorted(k[2] for k, _ in timers) == sorted(ids)
+
+
+def test_failed_group_deletion_leaves_the_group_usable():
+    h = Harness()
+    commit(h, G, [("t", 0, 1, -1, "")])
+    h.append_error = E.NOT_LEADER_OR_FOLLOWER
+    assert h.answer(h.call("delete_groups", [G])) == {G: E.NOT_COORDINATOR}
+    assert h.state(G) == "Empty" and fetch(h, G) == {("t", 0): (1, E.NONE)}
+    h.append_error = 0
+    assert h.answer(h.call("delete_groups", [G])) == {G: E.NONE}
+    assert h.manager.group(G) is None
