@@ -1,0 +1,346 @@
+"""Admin operations over the cluster client: what kafka-topics/configs/consumer-groups/... need.
+
+Each method sends the request to the broker Kafka's AdminClient would use — the controller for
+CreateTopics/DeleteTopics/CreatePartitions, the partition leader for ListOffsets/DeleteRecords, the
+group coordinator for group calls, the named broker for broker configs and log dirs, any broker
+otherwise — and returns plain Python values. Per-item outcomes (one topic of several failed) come back
+as error codes in the result so a tool can report each item like Kafka does; a failure of the whole
+call raises KafkaError / ClientError. Retriable failures are retried by ``ClusterClient.retry``.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import NamedTuple
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import (
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, IncrementalAlterConfigsRequest,
+    ListGroupsRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+)
+
+from broker.client.types import TopicPartition
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest constants)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+# DescribeConfigs/IncrementalAlterConfigs resource types and operations (Kafka's ConfigResource.Type)
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+# Request versions this client caps at: newer versions change addressing (topic ids, batched groups).
+OFFSET_FETCH_CAP = 7
+OFFSET_COMMIT_CAP = 8
+LIST_OFFSETS_CAP = 8
+
+
+class NewTopic(NamedTuple):
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict | None = None        # partition -> [broker ids]
+    configs: dict | None = None
+
+
+class ListedOffset(NamedTuple):
+    error_code: int
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+class Admin:
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    # --- topics -------------------------------------------------------------------------------
+
+    async def _controller(self) -> int | None:
+        await self.cluster.refresh_metadata([])
+        return self.cluster.controller_id if self.cluster.controller_id >= 0 else None
+
+    async def create_topics(self, topics: list, *, validate_only: bool = False, timeout_ms: int = 30000) -> dict:
+        """-> {name: (error_code, error_message)}."""
+        T = CreateTopicsRequest
+        request = CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=validate_only, topics=[
+            T.CreatableTopic(name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
+              assignments=[T.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
+                           for p, b in sorted((t.assignments or {}).items())],
+              configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (t.configs or {}).items()])
+            for t in topics])
+
+        async def op():
+            response = await self.cluster.send(await self._controller(), request)
+            return {r.name: (r.error_code, r.error_message) for r in response.topics}
+        return await self.cluster.retry(op)
+
+    async def delete_topics(self, names: list, *, timeout_ms: int = 30000) -> dict:
+        """-> {name: (error_code, error_message)}."""
+        async def op():
+            conn = await self.cluster.connection(await self._controller()) if self.cluster.controller_id >= 0 \
+                else await self.cluster.any_connection()
+            version = conn.pick_version(DeleteTopicsRequest)
+            if version >= 6:
+                request = DeleteTopicsRequest(timeout_ms=timeout_ms, topics=[
+                    DeleteTopicsRequest.DeleteTopicState(name=n) for n in names])
+            else:
+                request = DeleteTopicsRequest(timeout_ms=timeout_ms, topic_names=list(names))
+            response = await conn.send(request, version)
+            return {r.name: (r.error_code, getattr(r, "error_message", None)) for r in response.responses}
+        return await self.cluster.retry(op)
+
+    async def create_partitions(self, counts: dict, *, assignments: dict | None = None,
+                                validate_only: bool = False, timeout_ms: int = 30000) -> dict:
+        """counts: {topic: new total}; assignments: {topic: [[broker ids] per new partition]}."""
+        T = CreatePartitionsRequest
+        request = CreatePartitionsRequest(timeout_ms=timeout_ms, validate_only=validate_only, topics=[
+            T.CreatePartitionsTopic(name=name, count=count,
+              assignments=None if not (assignments or {}).get(name) else
+              [T.CreatePartitionsAssignment(broker_ids=list(b)) for b in assignments[name]])
+            for name, count in counts.items()])
+
+        async def op():
+            response = await self.cluster.send(await self._controller(), request)
+            return {r.name: (r.error_code, r.error_message) for r in response.results}
+        return await self.cluster.retry(op)
+
+    async def list_topics(self) -> dict:
+        """Every topic's TopicMetadata (including internal ones), freshly fetched."""
+        await self.cluster.retry(lambda: self.cluster.refresh_metadata(None))
+        return dict(self.cluster.topics)
+
+    # --- configs ------------------------------------------------------------------------------
+
+    async def describe_configs(self, resource_type: int, name: str, *, include_synonyms: bool = False,
+                               keys: list | None = None):
+        """-> the DescribeConfigsResult for one resource (raises its error)."""
+        node = int(name) if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER) and name else None
+        request = DescribeConfigsRequest(include_synonyms=include_synonyms, resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
+                                                           configuration_keys=keys)])
+
+        async def op():
+            response = await self.cluster.send(node, request)
+            result = response.results[0]
+            if result.error_code:
+                raise KafkaError(result.error_code, result.error_message or ErrorCode(result.error_code).name)
+            return result
+        return await self.cluster.retry(op)
+
+    async def incremental_alter_configs(self, resource_type: int, name: str, ops: list) -> None:
+        """ops: [(config name, OP_SET/OP_DELETE/..., value or None)]."""
+        node = int(name) if resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER) and name else None
+        R = IncrementalAlterConfigsRequest
+        request = IncrementalAlterConfigsRequest(validate_only=False, resources=[R.AlterConfigsResource(
+            resource_type=resource_type, resource_name=name,
+            configs=[R.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops])])
+
+        async def op():
+            response = await self.cluster.send(node, request)
+            r = response.responses[0]
+            if r.error_code:
+                raise KafkaError(r.error_code, r.error_message or ErrorCode(r.error_code).name)
+        await self.cluster.retry(op)
+
+    # --- offsets and records ------------------------------------------------------------------
+
+    async def _by_leader(self, tps) -> dict:
+        grouped = defaultdict(list)
+        for tp in tps:
+            grouped[await self.cluster.leader_for(tp.topic, tp.partition)].append(tp)
+        return grouped
+
+    async def list_offsets(self, specs: dict, *, isolation_level: int = 0) -> dict:
+        """specs: {TopicPartition: timestamp (or LATEST/EARLIEST/MAX_TIMESTAMP)} -> {tp: ListedOffset}."""
+        async def op():
+            results = {}
+            for node, tps in (await self._by_leader(specs)).items():
+                by_topic = defaultdict(list)
+                for tp in tps:
+                    by_topic[tp.topic].append(tp)
+                T = ListOffsetsRequest
+                request = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
+                    T.ListOffsetsTopic(name=topic, partitions=[T.ListOffsetsPartition(partition_index=tp.partition,
+                                                                     timestamp=specs[tp]) for tp in group])
+                    for topic, group in by_topic.items()])
+                conn = await self.cluster.connection(node)
+                version = conn.pick_version(ListOffsetsRequest, LIST_OFFSETS_CAP)
+                if specs and min(specs.values()) == MAX_TIMESTAMP and version < 7:
+                    raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "The broker does not support max-timestamp")
+                response = await conn.send(request, version)
+                for t in response.topics:
+                    for p in t.partitions:
+                        if p.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE):
+                            raise KafkaError(p.error_code, f"{t.name}-{p.partition_index}: not the leader")
+                        offset = p.offset if version >= 1 else (p.old_style_offsets[0] if p.old_style_offsets else -1)
+                        results[TopicPartition(t.name, p.partition_index)] = ListedOffset(
+                            p.error_code, offset, getattr(p, "timestamp", -1), getattr(p, "leader_epoch", -1))
+            return results
+        return await self.cluster.retry(op)
+
+    async def delete_records(self, before: dict, *, timeout_ms: int = 30000) -> dict:
+        """before: {TopicPartition: offset} (-1 = high watermark) -> {tp: (error_code, low_watermark)}."""
+        async def op():
+            results = {}
+            for node, tps in (await self._by_leader(before)).items():
+                by_topic = defaultdict(list)
+                for tp in tps:
+                    by_topic[tp.topic].append(tp)
+                T = DeleteRecordsRequest
+                request = DeleteRecordsRequest(timeout_ms=timeout_ms, topics=[
+                    T.DeleteRecordsTopic(name=topic, partitions=[T.DeleteRecordsPartition(partition_index=tp.partition,
+                                                                       offset=before[tp]) for tp in group])
+                    for topic, group in by_topic.items()])
+                response = await self.cluster.send(node, request)
+                for t in response.topics:
+                    for p in t.partitions:
+                        if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                            raise KafkaError(p.error_code, f"{t.name}-{p.partition_index}: not the leader")
+                        results[TopicPartition(t.name, p.partition_index)] = (p.error_code, p.low_watermark)
+            return results
+        return await self.cluster.retry(op)
+
+    async def describe_log_dirs(self, broker_ids: list, topics: dict | None = None) -> dict:
+        """-> {broker_id: [DescribeLogDirsResult]}; topics {topic: [partitions]} or None for all."""
+        T = DescribeLogDirsRequest.DescribableLogDirTopic
+        request = DescribeLogDirsRequest(topics=None if topics is None else [
+            T(topic=t, partitions=list(ps)) for t, ps in topics.items()])
+        out = {}
+        for broker_id in broker_ids:
+            response = await self.cluster.retry(lambda b=broker_id: self.cluster.send(b, request))
+            if getattr(response, "error_code", 0):
+                raise KafkaError(response.error_code, f"DescribeLogDirs on broker {broker_id} failed")
+            out[broker_id] = response.results
+        return out
+
+    # --- groups -------------------------------------------------------------------------------
+
+    async def list_groups(self, states: list | None = None) -> list:
+        """[(group_id, protocol_type, state)] from every broker."""
+        await self.cluster.refresh_metadata([])
+        groups = {}
+        for node in sorted(self.cluster.brokers):
+            response = await self.cluster.retry(
+                lambda n=node: self.cluster.send(n, ListGroupsRequest(states_filter=list(states or []))))
+            if response.error_code:
+                raise KafkaError(response.error_code, f"ListGroups on broker {node} failed")
+            for g in response.groups:
+                groups[g.group_id] = (g.group_id, g.protocol_type, getattr(g, "group_state", ""))
+        return sorted(groups.values())
+
+    async def _coordinator_call(self, group_id: str, make_request, check):
+        async def op():
+            node = await self.cluster.find_coordinator(group_id)
+            response = await self.cluster.send(node, make_request())
+            check(response)
+            return response
+        return await self.cluster.retry(op)
+
+    async def describe_group(self, group_id: str):
+        """The DescribedGroup for ``group_id`` (group_state "Dead" when it does not exist)."""
+        def check(response):
+            code = response.groups[0].error_code
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+                raise KafkaError(code)
+        response = await self._coordinator_call(group_id, lambda: DescribeGroupsRequest(groups=[group_id]), check)
+        group = response.groups[0]
+        if group.error_code and group.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+            raise KafkaError(group.error_code, f"Describing group '{group_id}' failed: "
+                                               f"{ErrorCode(group.error_code).name}")
+        return group
+
+    async def fetch_offsets(self, group_id: str, tps: list | None = None) -> dict:
+        """Committed offsets: {TopicPartition: (offset, leader_epoch, metadata)}; tps None = all."""
+        def make():
+            if tps is None:
+                return OffsetFetchRequest(group_id=group_id, topics=None)
+            by_topic = defaultdict(list)
+            for tp in tps:
+                by_topic[tp.topic].append(tp.partition)
+            return OffsetFetchRequest(group_id=group_id, topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+
+        def check(response):
+            if response.error_code:
+                raise KafkaError(response.error_code, f"Fetching offsets of group '{group_id}' failed: "
+                                                      f"{ErrorCode(response.error_code).name}")
+
+        async def op():
+            node = await self.cluster.find_coordinator(group_id)
+            conn = await self.cluster.connection(node)
+            response = await conn.send(make(), cap=OFFSET_FETCH_CAP)
+            check(response)
+            return response
+        response = await self.cluster.retry(op)
+        out = {}
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code == 0 and p.committed_offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = (
+                        p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.metadata)
+        return out
+
+    async def commit_offsets(self, group_id: str, offsets: dict) -> dict:
+        """Commit {TopicPartition: offset} as an admin (generation -1, no member) -> {tp: error_code}."""
+        by_topic = defaultdict(list)
+        for tp, offset in offsets.items():
+            by_topic[tp.topic].append((tp.partition, offset))
+        T = OffsetCommitRequest
+
+        async def op():
+            node = await self.cluster.find_coordinator(group_id)
+            conn = await self.cluster.connection(node)
+            request = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                                          topics=[T.OffsetCommitRequestTopic(name=t, partitions=[
+                                              T.OffsetCommitRequestPartition(partition_index=p, committed_offset=o,
+                                                                             committed_metadata="")
+                                              for p, o in ps]) for t, ps in by_topic.items()])
+            response = await conn.send(request, cap=OFFSET_COMMIT_CAP)
+            out = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    if p.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+                        raise KafkaError(p.error_code)
+                    out[TopicPartition(t.name, p.partition_index)] = p.error_code
+            return out
+        return await self.cluster.retry(op)
+
+    async def delete_groups(self, group_ids: list) -> dict:
+        """-> {group_id: error_code}."""
+        out = {}
+        for group_id in group_ids:
+            def check(response):
+                code = response.results[0].error_code
+                if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+                    raise KafkaError(code)
+            response = await self._coordinator_call(
+                group_id, lambda g=group_id: DeleteGroupsRequest(groups_names=[g]), check)
+            out[group_id] = response.results[0].error_code
+        return out
+
+    async def delete_offsets(self, group_id: str, tps: list) -> tuple[int, dict]:
+        """OffsetDelete -> (group error_code, {tp: error_code})."""
+        by_topic = defaultdict(list)
+        for tp in tps:
+            by_topic[tp.topic].append(tp.partition)
+        T = OffsetDeleteRequest
+
+        def make():
+            return OffsetDeleteRequest(group_id=group_id, topics=[
+                T.OffsetDeleteRequestTopic(name=t, partitions=[T.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
+                for t, ps in by_topic.items()])
+
+        def check(response):
+            if response.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+                raise KafkaError(response.error_code)
+        response = await self._coordinator_call(group_id, make, check)
+        return response.error_code, {TopicPartition(t.name, p.partition_index): p.error_code
+                                     for t in response.topics for p in t.partitions}

@@ -1,0 +1,262 @@
+"""Classic consumer-group membership: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+
+Theory of operation. A member finds the group coordinator (FindCoordinator), then *joins*: it sends
+JoinGroup with the assignors it supports (protocol type "consumer", one protocol per assignor name,
+each carrying its ConsumerProtocolSubscription). The coordinator waits for every member, picks a
+generation id, a protocol all members support, and a leader; the leader's response lists every member's
+subscription. The leader runs the assignor (broker/client/assignors.py) and sends the assignments in
+its SyncGroup; everyone else sends an empty SyncGroup; each gets its own assignment back.
+A background task heartbeats every ``heartbeat.interval.ms``; REBALANCE_IN_PROGRESS in a heartbeat
+answer means "rejoin"; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION mean this member was expelled and
+rejoins with a fresh member id.
+
+Eager vs cooperative (KIP-429): with range/roundrobin/sticky the member revokes all its partitions
+before rejoining. With cooperative-sticky it keeps them, reports them as owned, and after SyncGroup
+revokes only the partitions it lost; if it lost any it rejoins at once so they can be handed out.
+The owner (Consumer) supplies ``on_revoke(partitions)`` / ``on_assign(partitions)`` callbacks
+(e.g. to commit offsets before giving partitions up).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+
+from broker.client import assignors as assignor_mod
+from broker.client.consumer_protocol import (PROTOCOL_TYPE, decode_assignment, decode_subscription,
+                                             encode_assignment, encode_subscription, owned_partitions)
+from broker.client.errors import ClientError, KafkaTimeoutError
+
+log = logging.getLogger(__name__)
+
+_REFIND = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+_RESET = (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID)
+
+
+class GroupMembership:
+    def __init__(self, cluster, group_id: str, *, assignor_names=("range", "cooperative-sticky"),
+                 session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
+                 heartbeat_interval_ms: int = 3000, group_instance_id: str | None = None,
+                 on_assign=None, on_revoke=None, max_join_attempts: int = 50):
+        for name in assignor_names:
+            if name not in assignor_mod.ASSIGNORS:
+                raise ValueError(f"Unknown partition.assignment.strategy: {name}")
+        self.cluster = cluster
+        self.group_id = group_id
+        self.assignor_names = list(assignor_names)
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.heartbeat_interval = heartbeat_interval_ms / 1000
+        self.group_instance_id = group_instance_id
+        self.on_assign = on_assign
+        self.on_revoke = on_revoke
+        self.max_join_attempts = max_join_attempts
+        self.member_id = ""
+        self.generation = -1
+        self.protocol: str | None = None
+        self.leader_id: str | None = None
+        self.assignment: set = set()
+        self.topics: set = set()
+        self.pattern: re.Pattern | None = None
+        self.coordinator: int | None = None
+        self.needs_rejoin = True
+        self._heartbeat_task: asyncio.Task | None = None
+        self._join_task: asyncio.Task | None = None
+        self._closed = False
+
+    @property
+    def cooperative(self) -> bool:
+        return self.protocol is not None and assignor_mod.ASSIGNORS[self.protocol].cooperative
+
+    def subscribe(self, topics=None, pattern: str | None = None) -> None:
+        self.topics = set(topics or ())
+        self.pattern = re.compile(pattern) if pattern else None
+        self.needs_rejoin = True
+
+    async def _resolve_pattern(self) -> None:
+        if self.pattern is None:
+            return
+        await self.cluster.refresh_metadata(None)
+        self.topics = {t for t, m in self.cluster.topics.items() if self.pattern.fullmatch(t) and not m.is_internal}
+
+    async def _coordinator(self) -> int:
+        if self.coordinator is None:
+            self.coordinator = await self.cluster.retry(lambda: self.cluster.find_coordinator(self.group_id))
+        return self.coordinator
+
+    async def ensure_active(self, timeout: float | None = None) -> bool:
+        """Join (or rejoin) if needed. Returns True once this member has its assignment for the current
+        generation, False if ``timeout`` seconds passed first (the join goes on in the background, so a
+        consumer polling with short timeouts keeps serving its other duties, like Kafka's poll)."""
+        if not self.needs_rejoin and (self._join_task is None or self._join_task.done()):
+            return True
+        if self._join_task is None or self._join_task.done():
+            self._join_task = asyncio.get_running_loop().create_task(self._join_loop())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._join_task), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def _join_loop(self) -> None:
+        for _ in range(self.max_join_attempts):
+            if await self._join_and_sync():
+                if self._heartbeat_task is None or self._heartbeat_task.done():
+                    self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+                if not self.needs_rejoin:
+                    return
+        raise KafkaTimeoutError(f"Could not join group {self.group_id} after {self.max_join_attempts} attempts")
+
+    async def _join_and_sync(self) -> bool:
+        await self._resolve_pattern()
+        owned = sorted(self.assignment)
+        if not self.cooperative and self.assignment and self.generation >= 0:
+            await self._revoke(set(self.assignment))
+            owned = []
+        protocols = []
+        for name in self.assignor_names:
+            user_data = assignor_mod.user_data_for(name, owned, self.generation)
+            protocols.append(JoinGroupRequest.JoinGroupRequestProtocol(
+                name=name, metadata=encode_subscription(sorted(self.topics), user_data,
+                                                        owned if name == "cooperative-sticky" else (),
+                                                        self.generation)))
+        try:
+            node = await self._coordinator()
+            request = JoinGroupRequest(group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+                                       rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
+                                       group_instance_id=self.group_instance_id, protocol_type=PROTOCOL_TYPE,
+                                       protocols=protocols, reason=None)
+            response = await self.cluster.send(node, request, timeout=self.rebalance_timeout_ms / 1000 + 5)
+        except (KafkaError, ClientError) as e:
+            await self._backoff(e)
+            return False
+        code = response.error_code
+        if code == ErrorCode.MEMBER_ID_REQUIRED:
+            self.member_id = response.member_id
+            return False
+        if code in _RESET:
+            self.member_id, self.generation = "", -1
+            return False
+        if code in _REFIND or code == ErrorCode.REBALANCE_IN_PROGRESS:
+            await self._backoff(KafkaError(code))
+            return False
+        if code:
+            raise KafkaError(code, f"JoinGroup for group {self.group_id} failed: {ErrorCode(code).name}")
+        self.member_id = response.member_id
+        self.generation = response.generation_id
+        self.protocol = response.protocol_name
+        self.leader_id = response.leader
+        assignments = []
+        if response.leader == response.member_id:
+            assignments = await self._assign(response.members)
+        try:
+            sync = await self.cluster.send(node, SyncGroupRequest(
+                group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
+                group_instance_id=self.group_instance_id, protocol_type=PROTOCOL_TYPE,
+                protocol_name=self.protocol, assignments=assignments),
+                timeout=self.rebalance_timeout_ms / 1000 + 5)
+        except (KafkaError, ClientError) as e:
+            await self._backoff(e)
+            return False
+        if sync.error_code in _RESET:
+            self.member_id, self.generation = "", -1
+            return False
+        if sync.error_code in _REFIND or sync.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
+            await self._backoff(KafkaError(sync.error_code))
+            return False
+        if sync.error_code:
+            raise KafkaError(sync.error_code, f"SyncGroup for group {self.group_id} failed: "
+                                              f"{ErrorCode(sync.error_code).name}")
+        new, _ = decode_assignment(sync.assignment)
+        new = set(new)
+        revoked = self.assignment - new
+        added = new - self.assignment
+        self.needs_rejoin = False
+        if self.cooperative and revoked:
+            await self._revoke(revoked)
+            self.needs_rejoin = True   # let the revoked partitions be handed out
+        self.assignment = new
+        if self.on_assign is not None and (added or not self.cooperative):
+            await self.on_assign(sorted(new if not self.cooperative else added))
+        log.info("Joined group %s generation %d as %s with %d partition(s)", self.group_id, self.generation,
+                 self.member_id, len(new))
+        return True
+
+    async def _assign(self, members) -> list:
+        protocol = self.protocol
+        subs = []
+        all_topics = set()
+        for m in members:
+            _, sub = decode_subscription(m.metadata)
+            all_topics.update(sub.topics)
+            subs.append(assignor_mod.member_from_subscription(
+                m.member_id, protocol, sub.topics, sub.user_data, owned_partitions(sub),
+                sub.generation_id, m.group_instance_id))
+        await self.cluster.refresh_metadata(sorted(all_topics))
+        counts = {t: len(self.cluster.topics[t].partitions) for t in all_topics
+                  if t in self.cluster.topics and not self.cluster.topics[t].error_code}
+        result = assignor_mod.ASSIGNORS[protocol].assign(counts, subs)
+        return [SyncGroupRequest.SyncGroupRequestAssignment(member_id=member_id, assignment=encode_assignment(tps))
+                for member_id, tps in result.items()]
+
+    async def _revoke(self, partitions: set) -> None:
+        if self.on_revoke is not None and partitions:
+            await self.on_revoke(sorted(partitions))
+        self.assignment -= partitions
+
+    async def _backoff(self, error: Exception) -> None:
+        if isinstance(error, KafkaError) and error.error_code in _REFIND:
+            self.coordinator = None
+        elif isinstance(error, ClientError):
+            self.coordinator = None
+        await asyncio.sleep(self.cluster.retry_backoff)
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.heartbeat_interval)
+            if self.needs_rejoin or self.generation < 0:
+                continue
+            try:
+                response = await self.cluster.send(await self._coordinator(), HeartbeatRequest(
+                    group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
+                    group_instance_id=self.group_instance_id))
+            except (KafkaError, ClientError) as e:
+                await self._backoff(e)
+                continue
+            code = response.error_code
+            if code == ErrorCode.REBALANCE_IN_PROGRESS:
+                self.needs_rejoin = True
+            elif code in _RESET:
+                self.member_id, self.generation = "", -1
+                self.assignment = set()
+                self.needs_rejoin = True
+            elif code in _REFIND:
+                self.coordinator = None
+
+    async def leave(self) -> None:
+        self._closed = True
+        for task in (self._heartbeat_task, self._join_task):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        if not self.member_id or self.group_instance_id is not None:
+            return
+        try:
+            node = await self._coordinator()
+            conn = await self.cluster.connection(node)
+            version = conn.pick_version(LeaveGroupRequest)
+            if version >= 3:
+                request = LeaveGroupRequest(group_id=self.group_id, members=[
+                    LeaveGroupRequest.MemberIdentity(member_id=self.member_id, reason="the consumer is being closed")])
+            else:
+                request = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
+            await conn.send(request, version, timeout=5)
+        except (KafkaError, ClientError) as e:
+            log.debug("LeaveGroup failed: %s", e)
+        self.member_id, self.generation = "", -1

@@ -1,0 +1,300 @@
+"""An asyncio producer: Kafka's default partitioner, batching per partition, compression, acks.
+
+Theory of operation. ``send()`` picks the partition (explicit, else murmur2 of the key, else the
+sticky partition for the topic, KIP-480) and appends the record to that partition's open batch
+(a storage ``RecordBatchBuilder``: records are encoded on append, so the batch size is exact). A
+batch is *ready* when it reaches ``batch.size`` bytes, when ``linger.ms`` has passed since its first
+record, or when ``flush()`` asks. Closing a batch also moves the topic's sticky partition on.
+
+A single sender task wakes on readiness, groups ready batches by partition leader and sends one
+Produce request per broker (at most ``max.in.flight.requests.per.connection`` at once per broker;
+requests are pipelined on the connection). Each record's future resolves to its RecordMetadata
+(offset = base_offset + index in batch). A retriable error (NOT_LEADER_OR_FOLLOWER, ...) refreshes
+metadata and re-queues the batch until ``delivery.timeout.ms``; any other error fails the futures.
+With ``acks=0`` nothing comes back and offsets are reported as -1, like Kafka.
+
+This producer is not idempotent (no producer id or sequences); retries may duplicate or reorder.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import NamedTuple
+
+from protocol.errors import RETRIABLE, ErrorCode, KafkaError
+from protocol.messages import ProduceRequest
+from storage.compression import Codec
+from storage.record_batch import RecordBatchBuilder
+
+from broker.client.errors import ClientError, KafkaTimeoutError
+from broker.client.partitioner import StickyPartitionCache, partition_for_key
+from broker.client.types import TopicPartition
+
+CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+RECORD_OVERHEAD = 61 + 21      # batch header plus a worst-case record header, for the size check
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+class _Batch:
+    __slots__ = ("tp", "builder", "futures", "created", "attempts", "sizes")
+
+    def __init__(self, tp, compression):
+        self.tp = tp
+        self.builder = RecordBatchBuilder(compression=compression)
+        self.futures = []
+        self.sizes = []
+        self.created = time.monotonic()
+        self.attempts = 0
+
+
+class Producer:
+    def __init__(self, cluster, *, acks: int = -1, linger_ms: int = 5, batch_size: int = 16384,
+                 compression_type: str = "none", max_request_size: int = 1048576,
+                 request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
+                 max_in_flight: int = 5, retry_backoff_ms: int = 100, auto_create_topics: bool = True):
+        if compression_type not in CODECS:
+            raise ValueError(f"Invalid value {compression_type} for configuration compression.type: "
+                             f"String must be one of: {', '.join(CODECS)}")
+        if acks not in (-1, 0, 1):
+            raise ValueError(f"Invalid value {acks} for configuration acks: String must be one of: all, -1, 0, 1")
+        self.cluster = cluster
+        self.acks = acks
+        self.linger = linger_ms / 1000
+        self.batch_size = batch_size
+        self.codec = CODECS[compression_type]
+        self.max_request_size = max_request_size
+        self.request_timeout_ms = request_timeout_ms
+        self.delivery_timeout = delivery_timeout_ms / 1000
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.auto_create_topics = auto_create_topics
+        self._sticky = StickyPartitionCache()
+        self._open: dict[TopicPartition, _Batch] = {}
+        self._ready: list[_Batch] = []
+        self._in_flight: set[asyncio.Task] = set()
+        self._node_slots: dict[int, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(max_in_flight))
+        self._max_in_flight = max_in_flight
+        self._wakeup = asyncio.Event()
+        self._sender: asyncio.Task | None = None
+        self._closed = False
+        self._sender_error: Exception | None = None
+        self._outstanding: set[asyncio.Future] = set()
+
+    # --- public API ---------------------------------------------------------------------------
+
+    async def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=(),
+                   partition: int | None = None, timestamp_ms: int | None = None) -> asyncio.Future:
+        """Queue one record; returns a future resolving to RecordMetadata (or raising KafkaError)."""
+        if self._closed:
+            raise ClientError("Cannot send after the producer is closed")
+        if self._sender_error is not None:
+            raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._run())
+        meta = await self.cluster.topic_metadata(topic, auto_create=self.auto_create_topics)
+        count = len(meta.partitions)
+        if partition is None:
+            partition = (partition_for_key(key, count) if key is not None
+                         else self._sticky.partition(topic, count))
+        elif not 0 <= partition < count:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Partition {partition} of topic {topic} with partition count {count} is not present "
+                             "in metadata")
+        size = (len(key) if key else 0) + (len(value) if value else 0) + \
+            sum(len(k) + (len(v) if v else 0) for k, v in headers)
+        if size + RECORD_OVERHEAD > self.max_request_size:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"The message is {size + RECORD_OVERHEAD} bytes when serialized which is larger than "
+                             f"{self.max_request_size}, which is the value of the max.request.size configuration.")
+        tp = TopicPartition(topic, partition)
+        batch = self._open.get(tp)
+        if batch is not None and batch.builder.size_in_bytes + size + 21 > self.batch_size and len(batch.builder):
+            self._close_batch(batch, count)
+            batch = None
+        if batch is None:
+            batch = self._open[tp] = _Batch(tp, self.codec)
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        batch.builder.append(timestamp, key, value, headers)
+        future = asyncio.get_running_loop().create_future()
+        self._outstanding.add(future)
+        future.add_done_callback(self._outstanding.discard)
+        batch.futures.append((future, timestamp))
+        batch.sizes.append((len(key) if key is not None else -1, len(value) if value is not None else -1))
+        if batch.builder.size_in_bytes >= self.batch_size:
+            self._close_batch(batch, count)
+        elif len(batch.builder) == 1:
+            self._wakeup.set()  # the sender must start the linger clock
+        return future
+
+    async def send_and_wait(self, topic, value, key=None, headers=(), partition=None, timestamp_ms=None):
+        return await (await self.send(topic, value, key, headers, partition, timestamp_ms))
+
+    async def flush(self) -> None:
+        """Send everything queued and wait for every answer (errors stay in the record futures)."""
+        for batch in list(self._open.values()):
+            self._close_batch(batch, None)
+        self._wakeup.set()
+        # every record future not yet resolved, wherever its batch is (ready, being dispatched, in flight,
+        # waiting for a retry); each one resolves or fails, so this ends
+        while self._outstanding and self._sender_error is None:
+            await asyncio.wait(list(self._outstanding))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            await self.flush()
+        finally:
+            self._closed = True
+            if self._sender is not None:
+                self._sender.cancel()
+                try:
+                    await self._sender
+                except (asyncio.CancelledError, Exception):
+                    pass
+
+    # --- batching -----------------------------------------------------------------------------
+
+    def _close_batch(self, batch: _Batch, partition_count: int | None) -> None:
+        if self._open.get(batch.tp) is batch:
+            del self._open[batch.tp]
+        if not len(batch.builder):
+            return
+        self._ready.append(batch)
+        if partition_count is not None:
+            self._sticky.on_new_batch(batch.tp.topic, partition_count, batch.tp.partition)
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        try:
+            await self._sender_loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:   # a bug: fail every waiting record instead of leaving flush() hanging
+            self._sender_error = e
+            for batch in self._ready + list(self._open.values()):
+                self._fail(batch, e)
+            self._ready.clear()
+            self._open.clear()
+            raise
+
+    async def _sender_loop(self) -> None:
+        while True:
+            now = time.monotonic()
+            timeout = None
+            for batch in list(self._open.values()):
+                due = batch.created + self.linger
+                if due <= now:
+                    self._close_batch(batch, None)
+                else:
+                    timeout = due - now if timeout is None else min(timeout, due - now)
+            if self._ready:
+                ready, self._ready = self._ready, []
+                await self._dispatch(ready)
+                continue
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _dispatch(self, batches: list) -> None:
+        by_node = defaultdict(list)
+        for batch in batches:
+            try:
+                node = await self.cluster.leader_for(batch.tp.topic, batch.tp.partition)
+            except (KafkaError, ClientError) as e:
+                self._retry_or_fail(batch, e)
+                continue
+            by_node[node].append(batch)
+        for node, group in by_node.items():
+            # A Produce request carries at most one batch per partition (Kafka rejects more), so batches
+            # of the same partition go in successive requests, in order.
+            rounds: list[list] = []
+            for batch in group:
+                for r in rounds:
+                    if all(b.tp != batch.tp for b in r):
+                        r.append(batch)
+                        break
+                else:
+                    rounds.append([batch])
+            for requests_batches in rounds:
+                slots = self._node_slots[node]
+                await slots.acquire()
+                task = asyncio.get_running_loop().create_task(self._send(node, requests_batches))
+                self._in_flight.add(task)
+                task.add_done_callback(lambda t, s=slots: (self._in_flight.discard(t), s.release()))
+
+    async def _send(self, node: int, batches: list) -> None:
+        by_topic = defaultdict(list)
+        for batch in batches:
+            by_topic[batch.tp.topic].append(batch)
+        R = ProduceRequest
+        request = R(acks=self.acks, timeout_ms=self.request_timeout_ms, topic_data=[
+            R.TopicProduceData(name=topic, partition_data=[
+                R.PartitionProduceData(index=b.tp.partition, records=b.builder.build()) for b in group])
+            for topic, group in by_topic.items()])
+        try:
+            response = await self.cluster.send(node, request, expect_response=self.acks != 0,
+                                               timeout=self.request_timeout_ms / 1000 + 5)
+        except (KafkaError, ClientError) as e:
+            for batch in batches:
+                self._retry_or_fail(batch, e)
+            return
+        if response is None:  # acks=0
+            for batch in batches:
+                self._complete(batch, -1, -1)
+            return
+        results = {(t.name, p.index): p for t in response.responses for p in t.partition_responses}
+        for batch in batches:
+            p = results.get(batch.tp)
+            if p is None:
+                self._fail(batch, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {batch.tp}"))
+            elif p.error_code:
+                message = getattr(p, "error_message", None) or ErrorCode(p.error_code).name
+                self._retry_or_fail(batch, KafkaError(p.error_code, message))
+            else:
+                self._complete(batch, p.base_offset, getattr(p, "log_append_time_ms", -1))
+
+    def _complete(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
+        for i, ((future, timestamp), (ks, vs)) in enumerate(zip(batch.futures, batch.sizes)):
+            if not future.done():
+                ts = log_append_time if log_append_time is not None and log_append_time >= 0 else timestamp
+                future.set_result(RecordMetadata(batch.tp.topic, batch.tp.partition,
+                                                 base_offset + i if base_offset >= 0 else -1, ts, ks, vs))
+
+    def _fail(self, batch: _Batch, error: Exception) -> None:
+        for future, _ in batch.futures:
+            if not future.done():
+                future.set_exception(error)
+
+    def _retry_or_fail(self, batch: _Batch, error: Exception) -> None:
+        retriable = (isinstance(error, KafkaError) and int(error.error_code) in RETRIABLE) or \
+                    (isinstance(error, ClientError) and error.retriable)
+        if not retriable or time.monotonic() - batch.created > self.delivery_timeout:
+            if retriable:
+                error = KafkaTimeoutError(f"Expiring {len(batch.builder)} record(s) for {batch.tp}: "
+                                          f"delivery timeout elapsed ({error})")
+            self._fail(batch, error)
+            return
+        batch.attempts += 1
+
+        async def later():
+            await asyncio.sleep(self.retry_backoff * min(batch.attempts, 10))
+            try:
+                await self.cluster.refresh_metadata([batch.tp.topic])
+            except (KafkaError, ClientError):
+                pass
+            self._ready.append(batch)
+            self._wakeup.set()
+        task = asyncio.get_running_loop().create_task(later())
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)

@@ -1,0 +1,119 @@
+"""Plumbing shared by the tools: argument parsing, error reporting, client construction.
+
+Error policy (issue 6): a bad flag, an unreachable broker, an unknown topic or group ends the tool
+with ONE line on stderr and a non-zero exit status, never a traceback. ``ToolParser.error`` does it
+for argparse; ``run`` does it for everything raised while the tool runs (Kafka errors, client
+errors, OS errors, bad values). ``--help`` is argparse's, listing every flag.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from protocol.errors import ErrorCode, KafkaError
+
+from broker.client.errors import ClientError
+
+
+class ToolError(Exception):
+    """A user-facing failure: the message is printed as is."""
+
+
+class ToolParser(argparse.ArgumentParser):
+    def __init__(self, prog, description, **kw):
+        super().__init__(prog=prog, description=description, allow_abbrev=False, **kw)
+
+    def error(self, message):
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(1)
+
+
+def add_bootstrap(parser: ToolParser, required: bool = True) -> None:
+    parser.add_argument("--bootstrap-server", metavar="<String: server to connect to>", required=required,
+                        help="REQUIRED: The Kafka server to connect to (host:port[,host:port...]).")
+    parser.add_argument("--command-config", metavar="<String: command config property file>",
+                        help="Property file containing configs to be passed to the admin/clients.")
+
+
+def read_properties(path: str) -> dict:
+    """A Java .properties file (key=value or key: value, # and ! comments) as a dict."""
+    props = {}
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            for sep in ("=", ":"):
+                if sep in line:
+                    k, v = line.split(sep, 1)
+                    props[k.strip()] = v.strip()
+                    break
+            else:
+                props[line] = ""
+    return props
+
+
+def parse_key_values(items, what: str) -> dict:
+    """['a=1', 'b=2'] -> dict; raises ToolError naming a malformed entry."""
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise ToolError(f"Invalid {what} '{item}': expected key=value")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def client_kwargs(props: dict) -> dict:
+    """Client settings a tool honours from --command-config / --*-property."""
+    out = {}
+    if "client.id" in props:
+        out["client_id"] = props["client.id"]
+    for prop, kw in (("request.timeout.ms", "request_timeout_ms"),
+                     ("default.api.timeout.ms", "default_api_timeout_ms"),
+                     ("retry.backoff.ms", "retry_backoff_ms"), ("retries", "retries")):
+        if prop in props:
+            out[kw] = int(props[prop])
+    return out
+
+
+def describe_error(e: BaseException) -> str:
+    if isinstance(e, KafkaError):
+        return e.message or ErrorCode(e.error_code).name
+    if isinstance(e, FileNotFoundError):
+        return f"{e.filename}: No such file or directory"
+    return str(e) or type(e).__name__
+
+
+def run(main, argv=None, error_prefix: str = "Error: ") -> int:
+    """Run ``main(argv)`` (sync or async); turn every failure into one stderr line and exit 1."""
+    try:
+        result = main(argv)
+        if asyncio.iscoroutine(result):
+            try:
+                import uvloop
+                result = uvloop.run(result)
+            except ImportError:
+                result = asyncio.run(result)
+        return int(result or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except (ToolError, KafkaError, ClientError, OSError, ValueError) as e:
+        sys.stderr.write(f"{error_prefix}{describe_error(e)}\n")
+        return 1
+    except Exception as e:  # a bug: still one line, with its type so it can be reported
+        sys.stderr.write(f"{error_prefix}{type(e).__name__}: {e}\n")
+        return 1
+
+
+def main_entry(main, error_prefix: str = "Error: ") -> None:
+    """``if __name__ == '__main__': main_entry(main)``."""
+    code = run(main, sys.argv[1:], error_prefix)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    sys.exit(code)

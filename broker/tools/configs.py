@@ -1,0 +1,228 @@
+"""kafka-configs.sh: describe and alter dynamic configs of topics and brokers (and client quotas).
+
+Output follows Kafka 3.x's ConfigCommand:
+    Dynamic configs for topic t are:
+      retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, ...}
+``--all`` lists every config ("All configs for topic t are:"); brokers print "Dynamic configs for broker
+1 are:" or, with ``--entity-default``, "Default configs for brokers in the cluster are:". Alterations
+use IncrementalAlterConfigs: ``--add-config k1=v1,k2=[a,b]`` (brackets protect commas) and
+``--delete-config k1,k2``; success prints "Completed updating config for topic t.".
+``--entity-type users|clients`` goes through Describe/AlterClientQuotas (when the broker serves them).
+"""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, Admin
+from broker.client.cluster import ClusterClient
+from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
+
+SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+           7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users", "clients")
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser("kafka-configs.sh", "This tool helps to manipulate and describe entity config for a topic, "
+                   "client, user, broker or broker-logger")
+    add_bootstrap(p, required=True)
+    actions = p.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--describe", action="store_true", help="List configs for the given entity.")
+    actions.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
+    p.add_argument("--entity-type", action="append", metavar="<String>",
+                   help="Type of entity (topics/clients/users/brokers/broker-loggers)")
+    p.add_argument("--entity-name", action="append", metavar="<String>",
+                   help="Name of entity (topic name/client id/user principal name/broker id)")
+    p.add_argument("--entity-default", action="store_true",
+                   help="Default entity name for clients/users/brokers (applies to corresponding entity type)")
+    p.add_argument("--topic", metavar="<String: topic>", help="The topic's name (same as --entity-type topics "
+                                                              "--entity-name <topic>).")
+    p.add_argument("--broker", metavar="<String: broker-id>", help="The broker's ID.")
+    p.add_argument("--broker-defaults", action="store_true", help="The config defaults for all brokers.")
+    p.add_argument("--broker-logger", metavar="<String: broker-id>", help="The broker's ID for its logger config.")
+    p.add_argument("--user", metavar="<String: user-principal>", help="The user's principal name.")
+    p.add_argument("--client", metavar="<String: client-id>", help="The client's ID.")
+    p.add_argument("--add-config", metavar="<String>",
+                   help="Key Value pairs of configs to add. Square brackets can be used to group values which "
+                        "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.")
+    p.add_argument("--add-config-file", metavar="<String>", help="Path to a properties file with configs to add.")
+    p.add_argument("--delete-config", metavar="<String>", help="config keys to remove 'k1,k2'")
+    p.add_argument("--all", action="store_true", help="List all configs for the given topic, broker, or "
+                                                      "broker-logger entity (includes static configuration when the "
+                                                      "entity type is brokers)")
+    return p
+
+
+def parse_add_config(text: str) -> dict:
+    """'k1=v1,k2=[a,b],k3=v3' -> {'k1': 'v1', 'k2': 'a,b', 'k3': 'v3'}."""
+    out = {}
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        parts.append(cur)
+    for part in parts:
+        if "=" not in part:
+            raise ToolError(f"Invalid entity config: all configs to be added must be in the format \"key=val\" "
+                            f"(got '{part}')")
+        k, v = part.split("=", 1)
+        v = v.strip()
+        if v.startswith("[") and v.endswith("]"):
+            v = v[1:-1]
+        out[k.strip()] = v
+    return out
+
+
+def entity(opts) -> tuple[str, str | None]:
+    """(entity type, entity name or None for the default)."""
+    shortcuts = [("topics", opts.topic), ("brokers", opts.broker), ("broker-loggers", opts.broker_logger),
+                 ("users", opts.user), ("clients", opts.client)]
+    given = [(t, n) for t, n in shortcuts if n is not None]
+    if opts.broker_defaults:
+        given.append(("brokers", None))
+    if given:
+        if len(given) > 1 or opts.entity_type:
+            raise ToolError("Only one entity may be specified")
+        return given[0]
+    if not opts.entity_type:
+        raise ToolError("Missing required argument \"[entity-type]\"")
+    etype = opts.entity_type[0]
+    if etype not in ENTITY_TYPES:
+        raise ToolError(f"Invalid entity-type {etype}, --entity-type must be one of {', '.join(ENTITY_TYPES)}")
+    name = opts.entity_name[0] if opts.entity_name else None
+    if name is None and not opts.entity_default and (opts.alter or etype == "broker-loggers"):
+        raise ToolError("An entity name must be specified with --alter of " + etype)
+    return etype, name
+
+
+def line(c) -> str:
+    value = "null" if c.is_sensitive or c.value is None else c.value
+    synonyms = ", ".join(f"{SOURCES.get(s.source, 'UNKNOWN')}:{s.name}="
+                         f"{'null' if c.is_sensitive or s.value is None else s.value}"
+                         for s in c.synonyms)
+    return f"  {c.name}={value} sensitive={str(bool(c.is_sensitive)).lower()} synonyms={{{synonyms}}}"
+
+
+async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) -> None:
+    if etype in ("users", "clients"):
+        return await describe_quotas(cluster, etype, name)
+    if etype == "topics":
+        names = [name] if name else sorted(n for n in await admin.list_topics())
+        rtype, label = RESOURCE_TOPIC, "topic"
+    elif etype == "broker-loggers":
+        names, rtype, label = [name], RESOURCE_BROKER_LOGGER, "broker-logger"
+    else:
+        names = [name] if name is not None else ([""] if opts.entity_default else
+                                                 [str(b) for b in sorted(cluster.brokers)])
+        rtype, label = RESOURCE_BROKER, "broker"
+    for n in names:
+        if etype == "topics":
+            await cluster.topic_metadata(n)   # UNKNOWN_TOPIC_OR_PARTITION with a clear message
+        result = await admin.describe_configs(rtype, n, include_synonyms=True)
+        configs = sorted(result.configs, key=lambda c: c.name)
+        if opts.all:
+            header = f"All configs for {label} {n} are:"
+        elif rtype == RESOURCE_BROKER and n == "":
+            header = "Default configs for brokers in the cluster are:"
+            configs = [c for c in configs if c.config_source == 3]
+        else:
+            header = f"Dynamic configs for {label} {n} are:"
+            wanted = {RESOURCE_TOPIC: 1, RESOURCE_BROKER: 2}.get(rtype)
+            if wanted is not None:
+                configs = [c for c in configs if c.config_source == wanted]
+        print(header)
+        for c in configs:
+            print(line(c))
+
+
+async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> None:
+    adds = parse_add_config(opts.add_config) if opts.add_config else {}
+    if opts.add_config_file:
+        adds.update(read_properties(opts.add_config_file))
+    deletes = [k.strip() for k in (opts.delete_config or "").split(",") if k.strip()]
+    if not adds and not deletes:
+        raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be specified "
+                        "with --alter")
+    overlap = set(adds) & set(deletes)
+    if overlap:
+        raise ToolError(f"Invalid entity config: the same config can't be added and deleted: {', '.join(overlap)}")
+    if etype in ("users", "clients"):
+        return await alter_quotas(cluster, etype, name, adds, deletes)
+    ops = [(k, OP_SET, v) for k, v in adds.items()] + [(k, OP_DELETE, None) for k in deletes]
+    if etype == "topics":
+        await cluster.topic_metadata(name)
+        await admin.incremental_alter_configs(RESOURCE_TOPIC, name, ops)
+        print(f"Completed updating config for topic {name}.")
+    elif etype == "broker-loggers":
+        await admin.incremental_alter_configs(RESOURCE_BROKER_LOGGER, name, ops)
+        print(f"Completed updating config for broker-logger {name}.")
+    else:
+        await admin.incremental_alter_configs(RESOURCE_BROKER, name or "", ops)
+        print(f"Completed updating config for broker {name}." if name is not None
+              else "Completed updating default config for brokers in the cluster.")
+
+
+QUOTA_ENTITY = {"users": "user", "clients": "client-id"}
+
+
+async def describe_quotas(cluster, etype: str, name: str | None) -> None:
+    R = DescribeClientQuotasRequest
+    match_type, match = (0, name) if name is not None else (1, None)
+    response = await cluster.send(None, R(strict=False, components=[
+        R.ComponentData(entity_type=QUOTA_ENTITY[etype], match_type=match_type, match=match)]))
+    if response.error_code:
+        raise KafkaError(response.error_code, response.error_message or ErrorCode(response.error_code).name)
+    for entry in response.entries or []:
+        parts = []
+        for e in entry.entity:
+            label = "user-principal" if e.entity_type == "user" else e.entity_type
+            parts.append(f"{label} '{e.entity_name}'" if e.entity_name is not None else f"the default {label}")
+        values = ", ".join(f"{v.key}={v.value}" for v in sorted(entry.values, key=lambda v: v.key))
+        print(f"Quota configs for {', '.join(parts)} are {values}")
+
+
+async def alter_quotas(cluster, etype: str, name: str | None, adds: dict, deletes: list) -> None:
+    R = AlterClientQuotasRequest
+    try:
+        ops = [R.OpData(key=k, value=float(v), remove=False) for k, v in adds.items()]
+    except ValueError:
+        raise ToolError("Quota values must be numbers") from None
+    ops += [R.OpData(key=k, value=0.0, remove=True) for k in deletes]
+    response = await cluster.send(None, R(validate_only=False, entries=[R.EntryData(
+        entity=[R.EntityData(entity_type=QUOTA_ENTITY[etype], entity_name=name)], ops=ops)]))
+    for e in response.entries:
+        if e.error_code:
+            raise KafkaError(e.error_code, e.error_message or ErrorCode(e.error_code).name)
+    label = "user-principal" if etype == "users" else "client-id"
+    print(f"Completed updating config for {etype[:-1]} {name}." if name is not None
+          else f"Completed updating default config for {label}s in the cluster.")
+
+
+async def run(opts) -> int:
+    etype, name = entity(opts)
+    props = read_properties(opts.command_config) if opts.command_config else {}
+    async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
+        admin = Admin(cluster)
+        if opts.describe:
+            await describe(admin, cluster, etype, name, opts)
+        else:
+            await alter(admin, cluster, etype, name, opts)
+    return 0
+
+
+def main(argv=None):
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    main_entry(main)

@@ -1,0 +1,195 @@
+"""kafka-console-producer.sh: read lines from stdin and produce them as records.
+
+Each line is one record (Kafka's LineMessageReader). With ``--property parse.key=true`` the line is
+``key<key.separator>value`` (separator default TAB); with ``parse.headers=true`` it starts with
+``h1:v1,h2:v2<headers.delimiter>`` (delimiter TAB, separator ",", key separator ":"); ``null.marker``
+turns a key, value or header value equal to it into null. A line without the separator is an error
+(``No key separator found on line number N: '...'``) unless ``ignore.error=true``.
+``--sync`` waits for each record's acknowledgement; otherwise records are batched (``--timeout``
+is linger.ms, ``--batch-size``) and failures are reported on stderr per record like Kafka does.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from broker.client.cluster import ClusterClient
+from broker.client.producer import CODECS, Producer
+from broker.tools.common import ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, read_properties
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser("kafka-console-producer.sh", "This tool helps to read data from standard input and publish "
+                   "it to Kafka.")
+    p.add_argument("--bootstrap-server", metavar="<String: server to connect to>",
+                   help="REQUIRED unless --broker-list(deprecated) is specified. The server(s) to connect to.")
+    p.add_argument("--broker-list", metavar="<String: broker-list>",
+                   help="DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified.")
+    p.add_argument("--topic", required=True, metavar="<String: topic>",
+                   help="REQUIRED: The topic id to produce messages to.")
+    p.add_argument("--batch-size", type=int, default=16384, metavar="<Integer: size>",
+                   help="Number of messages to send in a single batch if they are not being sent synchronously.")
+    p.add_argument("--compression-codec", nargs="?", const="gzip", metavar="[String: compression-codec]",
+                   help="The compression codec: either 'none', 'gzip', 'snappy', 'lz4', or 'zstd'. If specified "
+                        "without value, then it defaults to 'gzip'")
+    p.add_argument("--line-reader", metavar="<String: reader_class>",
+                   help="Accepted for compatibility: only kafka.tools.LineMessageReader is available.")
+    p.add_argument("--max-block-ms", type=int, default=60000, metavar="<Long: max block on send>",
+                   help="The max time that the producer will block for during a send request.")
+    p.add_argument("--max-memory-bytes", type=int, default=33554432, metavar="<Long: total memory in bytes>",
+                   help="The total memory used by the producer to buffer records waiting to be sent to the server.")
+    p.add_argument("--max-partition-memory-bytes", type=int, default=16384, metavar="<Integer: memory in bytes per partition>",
+                   help="The buffer size allocated for a partition.")
+    p.add_argument("--message-send-max-retries", type=int, default=3, metavar="<Integer>",
+                   help="Number of times a send is retried before giving up.")
+    p.add_argument("--metadata-expiry-ms", type=int, default=300000, metavar="<Long: metadata expiration interval>",
+                   help="The period of time in milliseconds after which we force a refresh of metadata.")
+    p.add_argument("--producer-property", action="append", metavar="<String: producer_prop>",
+                   help="A mechanism to pass user-defined properties in the form key=value to the producer.")
+    p.add_argument("--producer.config", "--command-config", dest="producer_config", metavar="<String: config file>",
+                   help="Producer config properties file. Note that [producer-property] takes precedence.")
+    p.add_argument("--property", action="append", metavar="<String: prop>",
+                   help="A mechanism to pass user-defined properties in the form key=value to the message reader: "
+                        "parse.key, key.separator, parse.headers, headers.delimiter, headers.separator, "
+                        "headers.key.separator, ignore.error, null.marker.")
+    p.add_argument("--reader-config", metavar="<String: config file>",
+                   help="Config properties file for the message reader. Note that [property] takes precedence.")
+    p.add_argument("--request-required-acks", default="-1", metavar="<String: request required acks>",
+                   help="The required acks of the producer requests (default: -1)")
+    p.add_argument("--request-timeout-ms", type=int, default=1500, metavar="<Integer: request timeout ms>",
+                   help="The ack timeout of the producer requests. Value must be non-negative and non-zero.")
+    p.add_argument("--retry-backoff-ms", type=int, default=100, metavar="<Long>",
+                   help="Before each retry, the producer refreshes the metadata of relevant topics.")
+    p.add_argument("--socket-buffer-size", type=int, default=102400, metavar="<Integer: size>",
+                   help="The size of the tcp RECV size. (accepted for compatibility)")
+    p.add_argument("--sync", action="store_true",
+                   help="If set message send requests to the brokers are synchronously, one at a time as they arrive.")
+    p.add_argument("--timeout", type=int, default=1000, metavar="<Long: timeout_ms>",
+                   help="If set and the producer is running in asynchronous mode, this gives the maximum amount of "
+                        "time a message will queue awaiting sufficient batch size. The value is given in ms.")
+    return p
+
+
+class LineReader:
+    """Kafka's LineMessageReader: one line -> (key, value, headers)."""
+
+    def __init__(self, props: dict):
+        truthy = lambda k: props.get(k, "false").strip().lower() == "true"  # noqa: E731
+        self.parse_key = truthy("parse.key")
+        self.key_separator = props.get("key.separator", "\t")
+        self.parse_headers = truthy("parse.headers")
+        self.headers_delimiter = props.get("headers.delimiter", "\t")
+        self.headers_separator = props.get("headers.separator", ",")
+        self.headers_key_separator = props.get("headers.key.separator", ":")
+        self.ignore_error = truthy("ignore.error")
+        self.null_marker = props.get("null.marker")
+        if self.null_marker is not None and self.null_marker == "":
+            self.null_marker = None
+        self.line_number = 0
+
+    def _null(self, text: str | None):
+        if text is None or (self.null_marker is not None and text == self.null_marker):
+            return None
+        return text.encode("utf-8")
+
+    def parse(self, line: str):
+        self.line_number += 1
+        headers = []
+        rest = line
+        if self.parse_headers:
+            head, sep, rest = line.partition(self.headers_delimiter)
+            if not sep:
+                if not self.ignore_error:
+                    raise ToolError(f"No headers delimiter found on line number {self.line_number}: '{line}'")
+                head, rest = "", line
+            for item in head.split(self.headers_separator) if head else ():
+                k, sep2, v = item.partition(self.headers_key_separator)
+                if not sep2:
+                    if not self.ignore_error:
+                        raise ToolError(f"No header key separator found in pair '{item}' on line number "
+                                        f"{self.line_number}")
+                    v = None
+                if self.null_marker is not None and k == self.null_marker:
+                    raise ToolError(f"Header keys should not be equal to the null marker '{self.null_marker}' "
+                                    f"as they can't be null")
+                headers.append((k, self._null(v)))
+        key = None
+        value = rest
+        if self.parse_key:
+            k, sep, v = rest.partition(self.key_separator)
+            if not sep:
+                if not self.ignore_error:
+                    raise ToolError(f"No key separator found on line number {self.line_number}: '{line}'")
+            else:
+                key, value = k, v
+        return self._null(key), self._null(value), headers
+
+
+def producer_settings(opts) -> tuple[dict, dict]:
+    props = read_properties(opts.producer_config) if opts.producer_config else {}
+    props.update(parse_key_values(opts.producer_property, "producer property"))
+    acks = props.get("acks", opts.request_required_acks)
+    acks = -1 if str(acks).strip() == "all" else int(acks)
+    codec = props.get("compression.type", opts.compression_codec or "none")
+    if codec not in CODECS:
+        raise ToolError(f"Invalid value {codec} for configuration compression.type: "
+                        f"String must be one of: {', '.join(CODECS)}")
+    settings = dict(acks=acks, compression_type=codec,
+                    linger_ms=int(props.get("linger.ms", opts.timeout)),
+                    batch_size=int(props.get("batch.size", opts.batch_size)),
+                    request_timeout_ms=int(props.get("request.timeout.ms", opts.request_timeout_ms)),
+                    retry_backoff_ms=int(props.get("retry.backoff.ms", opts.retry_backoff_ms)),
+                    max_request_size=int(props.get("max.request.size", 1048576)))
+    return settings, props
+
+
+async def run(opts) -> int:
+    bootstrap = opts.bootstrap_server or opts.broker_list
+    if not bootstrap:
+        raise ToolError("Missing required argument \"[bootstrap-server]\"")
+    reader_props = read_properties(opts.reader_config) if opts.reader_config else {}
+    reader_props.update(parse_key_values(opts.property, "property"))
+    reader = LineReader(reader_props)
+    settings, props = producer_settings(opts)
+    prompt = sys.stdin.isatty()
+    failures = 0
+    loop = asyncio.get_running_loop()
+    async with ClusterClient(bootstrap, **client_kwargs(props)) as cluster:
+        producer = Producer(cluster, **settings)
+
+        def report(future, topic=opts.topic, key=None, value=None):
+            nonlocal failures
+            if not future.cancelled() and future.exception() is not None:
+                failures += 1
+                size = -1 if value is None else len(value)
+                sys.stderr.write(f"Error when sending message to topic {topic} with key: "
+                                 f"{'null' if key is None else f'{len(key)} bytes'}, value: {size} bytes with error: "
+                                 f"{future.exception()}\n")
+        try:
+            while True:
+                if prompt:
+                    sys.stdout.write(">")
+                    sys.stdout.flush()
+                raw = await loop.run_in_executor(None, sys.stdin.buffer.readline)
+                if not raw:
+                    break
+                line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
+                key, value, headers = reader.parse(line)
+                future = await producer.send(opts.topic, value, key, headers)
+                if opts.sync:
+                    await producer.flush()   # one record at a time: do not wait for linger.ms
+                    await asyncio.wait([future])
+                    report(future, key=key, value=value)
+                else:
+                    future.add_done_callback(lambda f, k=key, v=value: report(f, key=k, value=v))
+        finally:
+            await producer.close()
+    return 1 if failures else 0
+
+
+def main(argv=None):
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    main_entry(main)

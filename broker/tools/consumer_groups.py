@@ -1,0 +1,478 @@
+"""kafka-consumer-groups.sh: list, describe, delete consumer groups; reset and delete their offsets.
+
+Output follows Kafka 3.x's ConsumerGroupCommand: space-padded columns (``%-Ns``, widths at least 15
+and grown to the longest value), a blank line before each table, ``-`` for missing values:
+    GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID   (--describe)
+    GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS [ASSIGNMENT]                            (--members [--verbose])
+    GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS                            (--state)
+    GROUP TOPIC PARTITION NEW-OFFSET                                                     (--reset-offsets)
+Offsets are reset only while the group has no active members; ``--dry-run`` is the default and
+``--execute`` commits. Unlike Kafka (which prints "Error: ..." on stdout and exits 0), a missing group
+or an inactive-group violation ends with one line on stderr and exit status 1 (issue 6's rule).
+"""
+from __future__ import annotations
+
+import datetime
+import re
+import sys
+import time
+
+from protocol.errors import ErrorCode, KafkaError
+
+from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
+from broker.client.cluster import ClusterClient
+from broker.client.consumer_protocol import decode_assignment
+from broker.client.types import TopicPartition
+from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
+
+MISSING = "-"
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser("kafka-consumer-groups.sh", "This tool helps to list all consumer groups, describe a consumer "
+                   "group, delete consumer group info, or reset consumer group offsets.")
+    add_bootstrap(p, required=True)
+    actions = p.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--list", action="store_true", help="List all consumer groups.")
+    actions.add_argument("--describe", action="store_true",
+                         help="Describe consumer group and list offset lag (number of messages not yet processed) "
+                              "related to given group.")
+    actions.add_argument("--delete", action="store_true", help="Pass in groups to delete topic partition offsets "
+                                                               "and ownership information over the entire consumer group.")
+    actions.add_argument("--reset-offsets", action="store_true",
+                         help="Reset offsets of consumer group. Supports one consumer group at the time, and "
+                              "instances should be inactive.")
+    actions.add_argument("--delete-offsets", action="store_true", help="Delete offsets of consumer group.")
+    p.add_argument("--group", action="append", metavar="<String: consumer group>",
+                   help="The consumer group we wish to act on.")
+    p.add_argument("--all-groups", action="store_true", help="Apply to all consumer groups.")
+    p.add_argument("--topic", action="append", metavar="<String: topic>",
+                   help="The topic whose consumer group information should be deleted or topic whose should be "
+                        "included in the reset offset process (topic or topic:0,1,2).")
+    p.add_argument("--all-topics", action="store_true",
+                   help="Consider all topics assigned to a group in the `reset-offsets` process.")
+    p.add_argument("--members", action="store_true", help="Describe members of the group.")
+    p.add_argument("--offsets", action="store_true", help="Describe the group and list all topic partitions in the "
+                                                          "group along with their offset lag. (default)")
+    p.add_argument("--state", nargs="?", const="", metavar="[String]",
+                   help="When specified with '--describe', includes the state of the group. When specified with "
+                        "'--list', it displays the state of all groups; it can also filter by states.")
+    p.add_argument("--verbose", action="store_true", help="Provide additional information, if any, when "
+                                                          "describing the group.")
+    p.add_argument("--timeout", type=int, default=5000, metavar="<Long: timeout (ms)>",
+                   help="The timeout that can be set for some use cases. (default: 5000)")
+    p.add_argument("--to-offset", type=int, metavar="<Long: offset>", help="Reset offsets to a specific offset.")
+    p.add_argument("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
+    p.add_argument("--to-latest", action="store_true", help="Reset offsets to latest offset.")
+    p.add_argument("--to-current", action="store_true", help="Reset offsets to current offset.")
+    p.add_argument("--shift-by", type=int, metavar="<Long: number-of-offsets>",
+                   help="Reset offsets shifting current offset by 'n', where 'n' can be positive or negative.")
+    p.add_argument("--to-datetime", metavar="<String: datetime>",
+                   help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDTHH:mm:SS.sss'")
+    p.add_argument("--by-duration", metavar="<String: duration>",
+                   help="Reset offsets to offset by duration from current timestamp. Format: 'PnDTnHnMnS'")
+    p.add_argument("--from-file", metavar="<String: path to CSV file>",
+                   help="Reset offsets to values defined in CSV file.")
+    p.add_argument("--dry-run", action="store_true", help="Only show results without executing changes on "
+                                                          "Consumer Groups. Supported operations: reset-offsets.")
+    p.add_argument("--execute", action="store_true", help="Execute operation. Supported operations: reset-offsets.")
+    p.add_argument("--export", action="store_true", help="Export operation execution to a CSV file.")
+    return p
+
+
+def _fmt(widths, values) -> str:
+    """Java's "%-Ns %-Ns ... %s": all but the last column left-justified to their width."""
+    return " ".join(f"{v:<{w}}" for v, w in zip(values[:-1], widths)) + " " + str(values[-1])
+
+
+def parse_datetime(text: str) -> int:
+    """Kafka's reset-offsets datetime: 'YYYY-MM-DDTHH:mm:SS.sss' with optional zone (Z or +hh:mm)."""
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            dt = datetime.datetime.strptime(text.replace("Z", "+0000"), fmt)
+            break
+        except ValueError:
+            continue
+    else:
+        raise ToolError(f"Error parsing timestamp. It does not conform to the format: YYYY-MM-DDTHH:mm:SS.sss "
+                        f"(got '{text}')")
+    if dt.tzinfo is None:
+        dt = dt.astimezone()   # local time, as Kafka does
+    return int(dt.timestamp() * 1000)
+
+
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+def parse_duration_ms(text: str) -> int:
+    m = _DURATION.match(text.strip().upper())
+    if not m or text.strip().upper() in ("P", "PT"):
+        raise ToolError(f"Invalid duration '{text}': expected ISO-8601 'PnDTnHnMnS'")
+    d, h, mi, s = m.groups()
+    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60000 + float(s or 0) * 1000)
+
+
+class GroupsTool:
+    def __init__(self, admin: Admin, cluster: ClusterClient, opts):
+        self.admin = admin
+        self.cluster = cluster
+        self.opts = opts
+
+    async def group_ids(self) -> list:
+        if self.opts.all_groups:
+            return [g for g, ptype, _ in await self.admin.list_groups() if ptype in ("consumer", "")]
+        if not self.opts.group:
+            raise ToolError("Option [group] takes one argument" if self.opts.describe or self.opts.reset_offsets
+                            else "Missing required argument \"[group]\"")
+        return self.opts.group
+
+    # --- list ---------------------------------------------------------------------------------
+
+    async def list(self) -> None:
+        states = None
+        if self.opts.state:
+            states = [s.strip() for s in self.opts.state.split(",")]
+            known = {"PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty"}
+            lower = {k.lower(): k for k in known}
+            bad = [s for s in states if s.lower() not in lower]
+            if bad:
+                raise ToolError(f"Invalid state list '{self.opts.state}'. Valid states are: "
+                                "PreparingRebalance, CompletingRebalance, Stable, Dead, Empty")
+            states = [lower[s.lower()] for s in states]
+        groups = [g for g in await self.admin.list_groups(states) if g[1] in ("consumer", "")]
+        if self.opts.state is None:
+            for g, _, _ in groups:
+                print(g)
+            return
+        width = max([15] + [len(g) for g, _, _ in groups]) + 10
+        print(f"{'GROUP':<{width}} {'STATE':<20}")
+        for g, _, state in groups:
+            print(f"{g:<{width}} {state:<20}")
+
+    # --- describe -----------------------------------------------------------------------------
+
+    async def describe_one(self, group_id: str):
+        group = await self.admin.describe_group(group_id)
+        if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND or group.group_state == "Dead":
+            raise ToolError(f"Consumer group '{group_id}' does not exist.")
+        return group
+
+    def _state_notice(self, group) -> None:
+        if group.group_state == "Empty":
+            sys.stderr.write(f"\nConsumer group '{group.group_id}' has no active members.\n")
+        elif group.group_state in ("PreparingRebalance", "CompletingRebalance"):
+            sys.stderr.write(f"\nWarning: Consumer group '{group.group_id}' is rebalancing.\n")
+
+    async def describe(self) -> None:
+        for group_id in sorted(await self.group_ids()):
+            group = await self.describe_one(group_id)
+            if self.opts.members:
+                await self.describe_members(group)
+            elif self.opts.state is not None and not self.opts.offsets:
+                await self.describe_state(group)
+            else:
+                await self.describe_offsets(group)
+
+    async def describe_offsets(self, group) -> None:
+        committed = await self.admin.fetch_offsets(group.group_id)
+        rows = []   # (topic, partition, offset, consumer_id, host, client_id)
+        assigned = set()
+        members = []
+        for m in group.members:
+            tps, _ = decode_assignment(m.member_assignment) if group.protocol_type == "consumer" else ([], None)
+            if tps:
+                members.append((m, tps))
+        members.sort(key=lambda x: -len(x[1]))
+        for m, tps in members:
+            for tp in sorted(tps):
+                assigned.add(tp)
+                rows.append((tp, m.member_id, m.client_host, m.client_id))
+        for tp in sorted(committed):
+            if tp not in assigned:
+                rows.append((tp, MISSING, MISSING, MISSING))
+        self._state_notice(group)
+        if not rows:
+            return
+        ends = await self._log_end_offsets([r[0] for r in rows])
+        table = []
+        for tp, consumer_id, host, client_id in rows:
+            current = committed.get(tp, (None,))[0]
+            end = ends.get(tp)
+            lag = end - current if current is not None and current >= 0 and end is not None else None
+            table.append([group.group_id, tp.topic, str(tp.partition),
+                          MISSING if current is None else str(current), MISSING if end is None else str(end),
+                          MISSING if lag is None else str(lag), consumer_id, host, client_id])
+        w = [max(15, *(len(r[0]) for r in table)), max(15, *(len(r[1]) for r in table)), 10, 15, 15, 15,
+             max(15, *(len(r[6]) for r in table)), max(15, *(len(r[7]) for r in table))]
+        print()
+        print(_fmt(w, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                       "HOST", "CLIENT-ID"]))
+        for r in table:
+            print(_fmt(w, r))
+        print()
+
+    async def _log_end_offsets(self, tps) -> dict:
+        tps = [tp for tp in tps if tp.topic in self.cluster.topics or await self._topic_exists(tp.topic)]
+        if not tps:
+            return {}
+        listed = await self.admin.list_offsets({tp: LATEST_TIMESTAMP for tp in tps})
+        return {tp: r.offset for tp, r in listed.items() if not r.error_code}
+
+    async def _topic_exists(self, topic) -> bool:
+        try:
+            await self.cluster.topic_metadata(topic)
+            return True
+        except KafkaError:
+            return False
+
+    async def describe_members(self, group) -> None:
+        rows = []
+        for m in group.members:
+            tps, _ = decode_assignment(m.member_assignment) if group.protocol_type == "consumer" else ([], None)
+            rows.append((m, sorted(tps)))
+        self._state_notice(group)
+        with_instance = any(m.group_instance_id for m, _ in rows)
+        w = [max([15] + [len(group.group_id)]), max([15] + [len(m.member_id) for m, _ in rows])]
+        if with_instance:
+            w.append(max([17] + [len(m.group_instance_id or "") for m, _ in rows]))
+        w += [max([15] + [len(m.client_host) for m, _ in rows]), max([15] + [len(m.client_id) for m, _ in rows]), 15]
+        header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + \
+                 ["HOST", "CLIENT-ID", "#PARTITIONS"]
+        print()
+        print(self._members_line(w, header, "ASSIGNMENT" if self.opts.verbose else None))
+        for m, tps in rows:
+            values = [group.group_id, m.member_id] + ([m.group_instance_id or ""] if with_instance else []) + \
+                     [m.client_host, m.client_id, str(len(tps))]
+            assignment = None
+            if self.opts.verbose:
+                by_topic = {}
+                for tp in tps:
+                    by_topic.setdefault(tp.topic, []).append(tp.partition)
+                assignment = ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})"
+                                              for t, ps in by_topic.items())) or MISSING
+            print(self._members_line(w, values, assignment))
+        print()
+
+    @staticmethod
+    def _members_line(widths, values, last) -> str:
+        line = " ".join(f"{v:<{w}}" for v, w in zip(values, widths)) + " "
+        return line + last if last is not None else line
+
+    async def describe_state(self, group) -> None:
+        node = await self.cluster.find_coordinator(group.group_id)
+        broker = self.cluster.brokers[node]
+        coordinator = f"{broker.host}:{broker.port}  ({node})"
+        self._state_notice(group)
+        cw, gw = max(25, len(coordinator)), max(15, len(group.group_id))
+        strategy = group.protocol_data or MISSING
+        print()
+        print(f"{'GROUP':<{gw}} {'COORDINATOR (ID)':<{cw}} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<20} #MEMBERS")
+        print(f"{group.group_id:<{gw}} {coordinator:<{cw}} {strategy:<20} {group.group_state:<20} "
+              f"{len(group.members)}")
+        print()
+
+    # --- delete -------------------------------------------------------------------------------
+
+    async def delete(self) -> int:
+        ids = await self.group_ids()
+        results = await self.admin.delete_groups(ids)
+        failed = {g: c for g, c in results.items() if c}
+        ok = [g for g, c in results.items() if not c]
+        if not failed:
+            print(f"Deletion of requested consumer groups ({', '.join(repr(g) for g in ids)}) was successful.")
+            return 0
+        messages = {ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+                    ErrorCode.NON_EMPTY_GROUP: "The group is not empty."}
+        for g, c in failed.items():
+            print(f"* Group '{g}' could not be deleted due to: "
+                  f"{messages.get(c, ErrorCode(c).name)}")
+        if ok:
+            print(f"\nThese consumer groups were deleted successfully: {', '.join(repr(g) for g in ok)}")
+        raise ToolError("Deletion of some consumer groups failed: " +
+                        ", ".join(f"'{g}' ({ErrorCode(c).name})" for g, c in failed.items()))
+
+    async def delete_offsets(self) -> int:
+        if not self.opts.group or len(self.opts.group) != 1:
+            raise ToolError("Option [delete-offsets] takes exactly one [group]")
+        if not self.opts.topic:
+            raise ToolError("Option [delete-offsets] takes at least one [topic]")
+        group_id = self.opts.group[0]
+        tps = await self._partitions_of(self.opts.topic)
+        top, per = await self.admin.delete_offsets(group_id, tps)
+        if top == 0 and not any(per.values()):
+            print(f"Request succeeded for deleting offsets from group {group_id}.")
+        elif top in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.NON_EMPTY_GROUP, ErrorCode.INVALID_GROUP_ID):
+            raise ToolError({ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+                             ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+                             ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid."}[top])
+        width = max([15] + [len(tp.topic) for tp in per])
+        print(f"\n{'TOPIC':<{width}} {'PARTITION':<10} {'STATUS':<15}", end="")
+        for tp in sorted(per):
+            status = "Successful" if not per[tp] else f"Error: {ErrorCode(per[tp]).name}"
+            print(f"\n{tp.topic:<{width}} {tp.partition:<10} {status:<15}", end="")
+        print()
+        return 1 if any(per.values()) or top else 0
+
+    async def _partitions_of(self, specs) -> list:
+        """['t', 't2:0,1'] -> TopicPartitions (every partition of 't')."""
+        out = []
+        for spec in specs:
+            topic, sep, parts = spec.partition(":")
+            if sep:
+                try:
+                    out += [TopicPartition(topic, int(p)) for p in parts.split(",") if p.strip()]
+                except ValueError:
+                    raise ToolError(f"Invalid topic partitions '{spec}'") from None
+            else:
+                try:
+                    meta = await self.cluster.topic_metadata(topic)
+                except KafkaError:
+                    raise ToolError(f"Topic '{topic}' does not exist") from None
+                out += [TopicPartition(topic, p) for p in sorted(meta.partitions)]
+        return out
+
+    # --- reset --------------------------------------------------------------------------------
+
+    async def reset(self) -> None:
+        o = self.opts
+        scenarios = [o.to_offset is not None, o.to_earliest, o.to_latest, o.to_current, o.shift_by is not None,
+                     o.to_datetime is not None, o.by_duration is not None, o.from_file is not None]
+        if sum(scenarios) != 1:
+            raise ToolError("Option [reset-offsets] requires one of the following scenarios: [to-offset], "
+                            "[to-earliest], [to-latest], [to-current], [shift-by], [to-datetime], [by-duration], "
+                            "[from-file]")
+        if o.dry_run and o.execute:
+            raise ToolError("Option [reset-offsets] only accepts one of [execute], [dry-run]")
+        if not o.from_file and not o.all_topics and not o.topic:
+            raise ToolError("One of the reset scopes should be defined: --all-topics, --topic.")
+        results = {}
+        for group_id in await self.group_ids():
+            group = await self.admin.describe_group(group_id)
+            state = "Dead" if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND else group.group_state
+            if state not in ("Empty", "Dead"):
+                raise ToolError(f"Assignments can only be reset if the group '{group_id}' is inactive, but the "
+                                f"current state is {state}.")
+            offsets = await self.plan(group_id)
+            if o.execute:
+                errors = await self.admin.commit_offsets(group_id, offsets)
+                bad = {tp: c for tp, c in errors.items() if c}
+                if bad:
+                    raise ToolError(", ".join(f"{tp}: {ErrorCode(c).name}" for tp, c in sorted(bad.items())))
+            results[group_id] = offsets
+        if o.export:
+            multi = len(results) > 1
+            for group_id, offsets in results.items():
+                for tp in sorted(offsets):
+                    print((f"{group_id}," if multi else "") + f"{tp.topic},{tp.partition},{offsets[tp]}")
+            return
+        fmt = "%-30s %-30s %-10s %-15s"
+        if results:
+            print("\n" + fmt % ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"))
+        for group_id, offsets in results.items():
+            for tp in sorted(offsets):
+                print(fmt % (group_id, tp.topic, tp.partition, offsets[tp]))
+        print()
+
+    async def plan(self, group_id: str) -> dict:
+        o = self.opts
+        if o.from_file:
+            return self._from_file(group_id)
+        if o.all_topics:
+            tps = sorted(await self.admin.fetch_offsets(group_id))
+        else:
+            tps = await self._partitions_of(o.topic)
+        if not tps:
+            return {}
+        earliest = await self.admin.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps})
+        latest = await self.admin.list_offsets({tp: LATEST_TIMESTAMP for tp in tps})
+        for tp in tps:
+            if earliest[tp].error_code:
+                raise KafkaError(earliest[tp].error_code, f"{tp}: {ErrorCode(earliest[tp].error_code).name}")
+
+        def clamp(tp, offset):
+            lo, hi = earliest[tp].offset, latest[tp].offset
+            if offset > hi:
+                print(f"WARN: New offset ({offset}) is higher than latest offset for topic partition {tp}. "
+                      f"Value will be set to {hi}", file=sys.stderr)
+                return hi
+            if offset < lo:
+                print(f"WARN: New offset ({offset}) is lower than earliest offset for topic partition {tp}. "
+                      f"Value will be set to {lo}", file=sys.stderr)
+                return lo
+            return offset
+        if o.to_earliest:
+            return {tp: earliest[tp].offset for tp in tps}
+        if o.to_latest:
+            return {tp: latest[tp].offset for tp in tps}
+        if o.to_offset is not None:
+            return {tp: clamp(tp, o.to_offset) for tp in tps}
+        if o.to_current or o.shift_by is not None:
+            committed = await self.admin.fetch_offsets(group_id, tps)
+            out = {}
+            for tp in tps:
+                if tp not in committed:
+                    if o.to_current:
+                        out[tp] = latest[tp].offset   # Kafka: no committed offset -> latest
+                        continue
+                    raise ToolError(f"Cannot shift offset for partition {tp} since there is no current "
+                                    "committed offset")
+                out[tp] = committed[tp][0] if o.to_current else clamp(tp, committed[tp][0] + o.shift_by)
+            return out
+        if o.to_datetime is not None:
+            ts = parse_datetime(o.to_datetime)
+        else:
+            ts = int(time.time() * 1000) - parse_duration_ms(o.by_duration)
+        found = await self.admin.list_offsets({tp: ts for tp in tps})
+        return {tp: (found[tp].offset if not found[tp].error_code and found[tp].offset >= 0 else latest[tp].offset)
+                for tp in tps}
+
+    def _from_file(self, group_id: str) -> dict:
+        out = {}
+        with open(self.opts.from_file, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                cells = [c.strip() for c in line.strip().split(",")]
+                if not line.strip():
+                    continue
+                try:
+                    if len(cells) == 3:
+                        topic, partition, offset = cells
+                    elif len(cells) == 4:
+                        group, topic, partition, offset = cells
+                        if group != group_id:
+                            continue
+                    else:
+                        raise ValueError
+                    out[TopicPartition(topic, int(partition))] = int(offset)
+                except ValueError:
+                    raise ToolError(f"Invalid line {n} in {self.opts.from_file}: expected topic,partition,offset") \
+                        from None
+        return out
+
+
+async def run(opts) -> int:
+    if opts.all_groups and opts.group:
+        raise ToolError("Option [all-groups] cannot be used with [group]")
+    props = read_properties(opts.command_config) if opts.command_config else {}
+    kwargs = client_kwargs(props)
+    kwargs.setdefault("default_api_timeout_ms", max(opts.timeout, 1000))
+    async with ClusterClient(opts.bootstrap_server, **kwargs) as cluster:
+        tool = GroupsTool(Admin(cluster), cluster, opts)
+        if opts.list:
+            await tool.list()
+        elif opts.describe:
+            await tool.describe()
+        elif opts.delete:
+            return await tool.delete()
+        elif opts.reset_offsets:
+            await tool.reset()
+        elif opts.delete_offsets:
+            return await tool.delete_offsets()
+    return 0
+
+
+def main(argv=None):
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    main_entry(main)

@@ -1,0 +1,98 @@
+"""kafka-delete-records.sh: delete records before given offsets (moves each partition's log start offset).
+
+Input: ``--offset-json-file`` with ``{"partitions": [{"topic": "t", "partition": 0, "offset": 5}], "version": 1}``
+(offset -1 means the high watermark). Output, as Kafka's DeleteRecordsCommand prints it:
+    Executing records delete operation
+    Records delete operation completed:
+    partition: t-0	low_watermark: 5
+or ``partition: t-0	error: <exception>`` for a partition that failed (then the exit status is 1).
+"""
+from __future__ import annotations
+
+import json
+
+from protocol.errors import ErrorCode
+
+from broker.client.admin import Admin
+from broker.client.cluster import ClusterClient
+from broker.client.types import TopicPartition
+from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
+
+# Java exception class names Kafka prints for these error codes.
+EXCEPTIONS = {
+    ErrorCode.OFFSET_OUT_OF_RANGE: "org.apache.kafka.common.errors.OffsetOutOfRangeException",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "org.apache.kafka.common.errors.NotLeaderOrFollowerException",
+    ErrorCode.POLICY_VIOLATION: "org.apache.kafka.common.errors.PolicyViolationException",
+}
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser("kafka-delete-records.sh", "This tool helps to delete records of the given partitions down to "
+                   "the specified offset.")
+    add_bootstrap(p, required=True)
+    p.add_argument("--offset-json-file", required=True, metavar="<String: Offset json file path>",
+                   help="REQUIRED: The JSON file with offset per partition. The format to use is:\n"
+                        "{\"partitions\":\n  [{\"topic\": \"foo\", \"partition\": 1, \"offset\": 1}],\n \"version\":1\n}")
+    return p
+
+
+def parse_offsets(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ToolError(f"The offset json file {path} is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+        raise ToolError("Offset json file doesn't contain a \"partitions\" array")
+    out = {}
+    duplicates = []
+    for entry in doc["partitions"]:
+        try:
+            tp = TopicPartition(str(entry["topic"]), int(entry["partition"]))
+            offset = int(entry["offset"])
+        except (KeyError, TypeError, ValueError):
+            raise ToolError(f"Invalid partition entry in offset json file: {entry}") from None
+        if tp in out:
+            duplicates.append(str(tp))
+        out[tp] = offset
+    if duplicates:
+        raise ToolError(f"Offset json file contains duplicate topic partitions: {','.join(duplicates)}")
+    return out
+
+
+async def run(opts) -> int:
+    offsets = parse_offsets(opts.offset_json_file)
+    props = read_properties(opts.command_config) if opts.command_config else {}
+    async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
+        admin = Admin(cluster)
+        print("Executing records delete operation")
+        known, results = {}, {}
+        for tp, offset in offsets.items():
+            meta = cluster.topics.get(tp.topic) or (await cluster.refresh_metadata([tp.topic]) and
+                                                   cluster.topics.get(tp.topic))
+            if meta is None or tp.partition not in meta.partitions:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+            else:
+                known[tp] = offset
+        if known:
+            results.update(await admin.delete_records(known))
+        print("Records delete operation completed:")
+        failed = 0
+        for tp in offsets:
+            code, low = results[tp]
+            if code:
+                failed += 1
+                name = EXCEPTIONS.get(code, f"org.apache.kafka.common.errors.{ErrorCode(code).name}")
+                print(f"partition: {tp}\terror: {name}")
+            else:
+                print(f"partition: {tp}\tlow_watermark: {low}")
+    return 1 if failed else 0
+
+
+def main(argv=None):
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    main_entry(main)

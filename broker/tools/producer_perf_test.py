@@ -1,0 +1,175 @@
+"""kafka-producer-perf-test.sh: produce N records of a given size at a target rate and report latency.
+
+Output, as Kafka's ProducerPerformance prints it: every 5 seconds a window line
+    12345 records sent, 2469.0 records/sec (2.41 MB/sec), 3.2 ms avg latency, 40.0 ms max latency.
+and at the end the total line with percentiles
+    100000 records sent, 24650.234567 records/sec (24.07 MB/sec), 5.12 ms avg latency, 98.00 ms max latency,
+    4 ms 50th, 12 ms 95th, 30 ms 99th, 90 ms 99.9th.
+Latency is send-to-acknowledgement per record. Payloads are random upper-case letters (Kafka's), or
+lines of ``--payload-file`` split on ``--payload-delimiter``. ``--throughput -1`` means unthrottled.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+from broker.client.cluster import ClusterClient
+from broker.client.producer import CODECS, Producer
+from broker.tools.common import ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, read_properties
+
+MB = 1024 * 1024
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser("kafka-producer-perf-test.sh", "This tool is used to verify the producer performance.")
+    p.add_argument("--topic", required=True, metavar="TOPIC", help="produce messages to this topic")
+    p.add_argument("--num-records", type=int, required=True, metavar="NUM-RECORDS",
+                   help="number of messages to produce")
+    p.add_argument("--record-size", type=int, metavar="RECORD-SIZE",
+                   help="message size in bytes. Note that you must provide exactly one of --record-size or "
+                        "--payload-file.")
+    p.add_argument("--payload-file", metavar="PAYLOAD-FILE",
+                   help="file to read the message payloads from. This works only for UTF-8 encoded text files.")
+    p.add_argument("--payload-delimiter", default="\\n", metavar="PAYLOAD-DELIMITER",
+                   help="provides delimiter to be used when --payload-file is provided. (default: \\n)")
+    p.add_argument("--throughput", type=float, required=True, metavar="THROUGHPUT",
+                   help="throttle maximum message throughput to *approximately* THROUGHPUT messages/sec. Set this "
+                        "to -1 to disable throttling.")
+    p.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE",
+                   help="kafka producer related configuration properties like bootstrap.servers,client.id etc.")
+    p.add_argument("--producer.config", "--command-config", dest="producer_config", metavar="CONFIG-FILE",
+                   help="producer config properties file.")
+    p.add_argument("--bootstrap-server", metavar="BOOTSTRAP-SERVERS",
+                   help="The server(s) to connect to (overrides bootstrap.servers in the producer properties).")
+    p.add_argument("--print-metrics", action="store_true", help="print out metrics at the end of the test.")
+    p.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID",
+                   help="Not supported by this client (transactions); rejected.")
+    p.add_argument("--transaction-duration-ms", type=int, default=0, metavar="TRANSACTION-DURATION",
+                   help="Not supported by this client (transactions); rejected when positive.")
+    return p
+
+
+class Stats:
+    """Kafka's ProducerPerformance.Stats: window and total counts, latencies, sampled percentiles."""
+
+    def __init__(self, num_records: int, window_ms: int = 5000):
+        self.start = self.window_start = time.monotonic()
+        self.sampling = max(1, num_records // 500000)
+        self.latencies = []
+        self.count = self.bytes = self.total_latency = 0
+        self.max_latency = 0
+        self.window_count = self.window_bytes = self.window_total_latency = self.window_max_latency = 0
+        self.window = window_ms / 1000
+        self.iteration = 0
+
+    def record(self, latency_ms: int, size: int) -> None:
+        self.count += 1
+        self.bytes += size
+        self.total_latency += latency_ms
+        self.max_latency = max(self.max_latency, latency_ms)
+        self.window_count += 1
+        self.window_bytes += size
+        self.window_total_latency += latency_ms
+        self.window_max_latency = max(self.window_max_latency, latency_ms)
+        if self.iteration % self.sampling == 0:
+            self.latencies.append(latency_ms)
+        self.iteration += 1
+        if time.monotonic() - self.window_start >= self.window:
+            self.print_window()
+            self.window_start = time.monotonic()
+            self.window_count = self.window_bytes = self.window_total_latency = self.window_max_latency = 0
+
+    def print_window(self) -> None:
+        elapsed = max(time.monotonic() - self.window_start, 1e-9)
+        rate = self.window_count / elapsed
+        mb = self.window_bytes / MB / elapsed
+        avg = self.window_total_latency / self.window_count if self.window_count else 0.0
+        print(f"{self.window_count} records sent, {rate:.1f} records/sec ({mb:.2f} MB/sec), {avg:.1f} ms avg latency, "
+              f"{float(self.window_max_latency):.1f} ms max latency.", flush=True)
+
+    def print_total(self) -> None:
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        rate = self.count / elapsed
+        mb = self.bytes / MB / elapsed
+        avg = self.total_latency / self.count if self.count else 0.0
+        lat = sorted(self.latencies)
+        percs = [lat[int(p * len(lat))] if lat else 0 for p in (0.5, 0.95, 0.99, 0.999)]
+        print(f"{self.count} records sent, {rate:f} records/sec ({mb:.2f} MB/sec), {avg:.2f} ms avg latency, "
+              f"{float(self.max_latency):.2f} ms max latency, {percs[0]} ms 50th, {percs[1]} ms 95th, "
+              f"{percs[2]} ms 99th, {percs[3]} ms 99.9th.", flush=True)
+
+
+def payloads(opts) -> list:
+    if (opts.record_size is None) == (opts.payload_file is None):
+        raise ToolError("Exactly one of --record-size or --payload-file must be specified")
+    if opts.record_size is not None:
+        if opts.record_size < 0:
+            raise ToolError("--record-size must be non-negative")
+        rng = random.Random()
+        return [bytes(rng.randrange(26) + 65 for _ in range(opts.record_size))]
+    delimiter = opts.payload_delimiter.encode().decode("unicode_escape")
+    with open(opts.payload_file, encoding="utf-8") as f:
+        items = [s.encode() for s in f.read().split(delimiter) if s]
+    if not items:
+        raise ToolError(f"File {opts.payload_file} contains no payloads")
+    print(f"Number of messages read: {len(items)}")
+    return items
+
+
+async def run(opts) -> int:
+    if opts.transactional_id or opts.transaction_duration_ms > 0:
+        raise ToolError("Transactions are not supported by this producer-perf-test")
+    props = read_properties(opts.producer_config) if opts.producer_config else {}
+    props.update(parse_key_values(opts.producer_props, "producer property"))
+    bootstrap = opts.bootstrap_server or props.get("bootstrap.servers")
+    if not bootstrap:
+        raise ToolError("Either --bootstrap-server or --producer-props bootstrap.servers must be specified")
+    items = payloads(opts)
+    acks = props.get("acks", "all")
+    codec = props.get("compression.type", "none")
+    if codec not in CODECS:
+        raise ToolError(f"Invalid value {codec} for configuration compression.type")
+    stats = Stats(opts.num_records)
+    rng = random.Random()
+    async with ClusterClient(bootstrap, **client_kwargs(props)) as cluster:
+        producer = Producer(cluster, acks=-1 if acks == "all" else int(acks), compression_type=codec,
+                            linger_ms=int(props.get("linger.ms", 0)), batch_size=int(props.get("batch.size", 16384)),
+                            max_request_size=int(props.get("max.request.size", 1048576)))
+        start = time.monotonic()
+        pending = set()
+        failures = []
+
+        def done(future, sent_at, size):
+            pending.discard(future)
+            if future.cancelled() or future.exception() is not None:
+                failures.append(future.exception())
+                return
+            stats.record(int((time.monotonic() - sent_at) * 1000), size)
+        for i in range(opts.num_records):
+            payload = items[0] if len(items) == 1 else items[rng.randrange(len(items))]
+            sent_at = time.monotonic()
+            future = await producer.send(opts.topic, payload)
+            pending.add(future)
+            future.add_done_callback(lambda f, t=sent_at, n=len(payload): done(f, t, n))
+            if opts.throughput > 0:
+                ahead = (i + 1) / opts.throughput - (time.monotonic() - start)
+                if ahead > 0.001:
+                    await asyncio.sleep(ahead)
+            elif i % 256 == 255:
+                await asyncio.sleep(0)   # let the sender run
+            if len(pending) > 20000:
+                await asyncio.wait(list(pending)[:1000])
+        await producer.close()
+        if failures:
+            raise ToolError(f"{len(failures)} record(s) failed: {failures[0]}")
+    stats.print_total()
+    return 0
+
+
+def main(argv=None):
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    main_entry(main)

@@ -1,0 +1,218 @@
+"""kafka-topics.sh: create, list, describe, alter (partitions) and delete topics.
+
+Output follows Kafka 3.x's TopicCommand:
+    Topic: t	TopicId: <base64 uuid>	PartitionCount: 3	ReplicationFactor: 1	Configs: k=v,...
+    	Topic: t	Partition: 0	Leader: 1	Replicas: 1	Isr: 1
+(tab separated; Configs lists the non-default configs; "Leader: none" without a leader). ``--topic``
+is a regular expression (Kafka's IncludeList, "," meaning "|") except with --create. Errors print
+``Error while executing topic command : <message>`` and exit 1, like Kafka.
+"""
+from __future__ import annotations
+
+import base64
+import re
+import uuid
+
+from protocol.errors import ErrorCode, KafkaError
+
+from broker.client.admin import RESOURCE_TOPIC, Admin, NewTopic
+from broker.client.cluster import ClusterClient
+from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, parse_key_values,
+                                 read_properties)
+
+ERROR_PREFIX = "Error while executing topic command : "
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+DEFAULT_CONFIG_SOURCE = 5
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser("kafka-topics.sh", "Create, delete, describe, or change a topic.")
+    add_bootstrap(p, required=True)
+    actions = p.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--create", action="store_true", help="Create a new topic.")
+    actions.add_argument("--list", action="store_true", help="List all available topics.")
+    actions.add_argument("--describe", action="store_true", help="List details for the given topics.")
+    actions.add_argument("--alter", action="store_true", help="Alter the number of partitions and replica assignment.")
+    actions.add_argument("--delete", action="store_true", help="Delete a topic.")
+    p.add_argument("--topic", metavar="<String: topic>",
+                   help="The topic to create, alter, describe or delete. It also accepts a regular expression, "
+                        "except for --create option.")
+    p.add_argument("--topic-id", metavar="<String: topic-id>", help="The topic-id to describe.")
+    p.add_argument("--partitions", type=int, metavar="<Integer: # of partitions>",
+                   help="The number of partitions for the topic being created or altered.")
+    p.add_argument("--replication-factor", type=int, metavar="<Integer: replication factor>",
+                   help="The replication factor for each partition in the topic being created.")
+    p.add_argument("--replica-assignment", metavar="<String: broker_id_for_part1_replica1 : ...>",
+                   help="A list of manual partition-to-broker assignments for the topic being created or altered.")
+    p.add_argument("--config", action="append", metavar="<String: name=value>",
+                   help="A topic configuration override for the topic being created.")
+    p.add_argument("--if-exists", action="store_true",
+                   help="If set when altering or deleting or describing topics, the action will only execute if "
+                        "the topic exists.")
+    p.add_argument("--if-not-exists", action="store_true",
+                   help="If set when creating topics, the create request will not fail if the topic already exists.")
+    p.add_argument("--exclude-internal", action="store_true",
+                   help="Exclude internal topics when listing or describing topics.")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="If set when describing topics, only show under-replicated partitions.")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="If set when describing topics, only show partitions whose leader is not available.")
+    p.add_argument("--under-min-isr-partitions", action="store_true",
+                   help="If set when describing topics, only show partitions whose isr count is less than the "
+                        "configured minimum.")
+    p.add_argument("--at-min-isr-partitions", action="store_true",
+                   help="If set when describing topics, only show partitions whose isr count is equal to the "
+                        "configured minimum.")
+    p.add_argument("--topics-with-overrides", action="store_true",
+                   help="If set when describing topics, only show topics that have overridden configs.")
+    return p
+
+
+def parse_replica_assignment(text: str) -> dict:
+    """'1:2,2:3' -> {0: [1, 2], 1: [2, 3]}."""
+    out = {}
+    for i, part in enumerate(text.split(",")):
+        try:
+            brokers = [int(b.strip()) for b in part.split(":") if b.strip()]
+        except ValueError:
+            raise ToolError(f"Invalid replica assignment '{text}'") from None
+        if len(set(brokers)) != len(brokers):
+            raise ToolError(f"Partition replica lists may not contain duplicate entries: {part}")
+        out[i] = brokers
+    return out
+
+
+def topic_filter(pattern: str | None, exclude_internal: bool):
+    regex = re.compile(pattern.strip().replace(",", "|")) if pattern else None
+
+    def allowed(name: str, is_internal: bool) -> bool:
+        if exclude_internal and (is_internal or name in INTERNAL_TOPICS):
+            return False
+        return regex is None or regex.fullmatch(name) is not None
+    return allowed
+
+
+def format_topic_id(topic_id) -> str:
+    """Kafka prints Uuid as URL-safe base64 without padding."""
+    if not isinstance(topic_id, uuid.UUID) or topic_id.int == 0:
+        return ""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+async def run(opts) -> int:
+    props = read_properties(opts.command_config) if opts.command_config else {}
+    async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
+        admin = Admin(cluster)
+        if opts.create:
+            return await create(admin, opts)
+        topics = await admin.list_topics()
+        allowed = topic_filter(opts.topic, opts.exclude_internal)
+        names = sorted(n for n, m in topics.items() if allowed(n, m.is_internal))
+        if opts.list:
+            if names:
+                print("\n".join(names))
+            return 0
+        if opts.topic_id:
+            names = [n for n in names if format_topic_id(topics[n].topic_id) == opts.topic_id]
+            if not names and not opts.if_exists:
+                raise ToolError(f"TopicId '{opts.topic_id}' does not exist as expected")
+        elif opts.topic and not names and not opts.if_exists:
+            raise ToolError(f"Topic '{opts.topic}' does not exist as expected")
+        if opts.describe:
+            await describe(admin, cluster, topics, names, opts)
+        elif opts.alter:
+            await alter(admin, topics, names, opts)
+        elif opts.delete:
+            results = await admin.delete_topics(names)
+            for name in names:
+                code, message = results.get(name, (0, None))
+                if code:
+                    raise KafkaError(code, message or f"{ErrorCode(code).name}")
+    return 0
+
+
+async def create(admin: Admin, opts) -> int:
+    if not opts.topic:
+        raise ToolError("Missing required argument \"[topic]\"")
+    if opts.replication_factor is not None and not 1 <= opts.replication_factor <= 32767:
+        raise ToolError("The replication factor must be between 1 and 32767 inclusive")
+    if opts.partitions is not None and opts.partitions < 1:
+        raise ToolError("The partitions must be greater than 0")
+    if "." in opts.topic or "_" in opts.topic:
+        print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could "
+              "collide. To avoid issues it is best to use either, but not both.")
+    configs = parse_key_values(opts.config, "topic config")
+    if opts.replica_assignment:
+        topic = NewTopic(opts.topic, assignments=parse_replica_assignment(opts.replica_assignment), configs=configs)
+    else:
+        topic = NewTopic(opts.topic, opts.partitions if opts.partitions is not None else -1,
+                         opts.replication_factor if opts.replication_factor is not None else -1, configs=configs)
+    code, message = (await admin.create_topics([topic]))[opts.topic]
+    if code == ErrorCode.TOPIC_ALREADY_EXISTS and opts.if_not_exists:
+        return 0
+    if code:
+        raise KafkaError(code, message or ErrorCode(code).name)
+    print(f"Created topic {opts.topic}.")
+    return 0
+
+
+async def describe(admin: Admin, cluster, topics: dict, names: list, opts) -> None:
+    report_filters = (opts.under_replicated_partitions or opts.unavailable_partitions
+                      or opts.under_min_isr_partitions or opts.at_min_isr_partitions)
+    live = set(cluster.brokers)
+    for name in names:
+        meta = topics[name]
+        config = await admin.describe_configs(RESOURCE_TOPIC, name)
+        non_default = [(c.name, c.value) for c in config.configs
+                       if (c.config_source != DEFAULT_CONFIG_SOURCE if c.config_source != -1 else not c.is_default)]
+        min_isr = next((int(c.value) for c in config.configs if c.name == "min.insync.replicas" and c.value), 1)
+        partitions = [meta.partitions[p] for p in sorted(meta.partitions)]
+        if not report_filters and (not opts.topics_with_overrides or non_default):
+            line = f"Topic: {name}"
+            topic_id = format_topic_id(meta.topic_id)
+            if topic_id:
+                line += f"\tTopicId: {topic_id}"
+            rf = len(partitions[0].replicas) if partitions else 0
+            line += f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}\tConfigs: "
+            line += ",".join(f"{k}={v}" for k, v in non_default)
+            print(line)
+        if opts.topics_with_overrides:
+            continue
+        for p in partitions:
+            has_leader = p.leader >= 0
+            show = not report_filters or (
+                (opts.under_replicated_partitions and len(p.replicas) - len(p.isr) > 0)
+                or (opts.unavailable_partitions and (not has_leader or p.leader not in live))
+                or (opts.under_min_isr_partitions and (not has_leader or len(p.isr) < min_isr))
+                or (opts.at_min_isr_partitions and len(p.isr) == min_isr))
+            if show:
+                print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader if has_leader else 'none'}"
+                      f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+
+
+async def alter(admin: Admin, topics: dict, names: list, opts) -> None:
+    if opts.partitions is None:
+        raise ToolError("Missing required argument \"[partitions]\"")
+    assignments = {}
+    if opts.replica_assignment:
+        parsed = parse_replica_assignment(opts.replica_assignment)
+        for name in names:
+            start = len(topics[name].partitions)
+            assignments[name] = [parsed[i] for i in sorted(parsed) if i >= start]
+    results = await admin.create_partitions({name: opts.partitions for name in names}, assignments=assignments)
+    for name in names:
+        code, message = results.get(name, (0, None))
+        if code:
+            raise KafkaError(code, message or ErrorCode(code).name)
+
+
+def main(argv=None):
+    opts = build_parser().parse_args(argv)
+    if (opts.create or opts.alter) and opts.topic is None:
+        raise ToolError("Missing required argument \"[topic]\"")
+    return run(opts)
+
+
+
+if __name__ == "__main__":
+    main_entry(main, error_prefix=ERROR_PREFIX)

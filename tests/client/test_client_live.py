@@ -1,0 +1,218 @@
+"""The project's client against a live broker: negotiation, pipelining, partitioning, compression,
+groups with the assignors, and interop with kafka-python / confluent-kafka."""
+import asyncio
+
+import confluent_kafka
+import kafka
+import pytest
+
+from broker.client.admin import Admin, NewTopic
+from broker.client.cluster import ClusterClient
+from broker.client.connection import BrokerConnection
+from broker.client.consumer import Consumer
+from broker.client.errors import KafkaConnectionError
+from broker.client.partitioner import partition_for_key
+from broker.client.producer import Producer
+from broker.client.types import TopicPartition
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import MetadataRequest
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+async def create(cluster, name, partitions):
+    result = await Admin(cluster).create_topics([NewTopic(name, partitions, 1)])
+    assert result[name][0] in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
+
+
+def test_versions_negotiated_and_requests_pipelined(client_broker):
+    async def go():
+        host, port = client_broker.bootstrap.split(":")
+        conn = await BrokerConnection(host, int(port)).connect()
+        assert conn.api_versions[18][1] >= 3        # ApiVersions
+        version = conn.pick_version(MetadataRequest)
+        assert version == min(MetadataRequest.MAX_VERSION, conn.api_versions[3][1])
+        # 50 requests in flight on one connection, answered and matched by correlation id
+        responses = await asyncio.gather(*(conn.send(MetadataRequest(topics=[])) for _ in range(50)))
+        assert all(r.brokers for r in responses)
+        await conn.close()
+        with pytest.raises(KafkaConnectionError):
+            await conn.send(MetadataRequest(topics=[]))
+    run(go())
+
+
+def test_keyed_records_follow_default_partitioner_and_compression(client_broker):
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "keyed", 4)
+            for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+                producer = Producer(cluster, compression_type=codec, linger_ms=5)
+                futures = [await producer.send("keyed", b"%s-%d" % (codec.encode(), i), key=b"key-%d" % i,
+                                               headers=[("codec", codec.encode())]) for i in range(40)]
+                await producer.flush()
+                metas = [f.result() for f in futures]
+                for i, meta in enumerate(metas):
+                    assert meta.partition == partition_for_key(b"key-%d" % i, 4)
+                await producer.close()
+            consumer = Consumer(cluster, auto_offset_reset="earliest")
+            consumer.assign([TopicPartition("keyed", p) for p in range(4)])
+            records = []
+            for _ in range(50):
+                records += await consumer.poll(200)
+                if len(records) >= 200:
+                    break
+            assert len(records) == 200
+            for r in records:
+                assert r.partition == partition_for_key(r.key, 4)
+                codec = dict(r.headers)["codec"]
+                assert r.value.startswith(codec + b"-")
+    run(go())
+
+
+def test_null_keys_stick_to_one_partition_per_batch(client_broker):
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "sticky", 3)
+            producer = Producer(cluster, linger_ms=1000, batch_size=10**6)
+            futures = [await producer.send("sticky", b"x") for _ in range(20)]
+            await producer.flush()
+            assert len({f.result().partition for f in futures}) == 1     # one open batch: one partition
+            await producer.close()
+    run(go())
+
+
+def test_unknown_topic_and_partition_errors(client_broker):
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            with pytest.raises(KafkaError) as e:
+                await cluster.topic_metadata("does-not-exist")
+            assert e.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            await create(cluster, "two", 2)
+            producer = Producer(cluster)
+            with pytest.raises(KafkaError):
+                await producer.send("two", b"x", partition=5)
+            await producer.close()
+    run(go())
+
+
+def _group_run(bootstrap, topic, group, assignors, n_members, n_records):
+    """n_members consumers in one group; returns {member index: set of partitions} once stable and
+    the union of consumed values."""
+    async def go():
+        clusters = [await ClusterClient(bootstrap, client_id=f"m{i}").__aenter__() for i in range(n_members)]
+        consumers = [Consumer(c, group_id=group, auto_offset_reset="earliest", assignors=assignors,
+                              heartbeat_interval_ms=200) for c in clusters]
+        for c in consumers:
+            c.subscribe([topic])
+        seen = []
+
+        async def pump(c):
+            for _ in range(100):
+                seen.extend(await c.poll(100))
+                if len(seen) >= n_records and not c.membership.needs_rejoin:
+                    return
+        await asyncio.gather(*(pump(c) for c in consumers))
+        # let every member settle on the last generation
+        for _ in range(30):
+            await asyncio.gather(*(c.poll(50) for c in consumers))
+            gens = {c.membership.generation for c in consumers}
+            if len(gens) == 1 and not any(c.membership.needs_rejoin for c in consumers):
+                break
+        assignment = {i: c.assignment() for i, c in enumerate(consumers)}
+        for c in consumers:
+            await c.close()
+        for cl in clusters:
+            await cl.close()
+        return assignment, seen
+    return asyncio.run(asyncio.wait_for(go(), 90))
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+def test_group_splits_partitions(client_broker, assignor):
+    topic = f"grp-{assignor}"
+
+    async def setup():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, topic, 4)
+            producer = Producer(cluster)
+            for i in range(40):
+                await producer.send(topic, b"%d" % i, partition=i % 4)
+            await producer.close()
+    run(setup())
+    assignment, seen = _group_run(client_broker.bootstrap, topic, f"g-{assignor}", [assignor], 2, 40)
+    parts = [a for a in assignment.values()]
+    assert parts[0].isdisjoint(parts[1])
+    assert parts[0] | parts[1] == {TopicPartition(topic, p) for p in range(4)}
+    assert sorted(len(p) for p in parts) == [2, 2]
+    assert {int(r.value) for r in seen} == set(range(40))
+
+
+def test_interop_with_kafka_python_and_confluent(client_broker):
+    confluent = confluent_kafka
+    b = client_broker.bootstrap
+
+    async def setup():
+        async with ClusterClient(b) as cluster:
+            await create(cluster, "interop", 3)
+    run(setup())
+    # kafka-python's default partitioner is Java's murmur2: the same key lands where ours puts it
+    producer = kafka.KafkaProducer(bootstrap_servers=b)
+    for i in range(30):
+        producer.send("interop", key=b"k%d" % i, value=b"kp-%d" % i)
+    producer.flush()
+    producer.close()
+
+    async def produce_ours():
+        async with ClusterClient(b) as cluster:
+            p = Producer(cluster, compression_type="lz4")
+            for i in range(30):
+                await p.send("interop", b"ours-%d" % i, key=b"k%d" % i)
+            await p.close()
+    run(produce_ours())
+    c = confluent.Consumer({"bootstrap.servers": b, "group.id": "interop-check", "auto.offset.reset": "earliest"})
+    c.subscribe(["interop"])
+    got = []
+    for _ in range(100):
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m)
+        if len(got) >= 60:
+            break
+    c.close()
+    assert len(got) == 60
+    for m in got:
+        assert m.partition() == partition_for_key(m.key(), 3)
+    assert {m.value() for m in got} == {b"kp-%d" % i for i in range(30)} | {b"ours-%d" % i for i in range(30)}
+
+
+def test_cooperative_sticky_moves_only_what_it_must(client_broker):
+    """A second member joins a one-member cooperative-sticky group: the first keeps two partitions the
+    whole time (no stop-the-world revocation) and hands over the other two after a follow-up rebalance."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as setup:
+            await create(setup, "coop", 4)
+        c1 = await ClusterClient(client_broker.bootstrap, client_id="a").__aenter__()
+        c2 = await ClusterClient(client_broker.bootstrap, client_id="b").__aenter__()
+        first = Consumer(c1, group_id="coop-g", assignors=["cooperative-sticky"], heartbeat_interval_ms=100)
+        first.subscribe(["coop"])
+        await first.poll(500)
+        assert len(first.assignment()) == 4
+        history = []
+        second = Consumer(c2, group_id="coop-g", assignors=["cooperative-sticky"], heartbeat_interval_ms=100)
+        second.subscribe(["coop"])
+        for _ in range(60):
+            await asyncio.gather(first.poll(100), second.poll(100))
+            history.append(set(first.assignment()))
+            if len(first.assignment()) == 2 and len(second.assignment()) == 2:
+                break
+        assert len(first.assignment()) == 2 and len(second.assignment()) == 2
+        assert first.assignment().isdisjoint(second.assignment())
+        kept = first.assignment()
+        assert all(kept <= h for h in history)          # the kept partitions were never revoked
+        for c in (first, second):
+            await c.close()
+        await c1.close()
+        await c2.close()
+    run(go())

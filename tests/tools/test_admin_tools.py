@@ -1,0 +1,98 @@
+"""kafka-configs, kafka-get-offsets, kafka-delete-records, kafka-log-dirs, kafka-broker-api-versions and the
+perf tests against a live broker, output compared with Kafka's formats."""
+import json
+import re
+
+
+def test_configs_alter_and_describe(tools_broker, tool):
+    b = tools_broker.bootstrap
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "cfg").code == 0
+    r = tool("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", "cfg", "--alter",
+             "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]")
+    assert (r.code, r.out) == (0, "Completed updating config for topic cfg.\n")
+    r = tool("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", "cfg", "--describe")
+    assert r.lines[0] == "Dynamic configs for topic cfg are:"
+    assert r.lines[1].startswith("  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
+                                 "cleanup.policy=compact,delete")
+    assert r.lines[2].startswith("  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000")
+    assert len(r.lines) == 3
+    r = tool("configs", "--bootstrap-server", b, "--topic", "cfg", "--alter", "--delete-config", "retention.ms")
+    assert r.code == 0
+    r = tool("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", "cfg", "--describe")
+    assert [l.split("=")[0].strip() for l in r.lines[1:]] == ["cleanup.policy"]
+    r = tool("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", "cfg", "--describe",
+             "--all")
+    assert r.lines[0] == "All configs for topic cfg are:" and any(l.startswith("  segment.bytes=") for l in r.lines)
+    r = tool("configs", "--bootstrap-server", b, "--entity-type", "brokers", "--entity-default", "--describe")
+    assert r.lines[0] == "Default configs for brokers in the cluster are:"
+    r = tool("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", "nope", "--describe")
+    assert r.code == 1 and len(r.err.splitlines()) == 1 and "nope" in r.err
+    r = tool("configs", "--bootstrap-server", b, "--entity-type", "planets", "--entity-name", "x", "--describe")
+    assert r.code == 1 and r.err.startswith("Error: Invalid entity-type planets")
+
+
+def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):
+    b = tools_broker.bootstrap
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "offs", "--partitions", 2).code == 0
+    assert script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "offs",
+                  "--property", "parse.key=true", stdin=b"".join(b"k%d\tv\n" % i for i in range(20))).code == 0
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "offs")
+    assert [re.fullmatch(r"offs:(\d):(\d+)", l) is not None for l in r.lines] == [True, True]
+    ends = {int(l.split(":")[1]): int(l.split(":")[2]) for l in r.lines}
+    assert sum(ends.values()) == 20
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "offs", "--time", "earliest")
+    assert r.lines == ["offs:0:0", "offs:1:0"]
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic-partitions", "offs:1", "--time", -1)
+    assert r.lines == [f"offs:1:{ends[1]}"]
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "no-such-topic")
+    assert r.code == 1 and r.err == "Error: Could not match any topic-partitions with the specified filters\n"
+
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"partitions": [{"topic": "offs", "partition": 0, "offset": 2},
+                                               {"topic": "offs", "partition": 1, "offset": 10**6}], "version": 1}))
+    r = tool("delete_records", "--bootstrap-server", b, "--offset-json-file", spec)
+    assert r.lines[:2] == ["Executing records delete operation", "Records delete operation completed:"]
+    assert r.lines[2] == "partition: offs-0\tlow_watermark: 2"
+    assert r.lines[3] == "partition: offs-1\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException"
+    assert r.code == 1
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "offs", "--partitions", "0", "--time", -2)
+    assert r.lines == ["offs:0:2"]
+
+
+def test_log_dirs_and_api_versions(tools_broker, tool):
+    b = tools_broker.bootstrap
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "dirs").code == 0
+    r = tool("log_dirs", "--bootstrap-server", b, "--describe", "--topic-list", "dirs")
+    assert r.lines[0] == "Querying brokers for log directories information"
+    assert re.fullmatch(r"Received log directory information from brokers \d+", r.lines[1])
+    doc = json.loads(r.lines[2])
+    assert list(doc) == ["version", "brokers"] and doc["version"] == 1
+    log_dir = doc["brokers"][0]["logDirs"][0]
+    assert list(log_dir) == ["logDir", "error", "partitions"] and log_dir["error"] is None
+    assert log_dir["partitions"] == [{"partition": "dirs-0", "size": 0, "offsetLag": 0, "isFuture": False}]
+
+    r = tool("broker_api_versions", "--bootstrap-server", b)
+    assert re.fullmatch(r"127\.0\.0\.1:\d+ \(id: \d+ rack: null\) -> \(", r.lines[0])
+    assert r.lines[-1] == ")"
+    entries = r.lines[1:-1]
+    assert all(re.fullmatch(r"\t\w+\(\d+\): (UNSUPPORTED|\d+( to \d+)? \[usable: \d+\]),", e) for e in entries), entries
+    assert any(e.startswith("\tProduce(0): ") and "[usable: " in e for e in entries)
+    assert any(e.startswith("\tApiVersions(18): ") for e in entries)
+
+
+def test_perf_tests(tools_broker, tool):
+    b = tools_broker.bootstrap
+    r = tool("producer_perf_test", "--topic", "perf", "--num-records", 2000, "--record-size", 50,
+             "--throughput", -1, "--producer-props", f"bootstrap.servers={b}", "acks=1")
+    assert r.code == 0, r
+    assert re.fullmatch(r"2000 records sent, \d+\.\d{6} records/sec \(\d+\.\d\d MB/sec\), \d+\.\d\d ms avg latency, "
+                        r"\d+\.\d\d ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99\.9th\.",
+                        r.lines[-1]), r.lines
+    r = tool("consumer_perf_test", "--bootstrap-server", b, "--topic", "perf", "--messages", 2000, "--timeout", 10000)
+    assert r.code == 0, r
+    assert r.lines[0] == ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                          "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+    cells = r.lines[1].split(", ")
+    assert len(cells) == 10 and cells[4] == "2000"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", cells[0])
+    assert cells[2] == f"{2000 * 50 / 1024 / 1024:.4f}"

@@ -1,0 +1,94 @@
+"""Console producer and consumer through bin/*.sh against a live broker: keys, values, headers, nulls,
+Kafka's default formatter columns, partitions and offsets."""
+import re
+
+from broker.client.partitioner import partition_for_key
+
+
+def test_round_trip_keys_values_headers(tools_broker, script):
+    b = tools_broker.bootstrap
+    assert script("kafka-topics.sh", "--bootstrap-server", b, "--create", "--topic", "console",
+                  "--partitions", 3).code == 0
+    lines = b"h1:x,h2:y\tk1\tv1\n\tk2\tv2\nh3:NULL\tk3\tNULL\nh4:z\tNULL\tv4\n"
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "console",
+               "--property", "parse.key=true", "--property", "parse.headers=true",
+               "--property", "null.marker=NULL", stdin=lines)
+    assert r.code == 0 and r.err == "", r
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "console", "--from-beginning",
+               "--max-messages", 4, "--timeout-ms", 10000, "--property", "print.key=true",
+               "--property", "print.headers=true", "--property", "print.partition=true",
+               "--property", "print.offset=true", "--property", "print.timestamp=true")
+    assert r.code == 0, r
+    assert r.err.strip().endswith("Processed a total of 4 messages")
+    rows = [l.split("\t") for l in r.lines]
+    assert len(rows) == 4 and all(len(row) == 6 for row in rows)
+    assert all(re.fullmatch(r"CreateTime:\d{13}", row[0]) for row in rows)
+    by_value = {row[5]: row for row in rows}
+    assert by_value["v1"][3:5] == ["h1:x,h2:y", "k1"]
+    assert by_value["v2"][3:5] == ["NO_HEADERS", "k2"]
+    assert by_value["null"][3:5] == ["h3:null", "k3"]        # value and header value null.marker -> null
+    assert by_value["v4"][3:5] == ["h4:z", "null"]            # null key
+    for row in rows:
+        key = row[4]
+        if key != "null":   # keyed records follow Kafka's murmur2 partitioner
+            assert row[1] == f"Partition:{partition_for_key(key.encode(), 3)}"
+        assert re.fullmatch(r"Offset:\d+", row[2])
+
+
+def test_partition_and_offset_selection(tools_broker, script):
+    b = tools_broker.bootstrap
+    assert script("kafka-topics.sh", "--bootstrap-server", b, "--create", "--topic", "single").code == 0
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "single", "--sync",
+               stdin=b"".join(b"m%d\n" % i for i in range(10)))
+    assert r.code == 0, r
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "single", "--partition", 0,
+               "--offset", 7, "--timeout-ms", 3000, "--property", "print.offset=true")
+    assert r.lines == ["Offset:7\tm7", "Offset:8\tm8", "Offset:9\tm9"]
+    assert "Processed a total of 3 messages" in r.err
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "single", "--partition", 0,
+               "--offset", "earliest", "--max-messages", 2)
+    assert r.lines == ["m0", "m1"]
+
+
+def test_missing_key_separator_and_bad_flags(tools_broker, script):
+    b = tools_broker.bootstrap
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "single",
+               "--property", "parse.key=true", stdin=b"no-separator-here\n")
+    assert r.code != 0 and r.err == "Error: No key separator found on line number 1: 'no-separator-here'\n"
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--offset", "3", "--topic", "single")
+    assert r.code != 0 and r.err == "Error: The partition is required when offset is specified.\n"
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b)
+    assert r.code != 0 and r.err == "Error: Exactly one of include/topic is required.\n"
+
+
+def test_offsets_formatter_reads_consumer_offsets(tools_broker, script, tool):
+    b = tools_broker.bootstrap
+    assert script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "fmt",
+                  stdin=b"a\nb\nc\n").code == 0
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "fmt", "--group", "fmt-group",
+               "--from-beginning", "--max-messages", 3, "--timeout-ms", 10000)
+    assert r.lines == ["a", "b", "c"], r
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "__consumer_offsets",
+               "--from-beginning", "--timeout-ms", 3000,
+               "--formatter", "kafka.coordinator.group.GroupMetadataManager$OffsetsMessageFormatter")
+    assert r.code == 0, r
+    assert any(re.fullmatch(r"\[fmt-group,fmt,0\]::OffsetAndMetadata\(offset=3, leaderEpoch=Optional(\[\d+\]|\.empty), "
+                            r"metadata=, commitTimestamp=\d+, expireTimestamp=None\)", l) for l in r.lines), r.lines
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "__consumer_offsets",
+               "--from-beginning", "--timeout-ms", 3000,
+               "--formatter", "kafka.coordinator.group.GroupMetadataManager$GroupMetadataMessageFormatter")
+    assert any(l.startswith("fmt-group::GroupMetadata(groupId=fmt-group, generation=") for l in r.lines), r.lines
+
+
+def test_compression_codec_and_include_pattern(tools_broker, script):
+    b = tools_broker.bootstrap
+    for topic, codec in (("inc-lz4", "lz4"), ("inc-zstd", "zstd")):
+        r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", topic,
+                   "--compression-codec", codec, stdin=f"{codec}-1\n{codec}-2\n".encode())
+        assert r.code == 0, r
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--include", "inc-.*", "--from-beginning",
+               "--max-messages", 4, "--timeout-ms", 10000)
+    assert sorted(r.lines) == ["lz4-1", "lz4-2", "zstd-1", "zstd-2"], r
+    r = script("kafka-dump-log.sh", "--files",
+               str(tools_broker.base_dir / "kafka-logs-0" / "inc-lz4-0" / "00000000000000000000.log"))
+    assert "compresscodec: lz4" in r.out

@@ -1,0 +1,141 @@
+"""kafka-consumer-groups against a live broker: lag columns, members, state, offset resets, deletes."""
+import asyncio
+import re
+
+from broker.client.cluster import ClusterClient
+from broker.client.consumer import Consumer
+from broker.client.producer import Producer
+from broker.client.types import TopicPartition
+
+
+def produce(bootstrap, topic, per_partition: dict):
+    async def go():
+        async with ClusterClient(bootstrap) as cluster:
+            producer = Producer(cluster, linger_ms=0)
+            for partition, count in per_partition.items():
+                for i in range(count):
+                    await producer.send(topic, b"v%d" % i, partition=partition)
+            await producer.close()
+    asyncio.run(go())
+
+
+def commit(bootstrap, group, offsets: dict):
+    """Commit offsets as a group member would (assign mode, no membership)."""
+    async def go():
+        async with ClusterClient(bootstrap) as cluster:
+            consumer = Consumer(cluster, group_id=group, enable_auto_commit=False)
+            await consumer.commit({TopicPartition(*tp): o for tp, o in offsets.items()})
+    asyncio.run(go())
+
+
+def table(lines):
+    """The rows of a ConsumerGroupCommand table, split on whitespace, header first."""
+    return [l.split() for l in lines if l.strip()]
+
+
+def test_describe_lag_and_reset(tools_broker, tool):
+    b = tools_broker.bootstrap
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "lagged", "--partitions", 2).code == 0
+    produce(b, "lagged", {0: 5, 1: 3})
+    commit(b, "g-lag", {("lagged", 0): 2, ("lagged", 1): 3})
+
+    r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-lag")
+    assert r.code == 0, r
+    assert r.out.startswith("\nGROUP ")
+    rows = table(r.lines)
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                       "HOST", "CLIENT-ID"]
+    assert rows[1:] == [["g-lag", "lagged", "0", "2", "5", "3", "-", "-", "-"],
+                        ["g-lag", "lagged", "1", "3", "3", "0", "-", "-", "-"]]
+    # Kafka's column layout: %-15s for group/topic, %-10s partition, %-15s for the numbers
+    assert r.lines[2].startswith("g-lag           lagged          0          2               5               3")
+    assert "Consumer group 'g-lag' has no active members." in r.err
+
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-lag", "--topic", "lagged",
+             "--to-earliest")   # dry run by default
+    rows = table(r.lines)
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+    assert rows[1:] == [["g-lag", "lagged", "0", "0"], ["g-lag", "lagged", "1", "0"]]
+    assert table(tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-lag").lines)[1][3] == "2"
+
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-lag", "--topic", "lagged:0",
+             "--shift-by", 2, "--execute")
+    assert table(r.lines)[1:] == [["g-lag", "lagged", "0", "4"]]
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-lag", "--all-topics",
+             "--to-offset", 100, "--execute")
+    assert table(r.lines)[1:] == [["g-lag", "lagged", "0", "5"], ["g-lag", "lagged", "1", "3"]]   # clamped
+    assert "higher than latest offset" in r.err
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-lag", "--topic", "lagged",
+             "--to-datetime", "2000-01-01T00:00:00.000", "--execute")
+    assert table(r.lines)[1:] == [["g-lag", "lagged", "0", "0"], ["g-lag", "lagged", "1", "0"]]
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-lag", "--topic", "lagged",
+             "--to-latest", "--execute", "--export")
+    assert r.lines == ["lagged,0,5", "lagged,1,3"]
+    rows = table(tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-lag").lines)
+    assert [row[3:6] for row in rows[1:]] == [["5", "5", "0"], ["3", "3", "0"]]
+
+
+def test_reset_from_file_and_delete_offsets(tools_broker, tool, tmp_path):
+    b = tools_broker.bootstrap
+    produce(b, "filed", {0: 4})
+    plan = tmp_path / "plan.csv"
+    plan.write_text("filed,0,1\n")
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-file",
+             "--from-file", plan, "--execute")
+    assert table(r.lines)[1:] == [["g-file", "filed", "0", "1"]]
+    r = tool("consumer_groups", "--bootstrap-server", b, "--delete-offsets", "--group", "g-file", "--topic", "filed")
+    assert r.code == 0, r
+    assert r.lines[0] == "Request succeeded for deleting offsets from group g-file."
+    assert table(r.lines[1:]) == [["TOPIC", "PARTITION", "STATUS"], ["filed", "0", "Successful"]]
+
+
+def test_members_state_list_and_delete(tools_broker, tool):
+    b = tools_broker.bootstrap
+    produce(b, "live", {0: 2})
+
+    async def with_member():
+        async with ClusterClient(b, client_id="member-client") as cluster:
+            consumer = Consumer(cluster, group_id="g-live", auto_offset_reset="earliest")
+            consumer.subscribe(["live"])
+            got = []
+            for _ in range(50):
+                got += await consumer.poll(200)
+                if len(got) >= 2:
+                    break
+            await consumer.commit()
+            loop = asyncio.get_running_loop()
+            members = await loop.run_in_executor(None, tool, "consumer_groups", "--bootstrap-server", b,
+                                                 "--describe", "--group", "g-live", "--members", "--verbose")
+            state = await loop.run_in_executor(None, tool, "consumer_groups", "--bootstrap-server", b,
+                                               "--describe", "--group", "g-live", "--state")
+            offsets = await loop.run_in_executor(None, tool, "consumer_groups", "--bootstrap-server", b,
+                                                 "--describe", "--group", "g-live")
+            listed = await loop.run_in_executor(None, tool, "consumer_groups", "--bootstrap-server", b,
+                                                "--list", "--state", "Stable")
+            busy = await loop.run_in_executor(None, tool, "consumer_groups", "--bootstrap-server", b,
+                                              "--reset-offsets", "--group", "g-live", "--all-topics",
+                                              "--to-earliest", "--execute")
+            await consumer.close()
+            return len(got), members, state, offsets, listed, busy
+    n, members, state, offsets, listed, busy = asyncio.run(with_member())
+    assert n == 2
+    rows = table(members.lines)
+    assert rows[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+    assert rows[1][0] == "g-live" and rows[1][1].startswith("member-client-") and rows[1][3] == "member-client"
+    assert rows[1][4:] == ["1", "live(0)"]
+    rows = table(state.lines)
+    assert state.lines[1].split()[:2] == ["GROUP", "COORDINATOR"]
+    assert rows[1][0] == "g-live" and rows[1][-3:] == ["range", "Stable", "1"]
+    assert re.match(r"127\.0\.0\.1:\d+", rows[1][1]) and rows[1][2] == f"({rows[1][2][1:-1]})"
+    rows = table(offsets.lines)
+    assert rows[1][:6] == ["g-live", "live", "0", "2", "2", "0"] and rows[1][6].startswith("member-client-")
+    assert table(listed.lines) == [["GROUP", "STATE"], ["g-live", "Stable"]]
+    assert busy.code == 1 and busy.err == ("Error: Assignments can only be reset if the group 'g-live' is inactive, "
+                                           "but the current state is Stable.\n")
+
+    r = tool("consumer_groups", "--bootstrap-server", b, "--list")
+    assert "g-live" in r.lines
+    r = tool("consumer_groups", "--bootstrap-server", b, "--delete", "--group", "g-live")
+    assert r.out == "Deletion of requested consumer groups ('g-live') was successful.\n"
+    r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-live")
+    assert r.code == 1 and r.err == "Error: Consumer group 'g-live' does not exist.\n"

@@ -1,0 +1,84 @@
+"""Every tool: --help lists every flag; an unreachable broker, a bad flag or a bad value gives ONE line on
+stderr and a non-zero exit status, never a traceback. Runs without a broker."""
+import importlib
+import os
+import pathlib
+import socket
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOOLS = {
+    "kafka-topics.sh": ("topics", ["--list"]),
+    "kafka-console-producer.sh": ("console_producer", ["--topic", "t"]),
+    "kafka-console-consumer.sh": ("console_consumer", ["--topic", "t"]),
+    "kafka-consumer-groups.sh": ("consumer_groups", ["--list"]),
+    "kafka-configs.sh": ("configs", ["--describe", "--entity-type", "topics", "--entity-name", "t"]),
+    "kafka-get-offsets.sh": ("get_offsets", ["--topic", "t"]),
+    "kafka-delete-records.sh": ("delete_records", ["--offset-json-file", "PLAN"]),
+    "kafka-log-dirs.sh": ("log_dirs", ["--describe"]),
+    "kafka-broker-api-versions.sh": ("broker_api_versions", []),
+    "kafka-producer-perf-test.sh": ("producer_perf_test", ["--topic", "t", "--num-records", "1", "--record-size",
+                                                           "1", "--throughput", "-1"]),
+    "kafka-consumer-perf-test.sh": ("consumer_perf_test", ["--topic", "t", "--messages", "1"]),
+    "kafka-dump-log.sh": ("dump_log", ["--files", "00000000000000000000.log"]),
+}
+
+
+def dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]     # closed again: nothing listens there
+
+
+def test_every_script_exists_and_wraps_its_module():
+    for name, (module, _) in TOOLS.items():
+        path = ROOT / "bin" / name
+        assert path.is_file() and os.access(path, os.X_OK), name
+        assert f"-m broker.tools.{module} " in path.read_text()
+
+
+@pytest.mark.parametrize("script", sorted(TOOLS))
+def test_help_lists_every_flag(script):
+    module = importlib.import_module(f"broker.tools.{TOOLS[script][0]}")
+    parser = module.build_parser()
+    text = parser.format_help()
+    flags = [s for action in parser._actions for s in action.option_strings]
+    assert "--help" in flags and len(flags) > 2
+    for flag in flags:
+        assert flag in text, (script, flag)
+
+
+@pytest.mark.parametrize("script", sorted(TOOLS))
+def test_unreachable_broker_or_missing_file_is_one_line(script, tool, tmp_path):
+    module, argv = TOOLS[script]
+    argv = [str(tmp_path / "00000000000000000000.log") if a == "00000000000000000000.log" else a for a in argv]
+    if "PLAN" in argv:
+        plan = tmp_path / "plan.json"
+        plan.write_text('{"partitions": [{"topic": "t", "partition": 0, "offset": 1}], "version": 1}')
+        argv = [str(plan) if a == "PLAN" else a for a in argv]
+    if module != "dump_log":
+        flag = "--bootstrap-server"
+        if module == "producer_perf_test":
+            argv += ["--producer-props", f"bootstrap.servers=127.0.0.1:{dead_port()}",
+                     "request.timeout.ms=2000"]
+        else:
+            argv = [flag, f"127.0.0.1:{dead_port()}"] + argv
+    r = tool(module, *argv)
+    assert r.code != 0, r
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err, r
+    assert ("Could not connect" in r.err or "No such file" in r.err), r
+
+
+def test_bad_flags_and_values_through_the_scripts(script):
+    r = script("kafka-topics.sh", "--bootstrap-server", "localhost:1", "--list", "--no-such-flag")
+    assert r.code != 0 and len(r.err.splitlines()) == 1 and "--no-such-flag" in r.err and "Traceback" not in r.err
+    r = script("kafka-topics.sh", "--bootstrap-server", "localhost:1", "--create", "--topic", "t",
+               "--partitions", "many")
+    assert r.code != 0 and len(r.err.splitlines()) == 1 and "many" in r.err
+    r = script("kafka-consumer-groups.sh", "--bootstrap-server", "not-a-url", "--list")
+    assert r.code != 0 and r.err == "Error: Invalid url in bootstrap.servers: not-a-url\n"
+    r = script("kafka-console-producer.sh", "--topic", "t")
+    assert r.code != 0 and r.err == "Error: Missing required argument \"[bootstrap-server]\"\n"
+    r = script("kafka-producer-perf-test.sh", "--help")
+    assert r.code == 0 and "--num-records" in r.out and "--producer-props" in r.out

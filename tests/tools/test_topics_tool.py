@@ -1,0 +1,71 @@
+"""kafka-topics against a live broker: Kafka's describe format, create/alter/delete, errors."""
+import re
+
+TOPIC_LINE = re.compile(r"^Topic: (\S+)\tTopicId: ([A-Za-z0-9_-]{22})\tPartitionCount: (\d+)\tReplicationFactor: (\d+)"
+                        r"\tConfigs: (.*)$")
+PARTITION_LINE = re.compile(r"^\tTopic: (\S+)\tPartition: (\d+)\tLeader: (\d+|none)\tReplicas: ([\d,]*)\tIsr: ([\d,]*)$")
+
+
+def test_create_describe_alter_delete(tools_broker, tool):
+    b = tools_broker.bootstrap
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "orders", "--partitions", 3,
+             "--replication-factor", 1, "--config", "retention.ms=3600000", "--config", "cleanup.policy=delete")
+    assert (r.code, r.out) == (0, "Created topic orders.\n")
+    r = tool("topics", "--bootstrap-server", b, "--list")
+    assert "orders" in r.lines
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "orders")
+    assert r.code == 0, r
+    head = TOPIC_LINE.match(r.lines[0])
+    assert head and head.group(1) == "orders" and head.group(3) == "3" and head.group(4) == "1"
+    assert "retention.ms=3600000" in head.group(5).split(",")
+    parts = [PARTITION_LINE.match(l) for l in r.lines[1:]]
+    assert [p.group(2) for p in parts] == ["0", "1", "2"]
+    broker_id = parts[0].group(3)
+    assert broker_id.isdigit()
+    assert all(p.group(3) == p.group(4) == p.group(5) == broker_id for p in parts)
+
+    r = tool("topics", "--bootstrap-server", b, "--alter", "--topic", "orders", "--partitions", 5)
+    assert r.code == 0, r
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "orders")
+    assert "PartitionCount: 5" in r.lines[0] and len(r.lines) == 6
+
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "orders", "--partitions", 1)
+    assert r.code == 1 and len(r.err.splitlines()) == 1
+    assert r.err.startswith("Error while executing topic command : ") and "orders" in r.err
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "orders", "--if-not-exists")
+    assert (r.code, r.out) == (0, "")
+
+    r = tool("topics", "--bootstrap-server", b, "--delete", "--topic", "orders")
+    assert r.code == 0, r
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "orders")
+    assert r.code == 1 and r.err == "Error while executing topic command : Topic 'orders' does not exist as expected\n"
+    r = tool("topics", "--bootstrap-server", b, "--delete", "--topic", "orders", "--if-exists")
+    assert r.code == 0 and r.out == ""
+
+
+def test_list_filters_and_regex(tools_broker, tool):
+    b = tools_broker.bootstrap
+    for name in ("alpha-1", "alpha-2", "beta"):
+        assert tool("topics", "--bootstrap-server", b, "--create", "--topic", name).code == 0
+    r = tool("topics", "--bootstrap-server", b, "--list", "--topic", "alpha.*")
+    assert r.lines == ["alpha-1", "alpha-2"]
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "alpha-1,beta")
+    assert [TOPIC_LINE.match(l).group(1) for l in r.lines if l.startswith("Topic:")] == ["alpha-1", "beta"]
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--under-replicated-partitions")
+    assert r.out == ""     # one replica, in sync: nothing under-replicated, and no topic header line
+    # server.properties sets log.retention.hours/log.segment.bytes: like Kafka, those count as overrides
+    # (STATIC_BROKER_CONFIG), so the header shows them; --topics-with-overrides prints headers only
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--topics-with-overrides")
+    assert all(l.startswith("Topic: beta\t") for l in r.lines)
+
+
+def test_replica_assignment_and_bad_values(tools_broker, tool):
+    b = tools_broker.bootstrap
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "assigned", "--replica-assignment", "0,0")
+    assert r.code == 0, r
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "assigned")
+    assert "PartitionCount: 2" in r.lines[0]
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "bad", "--partitions", 0)
+    assert r.code == 1 and r.err == "Error while executing topic command : The partitions must be greater than 0\n"
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "bad", "--replication-factor", 3)
+    assert r.code == 1 and len(r.err.splitlines()) == 1
