@@ -1,0 +1,188 @@
+"""Spark data source vs a Kafka consumer reading the same topic through the broker.
+
+    python -m bench.spark_bench [--records N] [--keep]
+
+One run, same data: a broker subprocess (127.0.0.1, log dir under /tmp) receives N (default 5,000,000)
+records of 100-byte values and 8-byte keys (10,000 distinct) over 6 partitions from a confluent-kafka
+producer. Then, with the broker still running:
+  - consumer: confluent-kafka assigns the 6 partitions from the beginning and consumes until it has
+    all N records (`consume(10000)` batches; each message's value is touched);
+  - Spark (local[2]): `count()` and `groupBy("key").count()` over the kafkalog data source reading
+    the broker's log dir directly. The first query of a fresh session includes starting its Python
+    workers; both the first and the best of three runs are printed.
+Target (issue 7): the data source reads >= 1.5x as many records per second as the consumer.
+The data is deleted at the end (unless --keep).
+"""
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOPIC = "bench-spark"
+PARTITIONS = 6
+VALUE_SIZE = 100
+DISTINCT_KEYS = 10_000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(base_dir: str):
+    port = _free_port()
+    log_dir = os.path.join(base_dir, "kafka-logs")
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": log_dir,
+                 "num.partitions": PARTITIONS, "replica.high.watermark.checkpoint.interval.ms": 200}
+    cmd = [sys.executable, "-m", "broker", os.path.join(ROOT, "config", "server.properties")]
+    for k, v in overrides.items():
+        cmd += ["--override", f"{k}={v}"]
+    out = open(os.path.join(base_dir, "broker.out"), "ab")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), stdout=out,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    out.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, f"127.0.0.1:{port}", log_dir
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("broker did not start within 60 s")
+
+
+def produce(bootstrap: str, n: int) -> float:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})     # keep it alive until the futures resolve
+    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+        f.result(60)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+                  "batch.num.messages": 100_000, "queue.buffering.max.messages": 1_000_000,
+                  "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none", "acks": 1})
+    value = b"v" * VALUE_SIZE
+    keys = [b"key%05d" % i for i in range(DISTINCT_KEYS)]
+    started = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(TOPIC, value, keys[i % DISTINCT_KEYS], partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 10_000 == 0:
+            p.poll(0)
+    if p.flush(300) != 0:
+        raise RuntimeError("producer could not deliver everything")
+    return time.perf_counter() - started
+
+
+def consume(bootstrap: str, n: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-bench", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
+    c.assign([TopicPartition(TOPIC, p, -2) for p in range(PARTITIONS)])
+    seen = total_bytes = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + 600
+    while seen < n and time.monotonic() < deadline:
+        for msg in c.consume(10_000, 1.0):
+            if msg.error():
+                continue
+            total_bytes += len(msg.value())
+            seen += 1
+    elapsed = time.perf_counter() - started
+    c.close()
+    if seen < n:
+        raise RuntimeError(f"consumer got {seen} of {n} records")
+    return elapsed
+
+
+def wait_for_checkpoint(log_dir: str, n: int) -> None:
+    from spark_jobs import layout
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        hws = layout.read_checkpoint(os.path.join(log_dir, layout.HIGH_WATERMARK_CHECKPOINT))
+        if sum(v for (t, _), v in hws.items() if t == TOPIC) >= n:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("high watermarks not checkpointed")
+
+
+def spark_runs(log_dir: str, n: int) -> dict:
+    from spark_jobs.common import build_session
+    spark = build_session("spark-bench", master="local[2]",
+                          extra={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                                 "spark.driver.memory": "2g", "spark.ui.showConsoleProgress": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        df = spark.read.format("kafkalog").option("logDirs", log_dir).option("topics", TOPIC).load()
+        times = {"count": [], "groupBy(key)": []}
+        for _ in range(3):
+            started = time.perf_counter()
+            assert df.count() == n
+            times["count"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            groups = df.groupBy("key").count().collect()
+            times["groupBy(key)"].append(time.perf_counter() - started)
+            assert len(groups) == DISTINCT_KEYS and sum(r["count"] for r in groups) == n
+        tasks = df.rdd.getNumPartitions()
+    finally:
+        spark.stop()
+    return {"times": times, "tasks": tasks}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--keep", action="store_true", help="keep the data dir")
+    args = ap.parse_args(argv)
+    n = args.records
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    base = tempfile.mkdtemp(prefix="spark-bench-", dir="/tmp")
+    proc = None
+    try:
+        proc, bootstrap, log_dir = start_broker(base)
+        produced = produce(bootstrap, n)
+        print(f"produced {n:,} records of {VALUE_SIZE} B over {PARTITIONS} partitions in {produced:.1f} s "
+              f"({n / produced:,.0f} rec/s)", flush=True)
+        consumer_s = consume(bootstrap, n)
+        consumer_rate = n / consumer_s
+        print(f"confluent-kafka consumer through the broker: {consumer_s:.2f} s, {consumer_rate:,.0f} rec/s",
+              flush=True)
+        wait_for_checkpoint(log_dir, n)
+        result = spark_runs(log_dir, n)
+        print(f"kafkalog data source, local[2], {result['tasks']} input partitions:")
+        for name, times in result["times"].items():
+            best = min(times)
+            print(f"  {name:13s} first {times[0]:6.2f} s ({n / times[0]:>12,.0f} rec/s)   best of 3 {best:6.2f} s "
+                  f"({n / best:>12,.0f} rec/s)  = {n / best / consumer_rate:.2f}x the consumer "
+                  f"(target >= 1.5x)", flush=True)
+        print(f"size of the .log files: {_du(log_dir) / 1e6:,.0f} MB")
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _du(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
+               if f.endswith(".log"))
+
+
+if __name__ == "__main__":
+    main()

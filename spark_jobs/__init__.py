@@ -1,0 +1,1 @@
+"""PySpark data source and batch jobs over Kafka log segments."""

@@ -1,0 +1,95 @@
+"""consumer_lag: committed offsets from `__consumer_offsets` joined with log end offsets, per group,
+topic and partition.
+
+    python -m spark_jobs.consumer_lag --log-dirs DIR [--group G] [--output lag.csv]
+    spark-submit spark_jobs/consumer_lag.py --log-dirs DIR ...
+
+Each record of `__consumer_offsets` is decoded with Kafka's internal record schemas
+(protocol/internal_records.py): key version 0/1 is an OffsetCommitKey (group, topic, partition) whose
+value is an OffsetCommitValue (offset, metadata, commit_timestamp), or null: a tombstone, which
+deletes the committed offset. Other key versions (group metadata, KIP-848 records) are skipped. A
+group's records all live in one partition of `__consumer_offsets`, so the record with the highest
+offset per (group, topic, partition) is the current state, as the group coordinator's replay finds it.
+
+The log end offset is what `kafka-consumer-groups.sh` shows as LOG-END-OFFSET: the partition's
+high watermark (from `replication-offset-checkpoint`, else the end of its last complete batch).
+lag = log_end_offset - committed_offset; partitions missing from the log dirs show a null lag.
+"""
+if not __package__:                      # run as a script (spark-submit): make the project importable
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from spark_jobs import common  # noqa: E402
+
+COMMIT_TYPE = ("struct<group: string, topic: string, partition: int, committed_offset: long, "
+               "commit_timestamp: long, metadata: string, tombstone: boolean>")
+
+
+def decode_commit(key: bytes | None, value: bytes | None):
+    """One __consumer_offsets record -> the offset commit it holds, or None for other record types.
+
+    Runs as a plain Python UDF on the executors (a pandas-free path: pandas is not a dependency).
+    """
+    from protocol.internal import OffsetCommitKey
+    from protocol.internal_records import decode_offsets_key, decode_offsets_value
+
+    if key is None:
+        return None
+    k = decode_offsets_key(key)
+    if not isinstance(k, OffsetCommitKey):
+        return None
+    v = decode_offsets_value(k, value)
+    if v is None:
+        return (k.group, k.topic, k.partition, None, None, None, True)
+    return (k.group, k.topic, k.partition, v.offset, v.commit_timestamp, v.metadata, False)
+
+
+def end_offsets(log_dirs: list[str]) -> list[tuple]:
+    """(topic, partition, log_end_offset) of every partition, as readers see it (committed end)."""
+    from spark_jobs import layout
+    return [(log.topic, log.partition, log.committed_end)
+            for log in layout.discover(log_dirs, lambda t: t != "__consumer_offsets")]
+
+
+def compute(spark, log_dirs: str, group: str | None = None) -> dict:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    raw = common.load(spark, {"logDirs": log_dirs, "topics": "__consumer_offsets"})
+    decode = F.udf(decode_commit, COMMIT_TYPE, useArrow=False)
+    commits = (raw.select(decode("key", "value").alias("c"), F.col("offset").alias("record_offset"))
+               .where("c IS NOT NULL").select("c.*", "record_offset"))
+    if group:
+        commits = commits.where(F.col("group") == group)
+    latest = Window.partitionBy("group", "topic", "partition").orderBy(F.col("record_offset").desc())
+    current = (commits.withColumn("n", F.row_number().over(latest)).where("n = 1 AND NOT tombstone")
+               .drop("n", "tombstone", "record_offset"))
+    ends = spark.createDataFrame(end_offsets([d for d in log_dirs.split(",") if d]),
+                                 "topic string, partition int, log_end_offset long")
+    lag = (current.join(ends, ["topic", "partition"], "left")
+           .withColumn("lag", F.col("log_end_offset") - F.col("committed_offset"))
+           .select("group", "topic", "partition", "committed_offset", "log_end_offset", "lag",
+                   F.timestamp_millis("commit_timestamp").alias("commit_time"), "metadata")
+           .orderBy("group", "topic", "partition"))
+    groups = (lag.groupBy("group").agg(F.countDistinct("topic").alias("topics"),
+                                       F.count(F.lit(1)).alias("partitions"), F.sum("lag").alias("total_lag"))
+              .orderBy("group"))
+    return {"lag": lag, "groups": groups}
+
+
+def main(argv=None) -> int:
+    p = common.parser(__doc__.split("\n")[0])
+    p.add_argument("--group", help="only this consumer group")
+    args = p.parse_args(argv)
+    with common.session("consumer_lag", args.master) as spark:
+        results = compute(spark, args.log_dirs, args.group)
+        common.print_table("Lag per group, topic and partition", results["lag"])
+        common.print_table("Lag per group", results["groups"])
+        if args.output:
+            common.write_output(results["lag"].coalesce(1), args.output, common.output_format(args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,318 @@
+"""The `kafkalog` Spark data source: reads Kafka `log.dirs` directly, in parallel, read-only.
+
+Usage::
+
+    from spark_jobs.datasource import register
+    register(spark)                        # also enables Python filter pushdown for the session
+    df = (spark.read.format("kafkalog").option("logDirs", "/var/kafka-logs")
+          .option("topics", "orders,payments").load())
+
+Theory of operation
+-------------------
+Planning runs on the driver (`KafkaLogReader.partitions`): spark_jobs/layout.py lists every
+`<topic>-<partition>` directory of every log dir, snapshots each partition's committed end (the high
+watermark of `replication-offset-checkpoint` when it covers the partition, else the end of the last
+complete batch), resolves the offset bounds (options, pushed-down filters, timestamps through
+`.timeindex`), and cuts each segment into splits of about `maxSplitBytes` at offset-index positions.
+Each split is one Spark input partition, so one segment (or part of one) is one task. Executors
+read their split with one pread and decode it column by column into Arrow record batches
+(spark_jobs/decoder.py); nothing goes through a broker, and nothing is ever written.
+
+Options (names follow Spark's own Kafka source where one exists):
+
+  logDirs / path        comma-separated log dirs (required)
+  topics                comma-separated topic names; topicPattern: a regex (full match). Default:
+                        every topic except internal ones (`__consumer_offsets`, `__transaction_state`),
+                        which are read only when named, matched by the pattern, or includeInternal=true
+  startingOffsets       "earliest" (default), "latest", or JSON {"topic": {"0": 42, "1": -2}}
+                        (-2 = earliest, -1 = latest); inclusive
+  endingOffsets         "latest" (default) or JSON as above (-1 = latest); exclusive
+  startingTimestamp     ms since the epoch, or JSON per partition: start at the earliest offset whose
+                        timestamp >= it (Kafka's ListOffsets by time; none -> no rows)
+  endingTimestamp       ms, or JSON: end (exclusive) at the earliest offset whose timestamp >= it
+                        (none -> latest)
+  isolation             read_uncommitted (default) | read_committed: skips aborted transactions and
+                        stops at the last_stable_offset; control batches are never returned
+  includeHeaders        false (default) | true: adds the `headers` column
+  maxSplitBytes         target bytes per split (default 64 MiB)
+  view                  records (default) | batches: one row per batch instead (topic, partition,
+                        baseOffset, lastOffset, codec, sizeInBytes, uncompressedBytes, recordsCount,
+                        isControl, isTransactional, producerId, maxTimestamp); used for compression
+                        ratios. Offset bounds apply to whole batches; timestamp filters are not pushed.
+
+Pushed-down filters, applied exactly (Spark does not re-check them): topic = / IN / startsWith;
+partition and offset = / IN / < / <= / > / >=; timestamp < / <= / > / >=.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+
+from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan,
+                                    GreaterThanOrEqual, In, InputPartition, LessThan, LessThanOrEqual,
+                                    StringStartsWith)
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, StringType,
+                               StructField, StructType, TimestampType)
+
+from spark_jobs import layout
+from spark_jobs.decoder import SplitReader, offsets_and_timestamps, read_batch_infos
+
+SHORT_NAME = "kafkalog"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+DEFAULT_MAX_SPLIT_BYTES = 64 * 1024 * 1024
+EARLIEST, LATEST = -2, -1          # Kafka's ListOffsets sentinels, as Spark's JSON offsets use them
+_INT64_MAX = (1 << 63) - 1
+
+
+def spark_schema(include_headers: bool) -> StructType:
+    fields = [StructField("key", BinaryType()), StructField("value", BinaryType()),
+              StructField("topic", StringType()), StructField("partition", IntegerType()),
+              StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+              StructField("timestampType", IntegerType())]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    fields += [StructField("leaderEpoch", IntegerType()), StructField("producerId", LongType()),
+               StructField("isTransactional", BooleanType())]
+    return StructType(fields)
+
+
+BATCHES_SCHEMA = StructType([
+    StructField("topic", StringType()), StructField("partition", IntegerType()),
+    StructField("baseOffset", LongType()), StructField("lastOffset", LongType()),
+    StructField("codec", StringType()), StructField("sizeInBytes", LongType()),
+    StructField("uncompressedBytes", LongType()), StructField("recordsCount", IntegerType()),
+    StructField("isControl", BooleanType()), StructField("isTransactional", BooleanType()),
+    StructField("producerId", LongType()), StructField("maxTimestamp", TimestampType()),
+])
+
+
+def register(spark) -> None:
+    """Registers the source under SHORT_NAME; the reader pushes filters down, which Spark allows only
+    with spark.sql.python.filterPushdown.enabled."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(KafkaLogDataSource)
+
+
+class KafkaLogDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SHORT_NAME
+
+    def schema(self) -> StructType:
+        if self.options.get("view", "records") == "batches":
+            return BATCHES_SCHEMA
+        return spark_schema(_bool(self.options.get("includeHeaders", "false")))
+
+    def reader(self, schema: StructType) -> "KafkaLogReader":
+        return KafkaLogReader(dict(self.options))
+
+
+class SplitPartition(InputPartition):
+    """One split with the bounds to apply to it (picklable; sent to an executor)."""
+
+    def __init__(self, split: layout.Split, start_offset: int, end_offset: int, aborted):
+        super().__init__(None)
+        self.split = split
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+        self.aborted = aborted
+
+    def __repr__(self) -> str:
+        s = self.split
+        return f"SplitPartition({s.topic}-{s.partition} @{s.start_position}..{s.end_position})"
+
+
+class _Range:
+    """An inclusive [lo, hi] range narrowed by pushed-down comparisons, plus an optional value set."""
+
+    def __init__(self, lo=None, hi=None):
+        self.lo, self.hi, self.values = lo, hi, None
+
+    def narrow(self, f) -> bool:
+        v = getattr(f, "value", None)
+        if v is None:
+            return False
+        if isinstance(f, EqualTo):
+            self._set({v})
+        elif isinstance(f, In):
+            self._set(set(v))
+        elif isinstance(f, GreaterThan):
+            self.lo = v + 1 if self.lo is None else max(self.lo, v + 1)
+        elif isinstance(f, GreaterThanOrEqual):
+            self.lo = v if self.lo is None else max(self.lo, v)
+        elif isinstance(f, LessThan):
+            self.hi = v - 1 if self.hi is None else min(self.hi, v - 1)
+        elif isinstance(f, LessThanOrEqual):
+            self.hi = v if self.hi is None else min(self.hi, v)
+        else:
+            return False
+        return True
+
+    def _set(self, values):
+        self.values = values if self.values is None else self.values & values
+
+    def contains(self, v) -> bool:
+        return ((self.lo is None or v >= self.lo) and (self.hi is None or v <= self.hi)
+                and (self.values is None or v in self.values))
+
+
+def _micros(value) -> int | None:
+    """A pushed-down timestamp (datetime; naive means UTC) in microseconds since the epoch."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return None
+
+
+class KafkaLogReader(DataSourceReader):
+    def __init__(self, options: dict):
+        self.options = {k.lower(): v for k, v in options.items()}
+        self.topic_names: set[str] | None = None
+        self.topic_prefixes: list[str] = []
+        self.partition_range = _Range()
+        self.offset_range = _Range()
+        self.ts_range = _Range()
+
+    # -- filter pushdown ---------------------------------------------------------------------------
+    def pushFilters(self, filters):
+        for f in filters:
+            attribute = getattr(f, "attribute", ())
+            column = attribute[0] if len(attribute) == 1 else None
+            if column == "topic" and isinstance(f, (EqualTo, In)):
+                names = {f.value} if isinstance(f, EqualTo) else set(f.value)
+                self.topic_names = names if self.topic_names is None else self.topic_names & names
+            elif column == "topic" and isinstance(f, StringStartsWith):
+                self.topic_prefixes.append(f.value)
+            elif column == "partition" and self.partition_range.narrow(f):
+                pass
+            elif column == "offset" and self.offset_range.narrow(f):
+                pass
+            elif (column == "timestamp" and self.options.get("view", "records") == "records"
+                  and isinstance(f, (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual))
+                  and _micros(f.value) is not None):
+                self.ts_range.narrow(type(f)(f.attribute, _micros(f.value)))
+            else:
+                yield f
+
+    # -- planning (driver) -------------------------------------------------------------------------
+    def _topic_filter(self):
+        names = self.options.get("topics", self.options.get("subscribe"))
+        wanted = {t.strip() for t in names.split(",") if t.strip()} if names else None
+        pattern = self.options.get("topicpattern", self.options.get("subscribepattern"))
+        regex = re.compile(pattern) if pattern else None
+        include_internal = _bool(self.options.get("includeinternal", "false"))
+
+        def accept(topic: str) -> bool:
+            if self.topic_names is not None and topic not in self.topic_names:
+                return False
+            if self.topic_prefixes and not all(topic.startswith(p) for p in self.topic_prefixes):
+                return False
+            if wanted is not None or regex is not None:
+                return (wanted is not None and topic in wanted) or bool(regex and regex.fullmatch(topic))
+            return include_internal or topic not in INTERNAL_TOPICS
+        return accept
+
+    def _log_dirs(self) -> list[str]:
+        raw = self.options.get("logdirs", self.options.get("path"))
+        if not raw:
+            raise ValueError("the kafkalog source needs option logDirs (or a path)")
+        return [d.strip() for d in raw.split(",") if d.strip()]
+
+    def plan(self) -> list[SplitPartition]:
+        logs = [log for log in layout.discover(self._log_dirs(), self._topic_filter())
+                if self.partition_range.contains(log.partition)]
+        read_committed = self.options.get("isolation", "read_uncommitted") == "read_committed"
+        target = int(self.options.get("maxsplitbytes", DEFAULT_MAX_SPLIT_BYTES))
+        starting = _parse_offsets(self.options.get("startingoffsets", "earliest"), EARLIEST)
+        ending = _parse_offsets(self.options.get("endingoffsets", "latest"), LATEST)
+        starting_ts = _parse_offsets(self.options.get("startingtimestamp"), None)
+        ending_ts = _parse_offsets(self.options.get("endingtimestamp"), None)
+        result = []
+        for log in logs:
+            end = log.committed_end
+            aborted = None
+            if read_committed:
+                txn = layout.scan_transactions(log)
+                end, aborted = min(end, txn.last_stable_offset), txn.aborted
+            start = _resolve(starting(log), log, log.log_start_offset, end)
+            stop = _resolve(ending(log), log, end, end)
+            ts = starting_ts(log)
+            if ts is not None:
+                found = layout.offset_for_timestamp(log, ts, offsets_and_timestamps)
+                start = max(start, end if found is None else found)
+            ts = ending_ts(log)
+            if ts is not None:
+                found = layout.offset_for_timestamp(log, ts, offsets_and_timestamps)
+                stop = min(stop, end if found is None else found)
+            if self.offset_range.lo is not None:
+                start = max(start, self.offset_range.lo)
+            if self.offset_range.hi is not None:
+                stop = min(stop, self.offset_range.hi + 1)
+            if self.offset_range.values is not None:
+                if not self.offset_range.values:
+                    continue
+                start = max(start, min(self.offset_range.values))
+                stop = min(stop, max(self.offset_range.values) + 1)
+            start, stop = max(start, log.log_start_offset), min(stop, end)
+            for split in layout.plan_splits(log, start, stop, target):
+                result.append(SplitPartition(split, start, stop, aborted))
+        return result
+
+    def partitions(self):
+        return self.plan()    # Spark turns an empty list into one InputPartition(None): read() skips it
+
+    # -- reading (executors) -----------------------------------------------------------------------
+    def read(self, partition: SplitPartition):
+        if not isinstance(partition, SplitPartition):
+            return iter(())
+        if self.options.get("view", "records") == "batches":
+            return read_batch_infos(partition.split, partition.start_offset, partition.end_offset)
+        values = self.offset_range.values
+        ts = self.ts_range
+        reader = SplitReader(partition.split, partition.start_offset, partition.end_offset,
+                             min_ts_us=ts.lo, max_ts_us=ts.hi, aborted=partition.aborted,
+                             include_headers=_bool(self.options.get("includeheaders", "false")))
+        if values is None:
+            return iter(reader)
+        return (batch.filter(_is_in(batch.column("offset"), values)) for batch in reader)
+
+
+def _is_in(column, values):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    return pc.is_in(column, value_set=pa.array(sorted(values), pa.int64()))
+
+
+def _bool(value) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _parse_offsets(raw, default):
+    """Returns log -> requested value (offset, timestamp or sentinel) for one of the offset options."""
+    if raw is None:
+        return lambda log: default
+    raw = str(raw).strip()
+    if raw == "earliest":
+        return lambda log: EARLIEST
+    if raw == "latest":
+        return lambda log: LATEST
+    if raw.lstrip("-").isdigit():
+        return lambda log: int(raw)
+    per_partition = json.loads(raw)
+
+    def lookup(log):
+        value = per_partition.get(log.topic, {}).get(str(log.partition))
+        return default if value is None else int(value)
+    return lookup
+
+
+def _resolve(value, log: layout.PartitionLog, default: int, end: int) -> int:
+    if value == EARLIEST:
+        return log.log_start_offset
+    if value == LATEST:
+        return end
+    return default if value is None else value

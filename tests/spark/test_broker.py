@@ -1,0 +1,184 @@
+"""The data source and the jobs over the log dir of a RUNNING broker, against what real clients see.
+
+A broker subprocess (tests/integration's BrokerProcess) receives known data from confluent-kafka
+producers (every codec, keys, null keys, headers, explicit timestamps) and offset commits; a
+confluent-kafka consumer then reads everything back through the broker. The broker checkpoints its
+high watermarks every 200 ms, so once the checkpoint covers what the consumer saw, the data source
+reading the same files (while the broker keeps running) must return exactly those records, and each
+job's numbers must equal the ones computed from the consumer's records.
+"""
+import collections
+import importlib.util
+import os
+import subprocess
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from spark_jobs import compaction_preview, consumer_lag, layout, topic_stats
+
+from .conftest import HOUR_MS, ROOT
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+BASE_TS = 1_700_000_000_000
+PARTITIONS = 3
+
+
+def _integration():
+    spec = importlib.util.spec_from_file_location("_integration_conftest",
+                                                  ROOT / "tests" / "integration" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def produce_known_data(bootstrap):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic("orders", PARTITIONS, 1, config={"segment.bytes": "2048"}),
+                                   NewTopic("clicks", PARTITIONS, 1)])
+    for future in futures.values():
+        future.result(30)
+    for i, codec in enumerate(CODECS):
+        p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20,
+                      "batch.num.messages": 40, "enable.idempotence": i % 2 == 0})
+        for n in range(120):
+            key = None if n % 10 == 0 else f"user{n % 17}".encode()
+            headers = [("codec", codec.encode()), ("n", str(n).encode())] if n % 4 == 0 else None
+            p.produce("orders", value=f"{codec}-{n}-".encode() + b"x" * (n % 50), key=key,
+                      headers=headers, timestamp=BASE_TS + (i * 120 + n) * 60_000,
+                      partition=n % PARTITIONS)
+        assert p.flush(30) == 0
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for n in range(50):
+        p.produce("clicks", value=b"c%d" % n, timestamp=BASE_TS + n * 1000, partition=0)
+    assert p.flush(30) == 0
+
+
+def consume_all(bootstrap, topics):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-test-reader", "enable.auto.commit": False,
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    tps = [TopicPartition(t, p, -2) for t, n in topics.items() for p in range(n)]
+    c.assign(tps)
+    pending, rows = {(tp.topic, tp.partition) for tp in tps}, []
+    deadline = time.monotonic() + 60
+    while pending and time.monotonic() < deadline:
+        msg = c.poll(1.0)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == -191:          # _PARTITION_EOF
+                pending.discard((msg.topic(), msg.partition()))
+                continue
+            raise AssertionError(msg.error())
+        rows.append(dict(topic=msg.topic(), partition=msg.partition(), offset=msg.offset(), key=msg.key(),
+                         value=msg.value(), timestamp_ms=msg.timestamp()[1],
+                         headers=[(k, v) for k, v in (msg.headers() or [])]))
+    watermarks = {(tp.topic, tp.partition): c.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+    c.close()
+    assert not pending, f"no EOF from {pending}"
+    return rows, watermarks
+
+
+def commit_offsets(bootstrap, group, offsets):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    committed = {(tp.topic, tp.partition): tp.offset
+                 for tp in c.committed([TopicPartition(t, p) for t, p in offsets], timeout=10)}
+    c.close()
+    return committed
+
+
+@pytest.fixture(scope="module")
+def live_broker(tmp_path_factory):
+    integration = _integration()
+    broker = integration.BrokerProcess(tmp_path_factory.mktemp("spark-broker"), {
+        "num.partitions": PARTITIONS, "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
+        "replica.high.watermark.checkpoint.interval.ms": 200})
+    broker.start()
+    try:
+        produce_known_data(broker.bootstrap)
+        rows, watermarks = consume_all(broker.bootstrap, {"orders": PARTITIONS, "clicks": PARTITIONS})
+        committed = {"analytics": commit_offsets(broker.bootstrap, "analytics",
+                                                 {("orders", 0): 5, ("orders", 1): 40, ("clicks", 0): 50}),
+                     "late": commit_offsets(broker.bootstrap, "late", {("orders", 2): 1})}
+        _wait_for_checkpoint(broker.log_dir, watermarks)
+        yield broker, rows, watermarks, committed
+    finally:
+        try:
+            broker.stop()
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _wait_for_checkpoint(log_dir, watermarks, timeout=20.0):
+    """Until replication-offset-checkpoint holds every partition's high watermark (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        hws = layout.read_checkpoint(os.path.join(log_dir, layout.HIGH_WATERMARK_CHECKPOINT))
+        if all(hws.get(tp, -1) >= hw for tp, hw in watermarks.items()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"high watermarks not checkpointed within {timeout} s")
+
+
+def test_data_source_returns_what_the_consumer_read(spark, live_broker):
+    broker, rows, _, _ = live_broker
+    df = (spark.read.format("kafkalog").option("logDirs", broker.log_dir).option("includeHeaders", "true")
+          .load())
+    got = sorted((r.topic, r.partition, r.offset, r.key, r.value, round(r.timestamp.timestamp() * 1000),
+                  [(h.key, h.value) for h in r.headers]) for r in df.collect())
+    want = sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"], r["timestamp_ms"], r["headers"])
+                  for r in rows)
+    assert len(want) == 5 * 120 + 50
+    assert got == want
+
+
+def test_topic_stats_equal_consumer_numbers(spark, live_broker):
+    broker, rows, _, _ = live_broker
+    results = topic_stats.compute(spark, {"logDirs": broker.log_dir})
+    by_tp = collections.defaultdict(list)
+    for r in rows:
+        by_tp[(r["topic"], r["partition"])].append(r)
+    got = {(r.topic, r.partition): (r.records, r.bytes, r.distinct_keys, r.null_keys,
+                                    round(r.min_timestamp.timestamp() * 1000), round(r.max_timestamp.timestamp() * 1000))
+           for r in results["partitions"].collect()}
+    want = {tp: (len(rs), sum(len(r["key"] or b"") + len(r["value"]) for r in rs),
+                 len({r["key"] for r in rs if r["key"] is not None}), sum(r["key"] is None for r in rs),
+                 min(r["timestamp_ms"] for r in rs), max(r["timestamp_ms"] for r in rs))
+            for tp, rs in by_tp.items()}
+    assert got == want
+    hours = collections.Counter((r["topic"], r["timestamp_ms"] // HOUR_MS) for r in rows)
+    assert {(r.topic, round(r.hour.timestamp() * 1000) // HOUR_MS): r.records
+            for r in results["hours"].collect()} == dict(hours)
+    codecs = {r.codec: r.records for r in results["codecs"].collect()}
+    assert set(CODECS) <= set(codecs) and sum(codecs.values()) == len(rows)
+
+
+def test_consumer_lag_equals_broker_committed_and_watermarks(spark, live_broker):
+    broker, _, watermarks, committed = live_broker
+    lag = consumer_lag.compute(spark, broker.log_dir)["lag"].collect()
+    got = {(r.group, r.topic, r.partition): (r.committed_offset, r.log_end_offset, r.lag) for r in lag}
+    want = {(g, t, p): (o, watermarks[(t, p)], watermarks[(t, p)] - o)
+            for g, offsets in committed.items() for (t, p), o in offsets.items()}
+    assert got == want
+
+
+def test_compaction_preview_on_broker_segments(spark, live_broker):
+    broker, rows, _, _ = live_broker
+    logs = {(log.topic, log.partition): log for log in layout.discover([broker.log_dir])}
+    assert min(len(logs[("orders", p)].segments) for p in range(PARTITIONS)) > 1   # 2 KiB segments rolled
+    got = {r.topic: (r.records, r.removed_records, r.null_keys)
+           for r in compaction_preview.compute(spark, {"logDirs": broker.log_dir, "topics": "orders"})["topics"].collect()}
+    latest, orders = {}, [r for r in rows if r["topic"] == "orders"]
+    for r in orders:
+        active = logs[("orders", r["partition"])].segments[-1].base_offset
+        if r["key"] is not None and r["offset"] < active:
+            k = (r["partition"], r["key"])
+            latest[k] = max(latest.get(k, -1), r["offset"])
+    removed = sum(1 for r in orders if r["key"] is not None and r["offset"] < latest.get((r["partition"], r["key"]), -1))
+    assert got == {"orders": (len(orders), removed, sum(r["key"] is None for r in orders))}
+    assert removed > 0

@@ -1,0 +1,187 @@
+"""The kafkalog data source against Kafka's own data dirs and against logs with known contents."""
+import datetime as dt
+import json
+import os
+import shutil
+
+import pytest
+
+from spark_jobs import layout
+from storage.record_batch import CONTROL_FLAG_MASK, RecordBatchView, iter_batches
+
+pytestmark = pytest.mark.spark
+
+UTC = dt.timezone.utc
+
+
+def read(spark, log_dir, **options):
+    reader = spark.read.format("kafkalog").option("logDirs", str(log_dir))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def rows_of(df):
+    return sorted((r.asDict(recursive=True) for r in df.collect()), key=lambda r: (r["topic"], r["partition"], r["offset"]))
+
+
+def storage_reader_records(partition_dir):
+    """Every data record of a partition as storage's own reader decodes it: (offset, ts, key, value)."""
+    out = []
+    for name in sorted(os.listdir(partition_dir)):
+        if name.endswith(".log"):
+            with open(os.path.join(partition_dir, name), "rb") as f:
+                buf = f.read()
+            for batch in iter_batches(buf):
+                assert isinstance(batch, RecordBatchView) and batch.is_valid()
+                if not batch.attributes & CONTROL_FLAG_MASK:
+                    out += [(r.offset, r.timestamp, r.key and bytes(r.key), r.value and bytes(r.value))
+                            for r in batch.records()]
+    return out
+
+
+def as_tuple(r):
+    ts = r["timestamp"]
+    ms = round(ts.timestamp() * 1000)
+    return (r["offset"], ms, r["key"], r["value"])
+
+
+@pytest.mark.parametrize("kafka_version,topic,count", [("kafka-3.4.0", "test", 97), ("kafka-3.1.0", "cities", 11)])
+def test_reads_what_apache_kafka_wrote(spark, kafka_fixtures, tmp_path, kafka_version, topic, count):
+    log_dir = tmp_path / kafka_version
+    shutil.copytree(kafka_fixtures / kafka_version, log_dir)
+    df = read(spark, log_dir)
+    rows = rows_of(df)
+    assert {r["topic"] for r in rows} == {topic}         # internal topics only when asked
+    assert len(rows) == count
+    assert [as_tuple(r) for r in rows] == storage_reader_records(log_dir / f"{topic}-0")
+    assert [r["offset"] for r in rows] == list(range(count))
+    if topic == "cities":
+        assert rows[0]["value"] == b"New York"
+
+
+def test_internal_topics_only_when_asked(spark, kafka_fixtures):
+    df = read(spark, kafka_fixtures / "kafka-3.1.0", topics="__consumer_offsets")
+    rows = rows_of(df)
+    assert {r["topic"] for r in rows} == {"__consumer_offsets"}
+    assert sorted({r["partition"] for r in rows}) == [0, 2, 31, 34]
+    assert len(rows) == 8
+    everything = read(spark, kafka_fixtures / "kafka-3.1.0", includeInternal="true")
+    assert everything.count() == 8 + 11
+
+
+def expected_visible(rows, committed=False):
+    out = []
+    for r in rows:
+        if committed and (r.get("aborted") or r.get("open")):
+            continue
+        out.append(r)
+    return out
+
+
+def normalize(r):
+    return (r["topic"], r["partition"], r["offset"], round(r["timestamp"].timestamp() * 1000) if "timestamp" in r
+            else r["timestamp_ms"], r["key"], r["value"], [tuple(h.values()) if isinstance(h, dict) else tuple(h)
+                                                         for h in r.get("headers", [])],
+            r["timestampType"], r["producerId"], r["isTransactional"])
+
+
+def test_every_codec_key_header_and_timestamp_type(spark, sample_dir):
+    log_dir, expected = sample_dir
+    df = read(spark, log_dir, includeHeaders="true", maxSplitBytes="1500")
+    assert df.rdd.getNumPartitions() > 10                 # small segments, cut at index positions
+    got = sorted(normalize(r) for r in rows_of(df))
+    want = sorted(normalize(r) for r in expected if r["topic"] != "__consumer_offsets")
+    assert got == want
+    assert all(r["leaderEpoch"] == 0 for r in df.select("leaderEpoch").collect())
+
+
+def test_matches_storage_reader_on_sample(spark, sample_dir):
+    log_dir, _ = sample_dir
+    for partition in range(3):
+        df = read(spark, log_dir, topics="events").where(f"partition = {partition}")
+        assert [as_tuple(r) for r in rows_of(df)] == storage_reader_records(log_dir / f"events-{partition}")
+
+
+def test_read_committed_skips_aborted_and_stops_at_last_stable_offset(spark, sample_dir):
+    log_dir, expected = sample_dir
+    txn = [r for r in expected if r["topic"] == "txn"]
+    uncommitted = rows_of(read(spark, log_dir, topics="txn"))
+    assert [r["offset"] for r in uncommitted] == [r["offset"] for r in txn]
+    committed = rows_of(read(spark, log_dir, topics="txn", isolation="read_committed"))
+    first_open = min(r["offset"] for r in txn if r["open"])
+    want = [r["offset"] for r in txn if not r["aborted"] and r["offset"] < first_open]
+    assert [r["offset"] for r in committed] == want
+    assert all(r["value"].startswith(b"t7-") for r in committed)
+
+
+OFFSET_CASES = [
+    ('{"events": {"0": 10, "1": -2}}', '{"events": {"0": 20, "2": 5}}'),
+    ("earliest", '{"events": {"1": 1}}'),
+    ('{"events": {"2": 139}}', "latest"),
+]
+
+
+@pytest.mark.parametrize("starting,ending", OFFSET_CASES)
+def test_offset_bounds(spark, sample_dir, starting, ending):
+    log_dir, expected = sample_dir
+    df = read(spark, log_dir, topics="events", startingOffsets=starting, endingOffsets=ending)
+    start = {} if starting == "earliest" else json.loads(starting)["events"]
+    end = {} if ending == "latest" else json.loads(ending)["events"]
+    want = [(r["partition"], r["offset"]) for r in expected if r["topic"] == "events"
+            and max(0, start.get(str(r["partition"]), 0)) <= r["offset"]
+            < end.get(str(r["partition"]), 1 << 62)]
+    assert [(r["partition"], r["offset"]) for r in rows_of(df)] == want
+
+
+def test_pushed_down_filters_return_exact_rows(spark, sample_dir):
+    log_dir, expected = sample_dir
+    df = read(spark, log_dir)
+    lo = dt.datetime.fromtimestamp((expected[0]["timestamp_ms"] + 3 * 3_600_000) / 1000, UTC)
+    hi = lo + dt.timedelta(hours=2)
+    q = df.where("topic = 'events' AND partition IN (0, 2) AND offset >= 30 AND offset < 120")
+    q = q.where(df.timestamp > lo).where(df.timestamp <= hi)
+    lo_ms, hi_ms = lo.timestamp() * 1000, hi.timestamp() * 1000
+    want = [(r["partition"], r["offset"]) for r in expected if r["topic"] == "events"
+            and r["partition"] in (0, 2) and 30 <= r["offset"] < 120 and lo_ms < r["timestamp_ms"] <= hi_ms]
+    assert want and [(r["partition"], r["offset"]) for r in rows_of(q)] == want
+    point = df.where("topic = 'events' AND partition = 1 AND offset = 77")
+    assert [(r["partition"], r["offset"]) for r in rows_of(point)] == [(1, 77)]
+    some = df.where("topic = 'events' AND partition = 1 AND offset IN (3, 5, 90)")
+    assert [r["offset"] for r in rows_of(some)] == [3, 5, 90]
+
+
+def test_pushdown_prunes_input_partitions(spark, sample_dir):
+    log_dir, _ = sample_dir
+    df = read(spark, log_dir, maxSplitBytes="1500")
+    every = df.rdd.getNumPartitions()
+    one_partition = df.where("topic = 'events' AND partition = 1").rdd.getNumPartitions()
+    tail = df.where("topic = 'events' AND partition = 1 AND offset >= 130").rdd.getNumPartitions()
+    assert every > one_partition > tail >= 1
+
+
+def test_timestamp_options_resolve_offsets(spark, sample_dir):
+    log_dir, expected = sample_dir
+    events = [r for r in expected if r["topic"] == "events" and r["partition"] == 1]
+    start_ts, end_ts = events[25]["timestamp_ms"] - 1, events[60]["timestamp_ms"]
+    df = read(spark, log_dir, topics="events", startingTimestamp=str(start_ts), endingTimestamp=str(end_ts))
+    got = [r["offset"] for r in rows_of(df) if r["partition"] == 1]
+    assert got == list(range(25, 60))
+    late = read(spark, log_dir, topics="events", startingTimestamp=str(events[-1]["timestamp_ms"] + 10 ** 9))
+    assert late.count() == 0
+
+
+def test_high_watermark_and_torn_tail(spark, tmp_path):
+    from spark_jobs.sample_data import LogDirWriter
+    w = LogDirWriter(str(tmp_path))
+    for i in range(10):
+        w.append("t", 0, [(1000 + i, None, b"v%d" % i, [])])
+    w.close(high_watermarks={("t", 0): 6})
+    assert [r["offset"] for r in rows_of(read(spark, tmp_path))] == list(range(6))
+    # Without a checkpoint entry the committed end is the last complete batch: a torn tail is cut.
+    os.remove(tmp_path / "replication-offset-checkpoint")
+    with open(tmp_path / "t-0" / "00000000000000000000.log", "ab") as f:
+        f.write(b"\x00" * 8 + b"\x00\x00\x01\x00" + b"\x01" * 30)
+    assert [r["offset"] for r in rows_of(read(spark, tmp_path))] == list(range(10))
+    log, = layout.discover([str(tmp_path)])
+    assert (log.log_end_offset, log.high_watermark) == (10, None)

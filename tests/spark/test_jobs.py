@@ -1,0 +1,133 @@
+"""Each job's numbers against the same numbers computed in plain Python from the known sample rows
+(which the data source tests check against storage's own reader and against what was written)."""
+import collections
+import datetime as dt
+
+import pyarrow.parquet as pq
+import pytest
+
+from spark_jobs import compaction_preview, consumer_lag, export, layout, topic_stats
+
+from .conftest import COMMITS, HOUR_MS
+
+pytestmark = pytest.mark.spark
+
+
+def user_rows(expected):
+    return [r for r in expected if not r["topic"].startswith("__")]
+
+
+def size(r):
+    return len(r["key"] or b"") + len(r["value"] or b"")
+
+
+def test_topic_stats(spark, sample_dir):
+    log_dir, expected = sample_dir
+    results = topic_stats.compute(spark, {"logDirs": str(log_dir)})
+    by_tp = collections.defaultdict(list)
+    for r in user_rows(expected):
+        by_tp[(r["topic"], r["partition"])].append(r)
+    got = {(r["topic"], r["partition"]): r for r in results["partitions"].collect()}
+    assert set(got) == set(by_tp)
+    for tp, rows in by_tp.items():
+        g = got[tp]
+        assert g["records"] == len(rows)
+        assert g["bytes"] == sum(size(r) for r in rows)
+        assert g["distinct_keys"] == len({r["key"] for r in rows if r["key"] is not None})
+        assert g["null_keys"] == sum(r["key"] is None for r in rows)
+        assert round(g["min_timestamp"].timestamp() * 1000) == min(r["timestamp_ms"] for r in rows)
+        assert round(g["max_timestamp"].timestamp() * 1000) == max(r["timestamp_ms"] for r in rows)
+    hours = collections.Counter((r["topic"], r["timestamp_ms"] // HOUR_MS) for r in user_rows(expected))
+    got_hours = {(r["topic"], round(r["hour"].timestamp() * 1000) // HOUR_MS): r["records"]
+                 for r in results["hours"].collect()}
+    assert got_hours == dict(hours)
+    codecs = {r["codec"]: r for r in results["codecs"].collect()}
+    assert set(codecs) == {"none", "gzip", "snappy", "lz4", "zstd"}
+    assert codecs["none"]["ratio"] == 1.0
+    assert codecs["zstd"]["ratio"] > 1.0 and codecs["gzip"]["ratio"] > 1.0
+    # LZ4 batches: 4 events partitions x 3 batches + 3 appendtime batches -> records add up.
+    assert sum(r["records"] for r in codecs.values()) == len(expected) - len(
+        [r for r in expected if r["topic"] == "__consumer_offsets"]) + 0
+
+
+def test_topic_stats_cli_writes_tables_and_chart(spark, sample_dir, tmp_path, capsys):
+    log_dir, _ = sample_dir
+    out, png = tmp_path / "stats.parquet", tmp_path / "hours.png"
+    assert topic_stats.main(["--log-dirs", str(log_dir), "--topics", "events", "--output", str(out),
+                             "--plot", str(png)]) == 0
+    printed = capsys.readouterr().out
+    assert "Per topic-partition" in printed and "events" in printed and "Compression by codec" in printed
+    assert pq.read_table(out / "partitions").num_rows == 3
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_export_parquet_partitioned_by_topic_and_date(spark, sample_dir, tmp_path):
+    log_dir, expected = sample_dir
+    out = tmp_path / "export"
+    assert export.main(["--log-dirs", str(log_dir), "--topics", "events,appendtime", "--output", str(out),
+                        "--decode", "utf8"]) == 0
+    want = collections.Counter((r["topic"], dt.datetime.fromtimestamp(r["timestamp_ms"] / 1000, dt.timezone.utc)
+                                .strftime("%Y-%m-%d")) for r in user_rows(expected) if r["topic"] != "txn")
+    written = collections.Counter()
+    for topic_dir in out.iterdir():
+        if topic_dir.is_dir():
+            for date_dir in topic_dir.iterdir():
+                table = pq.read_table(date_dir)
+                written[(topic_dir.name.split("=")[1], date_dir.name.split("=")[1])] += table.num_rows
+    assert written == want
+    table = pq.read_table(out / "topic=events")
+    values = set(table.column("value").to_pylist())
+    assert values == {r["value"].decode() if r["value"] is not None else None
+                      for r in expected if r["topic"] == "events"}
+
+
+def test_export_json_decode(spark, tmp_path):
+    from spark_jobs.sample_data import LogDirWriter
+    w = LogDirWriter(str(tmp_path / "logs"))
+    w.append("j", 0, [(1000, b"a", b'{"n": 1, "s": "x"}', []), (2000, None, b'{"n": 2}', []),
+                      (3000, b"c", b"not json", [])])
+    w.close()
+    df = export.prepare(spark, {"logDirs": str(tmp_path / "logs")}, "json")
+    rows = sorted(df.select("offset", "key", "value.n", "value.s").collect())
+    assert [tuple(r) for r in rows] == [(0, "a", 1, "x"), (1, None, 2, None), (2, "c", None, None)]
+
+
+def test_consumer_lag(spark, sample_dir):
+    log_dir, expected = sample_dir
+    results = consumer_lag.compute(spark, str(log_dir))
+    latest = {}
+    for group, topic, partition, offset in COMMITS:
+        latest[(group, topic, partition)] = offset
+    ends = {(log.topic, log.partition): log.committed_end for log in layout.discover([str(log_dir)])}
+    want = {k: (v, ends.get(k[1:]), None if k[1:] not in ends else ends[k[1:]] - v)
+            for k, v in latest.items() if v is not None}
+    got = {(r["group"], r["topic"], r["partition"]): (r["committed_offset"], r["log_end_offset"], r["lag"])
+           for r in results["lag"].collect()}
+    assert got == want
+    assert got[("g1", "events", 0)] == (50, 140, 90)
+    groups = {r["group"]: r["total_lag"] for r in results["groups"].collect()}
+    assert groups["g1"] == 90 + 120 + 0
+
+
+def test_consumer_lag_on_kafka_fixture_has_only_group_metadata(spark, kafka_fixtures):
+    results = consumer_lag.compute(spark, str(kafka_fixtures / "kafka-3.4.0"))
+    assert results["lag"].count() == 0       # the fixture's __consumer_offsets holds GroupMetadata only
+
+
+def test_compaction_preview(spark, sample_dir):
+    log_dir, expected = sample_dir
+    results = compaction_preview.compute(spark, {"logDirs": str(log_dir), "topics": "events,txn"})
+    active = {(log.topic, log.partition): log.segments[-1].base_offset for log in layout.discover([str(log_dir)])}
+    want = {}
+    for topic in ("events", "txn"):
+        rows = [r for r in expected if r["topic"] == topic]
+        latest = {}
+        for r in rows:
+            if r["key"] is not None and r["offset"] < active[(topic, r["partition"])]:
+                latest[(r["partition"], r["key"])] = max(latest.get((r["partition"], r["key"]), -1), r["offset"])
+        removed = [r for r in rows if r["key"] is not None and r["offset"] < latest.get((r["partition"], r["key"]), -1)]
+        want[topic] = (len(rows), len(removed), sum(size(r) for r in removed), sum(r["key"] is None for r in rows))
+    got = {r["topic"]: (r["records"], r["removed_records"], r["removed_bytes"], r["null_keys"])
+           for r in results["topics"].collect()}
+    assert got == want
+    assert got["events"][1] > 0
