@@ -1,0 +1,103 @@
+"""Real Kafka clients against the `kafka_broker` fixture of the pytest plugin (broker/pytest_plugin.py)."""
+import time
+
+import pytest
+
+TIMEOUT_S = 20.0
+
+
+def test_confluent_kafka_round_trip(kafka_broker):
+    from confluent_kafka import Consumer, Producer
+    kafka_broker.create_topic("orders", partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    for i in range(10):
+        producer.produce("orders", key=f"k{i % 3}", value=f"v{i}")
+    assert producer.flush(TIMEOUT_S) == 0
+
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "g1",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["orders"])
+    seen = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(seen) < 10 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+            consumer.commit(message, asynchronous=False)
+    consumer.close()
+    assert sorted(seen) == sorted(f"v{i}".encode() for i in range(10))
+    # what the helpers see agrees with the client
+    records = kafka_broker.read_all("orders")
+    assert sorted(r.value for r in records) == sorted(seen)
+    for partition in (0, 1):
+        count = sum(1 for r in records if r.partition == partition)
+        if count:
+            assert kafka_broker.wait_for_committed("g1", "orders", count, partition=partition) == count
+
+
+def test_kafka_python_round_trip(kafka_broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+    for i in range(5):
+        producer.send("events", key=b"k", value=f"e{i}".encode())    # auto-created
+    producer.flush(TIMEOUT_S)
+    producer.close()
+
+    consumer = KafkaConsumer("events", bootstrap_servers=kafka_broker.bootstrap_servers,
+                             group_id="g2", auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=int(TIMEOUT_S * 1000))
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        if len(values) == 5:
+            break
+    consumer.commit()
+    consumer.close()
+    assert values == [f"e{i}".encode() for i in range(5)]
+    assert kafka_broker.wait_for_committed("g2", "events", 5) == 5
+
+
+async def test_aiokafka_round_trip(kafka_broker):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    await kafka_broker.aio.create_topic("clicks", partitions=1)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+    await producer.start()
+    try:
+        for i in range(5):
+            await producer.send_and_wait("clicks", f"c{i}".encode(), key=b"user")
+    finally:
+        await producer.stop()
+
+    consumer = AIOKafkaConsumer("clicks", bootstrap_servers=kafka_broker.bootstrap_servers,
+                                group_id="g3", auto_offset_reset="earliest",
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        values = []
+        while len(values) < 5:
+            batch = await consumer.getmany(timeout_ms=int(TIMEOUT_S * 1000))
+            assert batch, "no records within the timeout"
+            for messages in batch.values():
+                values.extend(m.value for m in messages)
+        await consumer.commit()
+        # the awaitable helper leaves this loop free while it waits
+        assert await kafka_broker.aio.wait_for_committed("g3", "clicks", 5) == 5
+    finally:
+        await consumer.stop()
+    assert values == [f"c{i}".encode() for i in range(5)]
+    assert [r.value for r in await kafka_broker.aio.read_all("clicks")] == values
+
+
+def test_helpers_produce_and_read_back(kafka_broker):
+    metadata = kafka_broker.produce("plain", [b"a", "b", (b"k", b"v"), ("k", "v", [("h", "x")])])
+    assert [m.offset for m in metadata] == [0, 1, 2, 3]
+    records = kafka_broker.read_all("plain")
+    assert [(r.key, r.value, r.headers) for r in records] == [
+        (None, b"a", []), (None, b"b", []), (b"k", b"v", []), (b"k", b"v", [("h", b"x")])]
+    assert kafka_broker.read_all("plain") == records      # reading does not consume
+
+
+def test_wait_for_committed_times_out_with_the_last_offset(kafka_broker):
+    kafka_broker.create_topic("quiet")
+    with pytest.raises(TimeoutError, match="committed None"):
+        kafka_broker.wait_for_committed("nobody", "quiet", 1, timeout=0.2)
