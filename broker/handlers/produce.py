@@ -11,8 +11,10 @@ Behaviour:
   NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (acks=-1 with fewer in-sync replicas than
   min.insync.replicas), and storage's validation errors (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
   INVALID_RECORD with record_errors on v8+, INVALID_TIMESTAMP, ...) and idempotent producer errors
-  (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). A duplicate batch of an idempotent
-  producer is answered with the offsets it got the first time, without appending again.
+  (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). From v3, records with no complete
+  batch (empty, or a torn batch) -> INVALID_RECORD, as Kafka's request validation. A duplicate
+  batch of an idempotent producer is answered with the offsets it got the first time, without
+  appending again.
 - Records stay the request's memoryview all the way to the segment file: storage patches offsets
   in place, no per-record Python work here.
 - Transactions are not supported yet: a request with a transactional_id, or carrying transactional
@@ -26,7 +28,7 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceResponse
 
-from broker.replica_manager import INTERNAL_TOPICS
+from broker.replica_manager import INTERNAL_TOPICS, AppendResult
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0
@@ -76,6 +78,14 @@ async def handle(broker, ctx, request):
     return _response(request, ctx.api_version, results, early, forced_error)
 
 
+# Kafka checks each partition's records before the log sees them (ProduceRequest.validateRecords):
+# from v3 they must hold a complete batch. Storage trims a torn tail silently (as the log does),
+# so an append that wrote nothing is this refusal.
+_NO_BATCH = AppendResult(ErrorCode.INVALID_RECORD,
+                         "Produce requests from version 3 must have at least one complete record "
+                         "batch per partition")
+
+
 def _response(request, version, results, early, forced_error) -> ProduceResponse:
     Topic = ProduceResponse.TopicProduceResponse
     Partition = ProduceResponse.PartitionProduceResponse
@@ -93,6 +103,8 @@ def _response(request, version, results, early, forced_error) -> ProduceResponse
                                             base_offset=-1, log_append_time_ms=-1,
                                             log_start_offset=-1))
                 continue
+            if result.error_code == ErrorCode.NONE and result.base_offset < 0 and version >= 3:
+                result = _NO_BATCH
             failed = result.error_code != ErrorCode.NONE
             partitions.append(Partition(
                 index=partition_data.index,
