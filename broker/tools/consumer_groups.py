@@ -80,6 +80,31 @@ def build_parser() -> ToolParser:
     return p
 
 
+DELETE_OFFSETS_ERRORS = {
+    ErrorCode.INVALID_GROUP_ID: "'{group}' is not valid.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "'{group}' does not exist.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Access to '{group}' is not authorized.",
+    ErrorCode.NON_EMPTY_GROUP: "Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+}
+PARTITION_LEVEL_ERRORS = (ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+# The texts of Kafka's exceptions for the errors these commands meet most.
+ERROR_TEXTS = {
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+}
+
+
+def error_text(code) -> str:
+    return ERROR_TEXTS.get(code, ErrorCode(code).name)
+
+
+def _quoted(names) -> str:
+    return ", ".join("'" + n + "'" for n in names)
+
+
 def _fmt(widths, values) -> str:
     """Java's "%-Ns %-Ns ... %s": all but the last column left-justified to their width."""
     return " ".join(f"{v:<{w}}" for v, w in zip(values[:-1], widths)) + " " + str(values[-1])
@@ -209,7 +234,6 @@ class GroupsTool:
                        "HOST", "CLIENT-ID"]))
         for r in table:
             print(_fmt(w, r))
-        print()
 
     async def _log_end_offsets(self, tps) -> dict:
         tps = [tp for tp in tps if tp.topic in self.cluster.topics or await self._topic_exists(tp.topic)]
@@ -231,6 +255,8 @@ class GroupsTool:
             tps, _ = decode_assignment(m.member_assignment) if group.protocol_type == "consumer" else ([], None)
             rows.append((m, sorted(tps)))
         self._state_notice(group)
+        if not rows:        # Kafka prints no table for a group without members
+            return
         with_instance = any(m.group_instance_id for m, _ in rows)
         w = [max([15] + [len(group.group_id)]), max([15] + [len(m.member_id) for m, _ in rows])]
         if with_instance:
@@ -251,7 +277,6 @@ class GroupsTool:
                 assignment = ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})"
                                               for t, ps in by_topic.items())) or MISSING
             print(self._members_line(w, values, assignment))
-        print()
 
     @staticmethod
     def _members_line(widths, values, last) -> str:
@@ -259,17 +284,18 @@ class GroupsTool:
         return line + last if last is not None else line
 
     async def describe_state(self, group) -> None:
+        """Kafka's quirk kept: the GROUP column takes the coordinator column's width, and the
+        COORDINATOR (ID) column is a fixed 25 wide."""
         node = await self.cluster.find_coordinator(group.group_id)
         broker = self.cluster.brokers[node]
-        coordinator = f"{broker.host}:{broker.port}  ({node})"
+        coordinator = f"{broker.host}:{broker.port} ({node})"
         self._state_notice(group)
-        cw, gw = max(25, len(coordinator)), max(15, len(group.group_id))
-        strategy = group.protocol_data or MISSING
+        width = max(25, len(coordinator))
+        strategy = group.protocol_data or ""
         print()
-        print(f"{'GROUP':<{gw}} {'COORDINATOR (ID)':<{cw}} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<20} #MEMBERS")
-        print(f"{group.group_id:<{gw}} {coordinator:<{cw}} {strategy:<20} {group.group_state:<20} "
+        print(f"{'GROUP':<{width}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<15} #MEMBERS")
+        print(f"{group.group_id:<{width}} {coordinator:<25} {strategy:<20} {group.group_state:<15} "
               f"{len(group.members)}")
-        print()
 
     # --- delete -------------------------------------------------------------------------------
 
@@ -279,57 +305,65 @@ class GroupsTool:
         failed = {g: c for g, c in results.items() if c}
         ok = [g for g, c in results.items() if not c]
         if not failed:
-            print(f"Deletion of requested consumer groups ({', '.join(repr(g) for g in ids)}) was successful.")
+            print(f"Deletion of requested consumer groups ({_quoted(ids)}) was successful.")
             return 0
-        messages = {ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
-                    ErrorCode.NON_EMPTY_GROUP: "The group is not empty."}
         for g, c in failed.items():
-            print(f"* Group '{g}' could not be deleted due to: "
-                  f"{messages.get(c, ErrorCode(c).name)}")
+            print(f"* Group '{g}' could not be deleted due to: {error_text(c)}")
         if ok:
-            print(f"\nThese consumer groups were deleted successfully: {', '.join(repr(g) for g in ok)}")
+            print(f"\nThese consumer groups were deleted successfully: {_quoted(ok)}")
         raise ToolError("Deletion of some consumer groups failed: " +
                         ", ".join(f"'{g}' ({ErrorCode(c).name})" for g, c in failed.items()))
 
     async def delete_offsets(self) -> int:
+        """Kafka's output: a status line, then a TOPIC/PARTITION/STATUS table of every partition
+        (a topic that does not exist shows partition "Not Provided"). Failures also exit 1."""
         if not self.opts.group or len(self.opts.group) != 1:
             raise ToolError("Option [delete-offsets] takes exactly one [group]")
         if not self.opts.topic:
             raise ToolError("Option [delete-offsets] takes at least one [topic]")
         group_id = self.opts.group[0]
-        tps = await self._partitions_of(self.opts.topic)
-        top, per = await self.admin.delete_offsets(group_id, tps)
+        tps, missing = await self._partitions_of(self.opts.topic, allow_missing=True)
+        top, per = await self.admin.delete_offsets(group_id, tps) if tps else (0, {})
+        per = dict(per)
+        per.update({TopicPartition(t, -1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t in missing})
         if top == 0 and not any(per.values()):
-            print(f"Request succeeded for deleting offsets from group {group_id}.")
-        elif top in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.NON_EMPTY_GROUP, ErrorCode.INVALID_GROUP_ID):
-            raise ToolError({ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
-                             ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
-                             ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid."}[top])
-        width = max([15] + [len(tp.topic) for tp in per])
-        print(f"\n{'TOPIC':<{width}} {'PARTITION':<10} {'STATUS':<15}", end="")
-        for tp in sorted(per):
-            status = "Successful" if not per[tp] else f"Error: {ErrorCode(per[tp]).name}"
-            print(f"\n{tp.topic:<{width}} {tp.partition:<10} {status:<15}", end="")
-        print()
+            print(f"Request succeed for deleting offsets with topic {', '.join(self.opts.topic)} group {group_id}")
+        else:
+            if top in DELETE_OFFSETS_ERRORS:
+                message = DELETE_OFFSETS_ERRORS[top].format(group=group_id)
+            elif not top or top in PARTITION_LEVEL_ERRORS:
+                message = "Encounter some partition level error, see the follow-up details:"
+            else:
+                message = f"Encounter some unknown error: {ErrorCode(top).name}"
+            sys.stderr.write(f"Error: {message}\n")
+        fmt = "%-30s %-15s %-15s"
+        print("\n" + fmt % ("TOPIC", "PARTITION", "STATUS"))
+        for tp in sorted(per, key=lambda tp: tp.topic + str(tp.partition)):
+            status = "Successful" if not per[tp] else f"Error: {error_text(per[tp])}"
+            print(fmt % (tp.topic, tp.partition if tp.partition >= 0 else "Not Provided", status))
         return 1 if any(per.values()) or top else 0
 
-    async def _partitions_of(self, specs) -> list:
-        """['t', 't2:0,1'] -> TopicPartitions (every partition of 't')."""
-        out = []
+    async def _partitions_of(self, specs, allow_missing: bool = False):
+        """['t', 't2:0,1'] -> TopicPartitions (every partition of 't'); with allow_missing, also the
+        names of topics that do not exist, as ``(partitions, missing)``."""
+        out, missing = [], []
         for spec in specs:
             topic, sep, parts = spec.partition(":")
             if sep:
                 try:
                     out += [TopicPartition(topic, int(p)) for p in parts.split(",") if p.strip()]
                 except ValueError:
-                    raise ToolError(f"Invalid topic partitions '{spec}'") from None
+                    raise ToolError(f"Invalid topic arg '{spec}': partitions must be integers") from None
             else:
                 try:
                     meta = await self.cluster.topic_metadata(topic)
                 except KafkaError:
+                    if allow_missing:
+                        missing.append(topic)
+                        continue
                     raise ToolError(f"Topic '{topic}' does not exist") from None
                 out += [TopicPartition(topic, p) for p in sorted(meta.partitions)]
-        return out
+        return (out, missing) if allow_missing else out
 
     # --- reset --------------------------------------------------------------------------------
 
@@ -371,7 +405,6 @@ class GroupsTool:
         for group_id, offsets in results.items():
             for tp in sorted(offsets):
                 print(fmt % (group_id, tp.topic, tp.partition, offsets[tp]))
-        print()
 
     async def plan(self, group_id: str) -> dict:
         o = self.opts
