@@ -13,6 +13,7 @@ import sys
 
 from protocol.errors import ErrorCode, KafkaError
 
+from broker.client.connection import CLIENT_SOFTWARE_VERSION
 from broker.client.errors import ClientError
 
 
@@ -21,8 +22,13 @@ class ToolError(Exception):
 
 
 class ToolParser(argparse.ArgumentParser):
+    """argparse with Kafka's conventions: no abbreviated flags, ``--version`` on every tool, and a
+    one-line error (exit 1) for a bad flag or value."""
+
     def __init__(self, prog, description, **kw):
         super().__init__(prog=prog, description=description, allow_abbrev=False, **kw)
+        self.add_argument("--version", action="version", version=CLIENT_SOFTWARE_VERSION,
+                          help="Display the version of these tools.")
 
     def error(self, message):
         sys.stderr.write(f"{self.prog}: error: {message}\n")

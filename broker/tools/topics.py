@@ -17,8 +17,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from broker.client.admin import RESOURCE_TOPIC, Admin, NewTopic
 from broker.client.cluster import ClusterClient
-from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, parse_key_values,
-                                 read_properties)
+from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
 
 ERROR_PREFIX = "Error while executing topic command : "
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -77,8 +76,24 @@ def parse_replica_assignment(text: str) -> dict:
         except ValueError:
             raise ToolError(f"Invalid replica assignment '{text}'") from None
         if len(set(brokers)) != len(brokers):
-            raise ToolError(f"Partition replica lists may not contain duplicate entries: {part}")
+            duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
+            raise ToolError("Partition replica lists may not contain duplicate entries: "
+                            + ",".join(map(str, duplicates)))
         out[i] = brokers
+        if len(brokers) != len(out[0]):
+            raise ToolError(f"Partition {i} has different replication factor: [{', '.join(map(str, brokers))}]")
+    return out
+
+
+def parse_topic_configs(items) -> dict:
+    """--config k=v (repeatable): Kafka splits on '=' with optional spaces and wants exactly two parts."""
+    out = {}
+    for item in items or ():
+        parts = re.split(r"\s*=\s*", item)
+        if len(parts) != 2:
+            raise ToolError('requirement failed: Invalid topic config: all configs to be added must be in the '
+                            'format "key=val".')
+        out[parts[0].strip()] = parts[1].strip()
     return out
 
 
@@ -141,7 +156,7 @@ async def create(admin: Admin, opts) -> int:
     if "." in opts.topic or "_" in opts.topic:
         print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could "
               "collide. To avoid issues it is best to use either, but not both.")
-    configs = parse_key_values(opts.config, "topic config")
+    configs = parse_topic_configs(opts.config)
     if opts.replica_assignment:
         topic = NewTopic(opts.topic, assignments=parse_replica_assignment(opts.replica_assignment), configs=configs)
     else:
@@ -210,6 +225,10 @@ def main(argv=None):
     opts = build_parser().parse_args(argv)
     if (opts.create or opts.alter) and opts.topic is None:
         raise ToolError("Missing required argument \"[topic]\"")
+    if opts.create and opts.replica_assignment:
+        for flag, given in (("partitions", opts.partitions), ("replication-factor", opts.replication_factor)):
+            if given is not None:
+                raise ToolError(f'Option "[replica-assignment]" can\'t be used with option "[{flag}]"')
     return run(opts)
 
 

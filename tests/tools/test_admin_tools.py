@@ -31,6 +31,29 @@ def test_configs_alter_and_describe(tools_broker, tool):
     assert r.code == 1 and r.err.startswith("Error: Invalid entity-type planets")
 
 
+def test_configs_brokers_and_quota_entities(tools_broker, tool):
+    b = tools_broker.bootstrap
+    r = tool("configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", "--entity-default",
+             "--add-config", "log.cleaner.threads=2")
+    assert (r.code, r.out) == (0, "Completed updating default config for brokers in the cluster.\n")
+    r = tool("configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers")
+    headers = [l for l in r.lines if not l.startswith("  ")]
+    assert headers[-1] == "Default configs for brokers in the cluster are:"      # every broker, then the default
+    assert all(re.fullmatch(r"Dynamic configs for broker \d+ are:", h) for h in headers[:-1]) and headers[:-1]
+    assert r.lines[-1] == ("  log.cleaner.threads=2 sensitive=false "
+                           "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2}")
+    r = tool("configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", "--entity-default",
+             "--delete-config", "log.cleaner.threads")
+    assert r.code == 0, r
+    # users/clients need the client-quota APIs, which this broker does not serve: one clear line
+    for argv in (["--describe", "--entity-type", "users", "--entity-name", "alice"],
+                 ["--alter", "--entity-type", "clients", "--entity-default", "--add-config", "producer_byte_rate=1"]):
+        r = tool("configs", "--bootstrap-server", b, *argv)
+        assert r.code == 1 and r.out == ""
+        assert r.err == ("Error: The broker does not support client quotas (DescribeClientQuotas/AlterClientQuotas), "
+                         "so --entity-type users and clients are not available on it\n")
+
+
 def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):
     b = tools_broker.bootstrap
     assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "offs", "--partitions", 2).code == 0

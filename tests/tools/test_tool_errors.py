@@ -44,7 +44,7 @@ def test_help_lists_every_flag(script):
     parser = module.build_parser()
     text = parser.format_help()
     flags = [s for action in parser._actions for s in action.option_strings]
-    assert "--help" in flags and len(flags) > 2
+    assert "--help" in flags and "--version" in flags and len(flags) > 2
     for flag in flags:
         assert flag in text, (script, flag)
 
@@ -80,5 +80,7 @@ def test_bad_flags_and_values_through_the_scripts(script):
     assert r.code != 0 and r.err == "Error: Invalid url in bootstrap.servers: not-a-url\n"
     r = script("kafka-console-producer.sh", "--topic", "t")
     assert r.code != 0 and r.err == "Error: Missing required argument \"[bootstrap-server]\"\n"
+    r = script("kafka-topics.sh", "--version")       # like Kafka, answered before the required flags are checked
+    assert r.code == 0 and r.out.strip() and r.err == ""
     r = script("kafka-producer-perf-test.sh", "--help")
     assert r.code == 0 and "--num-records" in r.out and "--producer-props" in r.out

@@ -69,3 +69,28 @@ def test_replica_assignment_and_bad_values(tools_broker, tool):
     assert r.code == 1 and r.err == "Error while executing topic command : The partitions must be greater than 0\n"
     r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "bad", "--replication-factor", 3)
     assert r.code == 1 and len(r.err.splitlines()) == 1
+
+
+def test_create_argument_checks_match_kafka(tools_broker, tool):
+    b = tools_broker.bootstrap
+    prefix = "Error while executing topic command : "
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "chk", "--replica-assignment", "0:1,0")
+    assert (r.code, r.err) == (1, prefix + "Partition 1 has different replication factor: [0]\n")
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "chk", "--replica-assignment", "0:0")
+    assert (r.code, r.err) == (1, prefix + "Partition replica lists may not contain duplicate entries: 0\n")
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "chk", "--replica-assignment", "0",
+             "--partitions", 2)
+    assert (r.code, r.err) == (1, prefix + "Option \"[replica-assignment]\" can't be used with option "
+                                           "\"[partitions]\"\n")
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "chk", "--config", "a=b=c")
+    assert (r.code, r.err) == (1, prefix + "requirement failed: Invalid topic config: all configs to be added must "
+                                           "be in the format \"key=val\".\n")
+    r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "chk", "--config", "retention.ms = 5000")
+    assert r.code == 0, r
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "chk")
+    assert "retention.ms=5000" in TOPIC_LINE.match(r.lines[0]).group(5).split(",")
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "chk", "--exclude-internal",
+             "--unavailable-partitions")
+    assert (r.code, r.out) == (0, "")      # the only partition has a live leader
+    r = tool("topics", "--bootstrap-server", b, "--list", "--exclude-internal")
+    assert "chk" in r.lines and not any(l.startswith("__") for l in r.lines)
