@@ -27,3 +27,48 @@ def setup_logging(level: str | None = None, stream=None) -> None:
     # Third-party chatter stays at WARNING unless asked for.
     for name in ("asyncio", "kazoo"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+
+
+# -- logger levels as a config resource (DescribeConfigs/IncrementalAlterConfigs BROKER_LOGGER) --
+# Kafka names log4j's levels; Python has no TRACE or OFF, so TRACE sits below DEBUG and OFF above
+# CRITICAL (no record reaches it). Reading maps Python's WARNING/CRITICAL back to Kafka's words.
+
+ROOT_LOGGER = "root"
+LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+          "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+_NAMES = {number: name for name, number in LEVELS.items()}
+
+
+def level_name(number: int) -> str:
+    return _NAMES.get(number) or logging.getLevelName(number)
+
+
+def _effective_level(name: str) -> int:
+    """A logger's level, else its nearest ancestor's, without creating any logger."""
+    loggers = logging.Logger.manager.loggerDict
+    while name:
+        logger = loggers.get(name)
+        if isinstance(logger, logging.Logger) and logger.level != logging.NOTSET:
+            return logger.level
+        name = name.rpartition(".")[0]
+    return logging.getLogger().level
+
+
+def logger_levels() -> dict:
+    """{logger name: effective level} for the root logger ("root") and every logger in the
+    hierarchy so far (packages like "broker" included), root first, then by name: what Kafka's
+    broker-logger resource lists."""
+    out = {ROOT_LOGGER: level_name(logging.getLogger().level)}
+    for name in sorted(logging.Logger.manager.loggerDict):
+        out[name] = level_name(_effective_level(name))
+    return out
+
+
+def logger_exists(name: str) -> bool:
+    return name == ROOT_LOGGER or name in logging.Logger.manager.loggerDict
+
+
+def set_logger_level(name: str, level: str | None) -> None:
+    """Set a logger's level (a name of LEVELS); None makes it inherit its parent's again."""
+    logger = logging.getLogger() if name == ROOT_LOGGER else logging.getLogger(name)
+    logger.setLevel(logging.NOTSET if level is None else LEVELS[level])

@@ -8,6 +8,8 @@ listed return to their inherited value), as Kafka's legacy AlterConfigs does.
   INVALID_REQUEST. Only dynamic broker configs may change (else INVALID_REQUEST); bad values ->
   INVALID_CONFIG. Persisted, applied to the live config, and pushed to every log (topic configs
   inherit from their broker synonyms).
+- BROKER_LOGGER (8): INVALID_REQUEST, as Kafka (logger levels change through
+  IncrementalAlterConfigs only).
 - validate_only: run every check, change nothing.
 
 `set_topic_overrides` and `set_broker_overrides` are shared with IncrementalAlterConfigs.
@@ -25,6 +27,7 @@ MAX_VERSION = 2
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
 
 
 def check_no_duplicates(names) -> None:
@@ -73,6 +76,9 @@ def alter_resource(broker, resource_type: int, resource_name: str, values: dict,
         set_topic_overrides(broker, resource_name, values, validate_only)
     elif resource_type == BROKER:
         set_broker_overrides(broker, resource_name, values, validate_only)
+    elif resource_type == BROKER_LOGGER:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "AlterConfigs does not support the resource "
+                         "type BROKER_LOGGER: use IncrementalAlterConfigs")
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 

@@ -11,7 +11,10 @@ Behaviour:
 - configuration_keys (null = all) filters the names; include_synonyms (v1+) adds the synonym
   chain in priority order; include_documentation (v3+) adds the doc text; config_type from v3.
 - v0 has is_default instead of config_source.
-- BROKER_LOGGER (type 8) is not supported: INVALID_REQUEST.
+- BROKER_LOGGER (type 8): name = this broker's id -> every logger with its effective level in
+  Kafka's words (root first, as "root"; TRACE/DEBUG/INFO/WARN/ERROR/FATAL/OFF), source
+  DYNAMIC_BROKER_LOGGER_CONFIG, not read-only, no synonyms. An empty name or another id ->
+  INVALID_REQUEST, as Kafka. Levels change through IncrementalAlterConfigs.
 
 `topic_entries` is shared with CreateTopics (v5+ returns the new topic's configs).
 """
@@ -19,8 +22,9 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.describe_configs import DescribeConfigsResponse
 
-from broker.config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_DEFAULT_BROKER,
-                           TOPIC_CONFIGS, TYPE_IDS, format_value)
+from broker.config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER_LOGGER,
+                           SOURCE_DYNAMIC_DEFAULT_BROKER, TOPIC_CONFIGS, TYPE_IDS, format_value)
+from broker.log import logger_levels
 from broker.topics import validate_topic_name
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -87,6 +91,21 @@ def default_broker_entries(broker, keys=None) -> list:
     return out
 
 
+def logger_entries(keys=None) -> list:
+    return [ConfigEntry(name, level, SOURCE_DYNAMIC_BROKER_LOGGER, False, False, [], None, None)
+            for name, level in logger_levels().items() if keys is None or name in keys]
+
+
+def check_logger_resource(broker, resource_name: str) -> None:
+    """The broker-logger resource is named by this broker's id (INVALID_REQUEST otherwise)."""
+    if not resource_name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+    if resource_name != str(broker.broker_id):
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {broker.broker_id} but received "
+                         f"{resource_name}")
+
+
 def _result_configs(entries, version, include_synonyms, include_docs) -> list:
     out = []
     for e in entries:
@@ -117,6 +136,9 @@ def describe_resource(broker, resource_type: int, resource_name: str, keys) -> l
                              f"Unexpected broker id, expected {broker.broker_id} or empty "
                              f"string, but received {resource_name}")
         return broker_entries(broker, keys)
+    if resource_type == BROKER_LOGGER:
+        check_logger_resource(broker, resource_name)
+        return logger_entries(keys)
     raise KafkaError(ErrorCode.INVALID_REQUEST,
                      f"Unsupported resource type {resource_type}")
 

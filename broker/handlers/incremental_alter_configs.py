@@ -6,6 +6,11 @@ items of a LIST config (starting from its effective value); APPEND/SUBTRACT on a
 -> INVALID_CONFIG; an unknown operation -> INVALID_REQUEST; a name twice -> INVALID_REQUEST.
 The result is then stored exactly like AlterConfigs (same validation, persistence and live
 application; see alter_configs.py). validate_only changes nothing.
+
+BROKER_LOGGER (type 8, named by this broker's id): SET a logger's level (TRACE, DEBUG, INFO,
+WARN, ERROR, FATAL, OFF), DELETE it (the logger inherits its parent's level again). As Kafka: an
+unknown logger or level -> INVALID_CONFIG; DELETE of "root", APPEND or SUBTRACT ->
+INVALID_REQUEST. Levels live in the process only (not persisted), like log4j's in Kafka.
 """
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -14,6 +19,8 @@ from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsR
 from broker.config import BROKER_CONFIG, TOPIC_CONFIG, format_value
 from broker.handlers.alter_configs import (BROKER, TOPIC, alter_resource, broker_target,
                                            check_no_duplicates)
+from broker.handlers.describe_configs import BROKER_LOGGER, check_logger_resource
+from broker.log import LEVELS, ROOT_LOGGER, logger_exists, set_logger_level
 from broker.topics import validate_topic_name
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
@@ -62,6 +69,40 @@ def _apply(values, table, effective, config):
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
 
 
+def _alter_loggers(broker, resource, validate_only: bool) -> None:
+    """Check every change first, then apply them all (nothing changes when one is refused)."""
+    check_logger_resource(broker, resource.resource_name)
+    changes = []
+    for config in resource.configs:
+        name, op = config.name, config.config_operation
+        if op == SET:
+            if not logger_exists(name):
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Logger {name} does not exist!")
+            level = (config.value or "").strip().upper()
+            if level not in LEVELS:
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Cannot set the log level of {name} to {config.value} as it "
+                                 f"is not a supported log level. Valid levels are "
+                                 f"{', '.join(LEVELS)}")
+            changes.append((name, level))
+        elif op == DELETE:
+            if name == ROOT_LOGGER:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Removing the log level of the root logger is not allowed")
+            if not logger_exists(name):
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Logger {name} does not exist!")
+            changes.append((name, None))
+        elif op in (APPEND, SUBTRACT):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"{'APPEND' if op == APPEND else 'SUBTRACT'} operation is not "
+                             f"allowed for the BROKER_LOGGER resource")
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+    if not validate_only:
+        for name, level in changes:
+            set_logger_level(name, level)
+
+
 async def handle(broker, ctx, request):
     responses = []
     for resource in request.resources:
@@ -70,6 +111,9 @@ async def handle(broker, ctx, request):
         responses.append(result)
         try:
             check_no_duplicates(c.name for c in resource.configs)
+            if resource.resource_type == BROKER_LOGGER:
+                _alter_loggers(broker, resource, request.validate_only)
+                continue
             values, table, effective = _current(broker, resource.resource_type,
                                                 resource.resource_name)
             for config in resource.configs:
