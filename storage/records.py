@@ -138,9 +138,26 @@ def decode_records(data, count, base_offset, base_timestamp, base_sequence, log_
             else:
                 value = data[pos:pos + n]
                 pos += n
-            if data[pos] == 0:
+            b = data[pos]
+            if b == 0:
                 headers = []
                 pos += 1
+            elif b == 2 and data[pos + 1] < 0x80 and not data[pos + 1] & 1:
+                # Exactly one header whose key is under 64 bytes (a trace id, a type tag):
+                # inline, as a call to _decode_headers costs as much as the rest of the record.
+                start = pos + 2
+                pos = start + (data[pos + 1] >> 1)
+                hkey = data[start:pos]
+                b = data[pos]
+                if b < 0x80 and not b & 1:
+                    start = pos + 1
+                    pos = start + (b >> 1)
+                    headers = [(hkey.decode(), data[start:pos])]
+                elif b == 1:
+                    pos += 1
+                    headers = [(hkey.decode(), None)]
+                else:
+                    headers, pos = _decode_headers(data, start - 2)
             else:
                 headers, pos = _decode_headers(data, pos)
             if pos != end:
@@ -157,6 +174,8 @@ def decode_records(data, count, base_offset, base_timestamp, base_sequence, log_
                                 key, value, headers, sequence, attributes)))
     except IndexError:
         raise CorruptRecordError("records section is truncated") from None
+    except UnicodeDecodeError:
+        raise CorruptRecordError("header key is not valid UTF-8") from None
     if pos != len(data):
         raise CorruptRecordError(f"{len(data) - pos} bytes left after the last record")
     return out

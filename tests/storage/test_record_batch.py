@@ -322,3 +322,26 @@ def test_decoding_garbage_only_raises_corrupt_record_error(data, count):
             fn()
         except CorruptRecordError:
             pass
+
+
+@pytest.mark.parametrize("headers", [[("trace", b"0001")], [("k", None)], [("k", b"")],
+                                     [("", b"v")], [("k" * 70, b"v")], [("k", b"v" * 70)],
+                                     [("a", b"1"), ("b", None)], [("é", b"x")]])
+def test_header_shapes_round_trip(headers):
+    """One-header records take an inlined decode path; other shapes the general one."""
+    b = RecordBatchBuilder()
+    for i in range(3):
+        b.append(i, b"k", b"v", headers if i != 1 else [])
+    recs = RecordBatchView(b.build()).records()
+    assert [r.headers for r in recs] == [headers, [], headers]
+
+
+def test_bad_single_header_raises_corrupt():
+    from storage.records import decode_records, encode_record
+    good = encode_record(0, 0, b"k", b"v", [("ab", b"x")])
+    bad_utf8 = good.replace(b"ab", b"\xff\xfe")
+    with pytest.raises(CorruptRecordError, match="UTF-8"):
+        decode_records(bad_utf8, 1, 0, 0, -1, None)
+    for cut in range(1, len(good)):
+        with pytest.raises(CorruptRecordError):
+            decode_records(good[:cut], 1, 0, 0, -1, None)
