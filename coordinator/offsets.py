@@ -32,14 +32,18 @@ E = ErrorCode
 S = GroupState
 
 _TO_COORDINATOR_NOT_AVAILABLE = frozenset({
-    E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    E.REQUEST_TIMED_OUT})
+    E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
 _TO_NOT_COORDINATOR = frozenset({E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR})
 _TOO_LARGE = frozenset({E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE})
 
 
 def map_append_error(error: int, for_offsets: bool = False) -> int:
-    """The error a client sees when writing to __consumer_offsets failed (as Kafka maps it)."""
+    """The error a client sees when writing to __consumer_offsets failed, as Kafka maps it:
+    its storeGroup for group metadata, maybeConvertOffsetCommitError for offsets (also used
+    for deletions). A write that timed out waiting for replicas sends a member back to
+    JoinGroup (REBALANCE_IN_PROGRESS); for offsets the timeout itself is retriable."""
+    if error == E.REQUEST_TIMED_OUT:
+        return error if for_offsets else E.REBALANCE_IN_PROGRESS
     if error in _TO_COORDINATOR_NOT_AVAILABLE:
         return E.COORDINATOR_NOT_AVAILABLE
     if error in _TO_NOT_COORDINATOR:
@@ -72,12 +76,13 @@ class OffsetOperations:
             group = self.groups[group_id] = Group(group_id, now_ms)
         if group.state is S.DEAD:
             return all_fail(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return all_fail(E.FENCED_INSTANCE_ID)
         if not (generation_id < 0 and group.state is S.EMPTY):
-            member = group.members.get(member_id)
-            if member is None:
-                return all_fail(E.UNKNOWN_MEMBER_ID)
+            # (Kafka's validateOffsetCommit: a simple commit to a non-empty group, with no member
+            # id, fails the member check too.)
+            error = group.member_error(member_id, group_instance_id)
+            if error != E.NONE:
+                return all_fail(error)
+            member = group.members[member_id]
             if generation_id != group.generation_id:
                 return all_fail(E.ILLEGAL_GENERATION)
             if group.state is S.COMPLETING_REBALANCE:
@@ -161,13 +166,15 @@ class OffsetOperations:
         errors: dict[tuple[str, int], int] = {}
         if group.state is S.EMPTY:
             deletable = list(partitions)
+        elif group.protocol_type != "consumer":
+            return Result(response=(E.NON_EMPTY_GROUP, {}))
         else:
+            # A consumer group whose subscriptions cannot be read (no protocol chosen yet,
+            # unparsable metadata) counts as subscribed to every topic, as in Kafka.
             subscribed = group.subscribed_topics()
-            if subscribed is None:
-                return Result(response=(E.NON_EMPTY_GROUP, {}))
             deletable = []
             for tp in partitions:
-                if tp[0] in subscribed:
+                if subscribed is None or tp[0] in subscribed:
                     errors[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     deletable.append(tp)
@@ -184,7 +191,7 @@ class OffsetOperations:
     def _replay_then_answer(self, records: list[Record], response):
         def on_append(error: int, now: int) -> Result:
             if error != E.NONE:
-                code = map_append_error(error)
+                code = map_append_error(error, for_offsets=True)
                 self._revive(records)
                 if isinstance(response, tuple):
                     return Result(response=(code, {}))

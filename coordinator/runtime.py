@@ -49,6 +49,7 @@ from coordinator.serde import build_batch, replay_buffer
 log = logging.getLogger(__name__)
 
 LOAD_READ_BYTES = 5 * 1024 * 1024      # offsets.load.buffer.size default
+DEFAULT_MAX_BATCH_BYTES = 1048588      # max.message.bytes default (message.max.bytes)
 
 
 def group_config_from(config) -> GroupConfig:
@@ -278,38 +279,71 @@ class GroupCoordinator:
         if not pending:
             return
         now = self.time.ms()
-        by_partition: dict[int, list] = {}
-        touched = []                       # per append: the partitions it writes
-        for append, _ in pending:
-            parts = set()
+        # partition -> [(index of the append in `pending`, its records for that partition)]
+        by_partition: dict[int, list[tuple[int, list]]] = {}
+        for i, (append, _) in enumerate(pending):
+            per: dict[int, list] = {}
             for record in append.records:
-                p = self.partition_for(record.key.group)
-                by_partition.setdefault(p, []).append(record)
-                parts.add(p)
-            touched.append(parts)
-        entries = {(OFFSETS_TOPIC, p): build_batch(records, now)
-                   for p, records in by_partition.items()}
-        results = self.replica_manager.append_records(entries, -1, now)
-        for (_, p), r in results.items():
-            if r.error_code != ErrorCode.NONE:
-                log.warning("Appending to %s-%d failed: %s", OFFSETS_TOPIC, p,
-                            ErrorCode(r.error_code).name)
-        if not self._acked(results):
-            task = asyncio.ensure_future(self._follow_up_after_acks(pending, touched, results))
+                per.setdefault(self.partition_for(record.key.group), []).append(record)
+            for p, records in per.items():
+                by_partition.setdefault(p, []).append((i, records))
+        errors = [ErrorCode.NONE] * len(pending)
+        acked: dict = {}                   # (topic, p) -> the last successful AppendResult
+        entries, members, overflow = {}, {}, []
+        for p, items in by_partition.items():
+            batch = build_batch([r for _, records in items for r in records], now)
+            if len(batch) <= self._max_batch_bytes(p):
+                entries[(OFFSETS_TOPIC, p)] = batch
+                members[(OFFSETS_TOPIC, p)] = [i for i, _ in items]
+            else:
+                overflow.extend(((OFFSETS_TOPIC, p), chunk) for chunk in self._chunks(p, items, now))
+        calls = [(entries, members)] if entries else []
+        calls += [({key: batch}, {key: indices}) for key, (indices, batch) in overflow]
+        for call_entries, call_members in calls:
+            results = self.replica_manager.append_records(call_entries, -1, now)
+            for key, r in results.items():
+                if r.error_code != ErrorCode.NONE:
+                    log.warning("Appending to %s-%d failed: %s", key[0], key[1],
+                                ErrorCode(r.error_code).name)
+                    for i in call_members[key]:
+                        if errors[i] == ErrorCode.NONE:
+                            errors[i] = r.error_code
+                elif key not in acked or acked[key].last_offset < r.last_offset:
+                    acked[key] = r
+        if not self._acked(acked):
+            task = asyncio.ensure_future(self._follow_up_after_acks(pending, errors, acked))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return
-        self._follow_up(pending, touched, results)
+        self._follow_up(pending, errors)
 
-    def _follow_up(self, pending, touched, results) -> None:
+    def _max_batch_bytes(self, p: int) -> int:
+        """The partition's max.message.bytes: a bigger batch would be refused whole."""
+        part = self.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        config = getattr(getattr(part, "log", None), "config", None)
+        return getattr(config, "max_message_bytes", DEFAULT_MAX_BATCH_BYTES)
+
+    def _chunks(self, p: int, items, now: int):
+        """Splits one partition's writes into batches under max.message.bytes, never splitting
+        one operation's records: many commits of one loop turn (large metadata) then still
+        succeed, and an operation too large on its own fails alone, not with its neighbours.
+        Yields (append indices, batch bytes)."""
+        limit = self._max_batch_bytes(p)
+        indices, records, size = [], [], 0
+        for i, own in items:
+            own_size = len(build_batch(own, now))
+            if records and size + own_size > limit:
+                yield indices, build_batch(records, now)
+                indices, records, size = [], [], 0
+            indices.append(i)
+            records.extend(own)
+            size += own_size
+        if records:
+            yield indices, build_batch(records, now)
+
+    def _follow_up(self, pending, errors) -> None:
         now = self.time.ms()
-        for (append, future), parts in zip(pending, touched):
-            error = ErrorCode.NONE
-            for p in parts:
-                code = results[(OFFSETS_TOPIC, p)].error_code
-                if code != ErrorCode.NONE:
-                    error = code
-                    break
+        for (append, future), error in zip(pending, errors):
             try:
                 self._apply(append.on_append(error, now), future)
             except Exception as exc:        # a bug: fail this request, keep the others going
@@ -319,17 +353,21 @@ class GroupCoordinator:
 
     def _acked(self, results) -> bool:
         for (topic, p), r in results.items():
-            if r.error_code != ErrorCode.NONE:
-                continue
             part = self.replica_manager.get_partition(topic, p)
             if part is None or part.high_watermark <= r.last_offset:
                 return False
         return True
 
-    async def _follow_up_after_acks(self, pending, touched, results) -> None:
+    async def _follow_up_after_acks(self, pending, errors, acked) -> None:
         timeout = 5000                               # offsets.commit.timeout.ms
-        await self.replica_manager.wait_for_acks(results, -1, timeout)
-        self._follow_up(pending, touched, results)
+        await self.replica_manager.wait_for_acks(acked, -1, timeout)
+        for key, r in acked.items():       # wait_for_acks marks a timed-out result's error
+            if r.error_code != ErrorCode.NONE:
+                for i, (append, _) in enumerate(pending):
+                    if errors[i] == ErrorCode.NONE and any(
+                            self.partition_for(rec.key.group) == key[1] for rec in append.records):
+                        errors[i] = r.error_code
+        self._follow_up(pending, errors)
 
     # -------------------------------------------------------------------------- timers
     def _arm(self, key: tuple, deadline_ms: int) -> None:

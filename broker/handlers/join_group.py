@@ -6,8 +6,8 @@ completes (or answered at once: errors, MEMBER_ID_REQUIRED, a follower rejoining
 Version quirks: v0 has no rebalance timeout (the session timeout is used); v4+ require a known
 member id (KIP-394: the first join answers MEMBER_ID_REQUIRED with an id to rejoin with); v5+
 carry group.instance.id (static membership, KIP-345); v7+ answer protocol_type and a nullable
-protocol_name; v8+ send a reason (logged nowhere); v9 skip_assignment is always false (no
-KIP-848 server-side assignors).
+protocol_name; v8+ send a reason (logged nowhere); v9+ answer skip_assignment: a static leader
+restarting into a Stable group is told it leads but must not run its assignor (KIP-814).
 """
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -33,14 +33,14 @@ async def handle(broker, ctx, request):
     answer = await coordinator.execute(
         "join_group", request.group_id, request.member_id, instance_id, ctx.client_id or "",
         client_host(ctx), request.session_timeout_ms, rebalance_timeout, request.protocol_type,
-        protocols, version >= 4, parked=True)
+        protocols, version >= 4, parked=True, supports_skip_assignment=version >= 9)
     protocol_name = answer.protocol_name
     if version < 7 and protocol_name is None:
         protocol_name = ""
     return JoinGroupResponse(
         error_code=answer.error, generation_id=answer.generation_id,
         protocol_type=answer.protocol_type, protocol_name=protocol_name,
-        leader=answer.leader, member_id=answer.member_id,
+        leader=answer.leader, skip_assignment=answer.skip_assignment, member_id=answer.member_id,
         members=[JoinGroupResponse.JoinGroupResponseMember(
             member_id=mid, group_instance_id=iid, metadata=metadata)
             for mid, iid, metadata in answer.members])

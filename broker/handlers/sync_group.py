@@ -3,7 +3,8 @@
 Behaviour: the leader's assignment is written to `__consumer_offsets` (GroupMetadataValue) and
 handed to every member; followers' requests are parked until then. In a Stable group the stored
 assignment is returned again. Errors as Kafka: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
-REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL.
+REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL; while the group's
+partition is still loading, REBALANCE_IN_PROGRESS (as Kafka).
 Version quirks: v3+ group.instance.id; v5+ protocol_type/protocol_name in request (checked
 against the group's when given) and response.
 """
@@ -21,6 +22,10 @@ MAX_VERSION = 5
 async def handle(broker, ctx, request):
     version = ctx.api_version
     coordinator, error = check_group(broker, request.group_id)
+    if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        # As Kafka: the rebalance's state was lost with the load; older clients do not expect
+        # the loading error here, and REBALANCE_IN_PROGRESS sends them back to JoinGroup.
+        error = ErrorCode.REBALANCE_IN_PROGRESS
     if error != ErrorCode.NONE:
         return SyncGroupResponse(error_code=error)
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}

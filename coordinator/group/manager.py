@@ -75,8 +75,10 @@ class GroupManager(OffsetOperations):
                    client_id: str, client_host: str, session_timeout_ms: int,
                    rebalance_timeout_ms: int, protocol_type: str,
                    protocols: list[tuple[str, bytes]], require_known_member_id: bool,
-                   token, now_ms: int) -> Result:
-        """JoinGroup (all versions). `require_known_member_id` is True from v4 (KIP-394)."""
+                   token, now_ms: int, supports_skip_assignment: bool = False) -> Result:
+        """JoinGroup (all versions). `require_known_member_id` is True from v4 (KIP-394);
+        `supports_skip_assignment` from v9 (a restarted static leader of a Stable group is
+        told it leads, with skip_assignment set, instead of being given the old leader id)."""
         def fail(error, mid=UNKNOWN_MEMBER_ID):
             return Result(response=JoinResponse(error, member_id=mid))
 
@@ -107,7 +109,8 @@ class GroupManager(OffsetOperations):
         args = (group_instance_id, client_id, client_host, rebalance_timeout_ms,
                 session_timeout_ms, protocol_type, protocols, token, now_ms)
         if is_unknown:
-            return self._join_new_member(group, require_known_member_id, *args)
+            return self._join_new_member(group, require_known_member_id, *args,
+                                         supports_skip_assignment=supports_skip_assignment)
         return self._join_known_member(group, member_id, *args)
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
@@ -123,14 +126,14 @@ class GroupManager(OffsetOperations):
 
     def _join_new_member(self, group, require_known_member_id, group_instance_id, client_id,
                          client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
-                         protocols, token, now_ms) -> Result:
+                         protocols, token, now_ms, supports_skip_assignment=False) -> Result:
         new_id = self._new_member_id(group_instance_id or client_id)
         if group_instance_id is not None:
             old_id = group.static_member_id(group_instance_id)
             if old_id is not None:
                 return self._replace_static_member(group, old_id, new_id, protocols,
                                                    rebalance_timeout_ms, session_timeout_ms,
-                                                   token, now_ms)
+                                                   token, now_ms, supports_skip_assignment)
         elif require_known_member_id:
             # KIP-394: hand out the id and wait for the member to come back with it; until then
             # the rebalance waits for it (bounded by the session timeout).
@@ -152,11 +155,12 @@ class GroupManager(OffsetOperations):
                                                   client_id, client_host, rebalance_timeout_ms,
                                                   session_timeout_ms, protocol_type, protocols,
                                                   token, now_ms)
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return Result(response=JoinResponse(E.FENCED_INSTANCE_ID, member_id=member_id))
-        member = group.members.get(member_id)
-        if member is None or group.state in (S.EMPTY, S.DEAD):
-            return Result(response=JoinResponse(E.UNKNOWN_MEMBER_ID, member_id=member_id))
+        error = group.member_error(member_id, group_instance_id)
+        if error == E.NONE and group.state in (S.EMPTY, S.DEAD):
+            error = E.UNKNOWN_MEMBER_ID
+        if error != E.NONE:
+            return Result(response=JoinResponse(error, member_id=member_id))
+        member = group.members[member_id]
         if group.state is S.COMPLETING_REBALANCE and member.matches(protocols):
             # It missed the JoinGroup response: answer again with this generation.
             return Result(response=self._join_response(group, member, with_members=True))
@@ -212,7 +216,8 @@ class GroupManager(OffsetOperations):
         return Result()
 
     def _replace_static_member(self, group, old_id, new_id, protocols, rebalance_timeout_ms,
-                               session_timeout_ms, token, now_ms) -> Result:
+                               session_timeout_ms, token, now_ms,
+                               supports_skip_assignment=False) -> Result:
         """KIP-345: a known group.instance.id joined with an unknown member id (a restart)."""
         current_leader = group.leader_id
         member = group.members[old_id]
@@ -229,8 +234,9 @@ class GroupManager(OffsetOperations):
             if group.select_protocol() != group.protocol_name:
                 return result.absorb(self._prepare_rebalance(group, now_ms))
             # Same protocol: no rebalance. Persist the new member id and hand the member its
-            # generation back; the old leader id is returned so the restarted member, even if
-            # it was the leader, does not compute an assignment a stable group would not send.
+            # generation back. Before v9 the old leader id is returned, so a restarted leader
+            # does not compute an assignment a stable group would not send; v9+ says
+            # skip_assignment instead.
             generation = group.generation_id
             assignments = {m.member_id: m.assignment for m in group.members.values()}
             record = group_record(group, now_ms, assignments)
@@ -252,10 +258,17 @@ class GroupManager(OffsetOperations):
                 token_ = member.join_token
                 group.set_join_token(member, None)
                 follow.timers.append(self._schedule_heartbeat(group, member, now))
-                follow.completions.append((token_, JoinResponse(
-                    E.NONE, member_id=new_id, generation_id=generation,
-                    protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                    leader=current_leader or "")))
+                if supports_skip_assignment:
+                    # v9+: the leader learns it leads (and gets the members, to keep watching
+                    # metadata) but must not run its assignor (KIP-814's skip_assignment).
+                    answer = self._join_response(group, member, with_members=True)
+                    answer.skip_assignment = group.is_leader(new_id)
+                else:
+                    answer = JoinResponse(
+                        E.NONE, member_id=new_id, generation_id=generation,
+                        protocol_type=group.protocol_type, protocol_name=group.protocol_name,
+                        leader=current_leader or "")
+                follow.completions.append((token_, answer))
                 return follow
             result.appends.append(Append([record], on_append))
             return result
@@ -415,11 +428,10 @@ class GroupManager(OffsetOperations):
             return fail(E.UNKNOWN_MEMBER_ID)
         if group.state is S.DEAD:
             return fail(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return fail(E.FENCED_INSTANCE_ID)
-        member = group.members.get(member_id)
-        if member is None:
-            return fail(E.UNKNOWN_MEMBER_ID)
+        error = group.member_error(member_id, group_instance_id)
+        if error != E.NONE:
+            return fail(error)
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return fail(E.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
@@ -495,11 +507,10 @@ class GroupManager(OffsetOperations):
             return Result(response=E.UNKNOWN_MEMBER_ID)
         if group.state is S.DEAD:
             return Result(response=E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return Result(response=E.FENCED_INSTANCE_ID)
-        member = group.members.get(member_id)
-        if member is None:
-            return Result(response=E.UNKNOWN_MEMBER_ID)
+        error = group.member_error(member_id, group_instance_id)
+        if error != E.NONE:
+            return Result(response=error)
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return Result(response=E.ILLEGAL_GENERATION)
         if group.state is S.EMPTY:
@@ -565,11 +576,8 @@ class GroupManager(OffsetOperations):
             elif member_id in group.pending_members:
                 del group.pending_members[member_id]
                 result.absorb(self._try_complete_join(group, now_ms))
-            elif group.is_static_member_fenced(instance_id, member_id):
-                errors.append((member_id, instance_id, E.FENCED_INSTANCE_ID))
-                continue
-            elif member_id not in group.members:
-                errors.append((member_id, instance_id, E.UNKNOWN_MEMBER_ID))
+            elif (error := group.member_error(member_id, instance_id)) != E.NONE:
+                errors.append((member_id, instance_id, error))
                 continue
             else:
                 result.absorb(self._remove_member_and_update_group(
@@ -637,11 +645,15 @@ class GroupManager(OffsetOperations):
         replay_group(self.groups, key, value, now_ms)
 
     def finish_loading(self, group_ids, now_ms: int) -> Result:
-        """After a partition's records were replayed: members get a fresh session timeout."""
+        """After a partition's records were replayed (Kafka's onGroupLoaded): a group loaded
+        with more members than group.max.size rebalances (the last rejoiners are refused), and
+        members get a fresh session timeout."""
         result = Result()
         for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is not None:
+                if group.state is S.STABLE and len(group.members) > self.config.max_size:
+                    result.absorb(self._prepare_rebalance(group, now_ms))
                 for member in group.members.values():
                     result.timers.append(self._schedule_heartbeat(group, member, now_ms))
         return result

@@ -10,6 +10,8 @@ A member's `protocols` keeps the client's order: that order is its preference wh
 """
 from dataclasses import dataclass
 
+from protocol.errors import ErrorCode
+
 from coordinator.group.state import GroupState, check_transition
 
 
@@ -166,10 +168,19 @@ class Group:
             return None
         return self.static_members.get(group_instance_id)
 
-    def is_static_member_fenced(self, group_instance_id: str | None, member_id: str) -> bool:
-        """A known instance id mapped to ANOTHER member id: the caller is a zombie (KIP-345)."""
-        current = self.static_member_id(group_instance_id)
-        return current is not None and current != member_id
+    def member_error(self, member_id: str, group_instance_id: str | None) -> int:
+        """Is the caller a current member (Kafka's validateCurrentMember)? An error code or 0.
+
+        With a group.instance.id: FENCED_INSTANCE_ID if the instance maps to ANOTHER member id
+        (the caller is a zombie, KIP-345), UNKNOWN_MEMBER_ID if the instance is unknown. Then
+        the member id must be in the group (UNKNOWN_MEMBER_ID)."""
+        if group_instance_id is not None:
+            current = self.static_members.get(group_instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

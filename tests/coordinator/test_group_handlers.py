@@ -228,3 +228,50 @@ def test_bad_group_ids_and_missing_coordinator():
         assert (await call(broker, find_coordinator, find, 3)).error_code == \
             E.COORDINATOR_NOT_AVAILABLE
     asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_find_coordinator_key_types_and_batched_keys():
+    async def scenario():
+        broker = make_broker()
+        await broker.group_coordinator.startup()
+        find = FindCoordinatorRequest(key_type=1, coordinator_keys=["txn-a", "txn-b"])
+        found = await call(broker, find_coordinator, find, 4)
+        assert [(c.key, c.node_id, c.error_code) for c in found.coordinators] == [
+            ("txn-a", 1, 0), ("txn-b", 1, 0)]
+        find = FindCoordinatorRequest(key="txn-a", key_type=1)
+        assert (await call(broker, find_coordinator, find, 3)).node_id == 1
+        find = FindCoordinatorRequest(key_type=7, coordinator_keys=["x"])
+        [bad] = (await call(broker, find_coordinator, find, 6)).coordinators
+        assert (bad.error_code, bad.node_id) == (E.INVALID_REQUEST, -1)
+        broker.group_coordinator.shutdown()
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_requests_while_the_groups_partition_is_loading():
+    """As Kafka: JoinGroup and OffsetCommit are told COORDINATOR_LOAD_IN_PROGRESS; SyncGroup gets
+    REBALANCE_IN_PROGRESS (older clients do not expect the loading error there; they rejoin);
+    a Heartbeat is answered blindly with NONE."""
+    async def scenario():
+        broker = make_broker()
+        c = broker.group_coordinator
+        await c.startup()
+        p = c.partition_for("g")
+        c._loaded.discard(p)
+        c._loading.add(p)
+        join = JoinGroupRequest(group_id="g", session_timeout_ms=10_000, protocol_type="consumer")
+        assert (await call(broker, join_group, join, 9)).error_code == \
+            E.COORDINATOR_LOAD_IN_PROGRESS
+        sync = SyncGroupRequest(group_id="g", generation_id=1, member_id="m")
+        assert (await call(broker, sync_group, sync, 5)).error_code == E.REBALANCE_IN_PROGRESS
+        hb = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+        assert (await call(broker, heartbeat, hb, 4)).error_code == E.NONE
+        P = OffsetCommitRequest.OffsetCommitRequestPartition
+        commit = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
+                P(partition_index=0, committed_offset=1)])])
+        answer = await call(broker, offset_commit, commit, 9)
+        assert answer.topics[0].partitions[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+        c._loading.discard(p)
+        c._loaded.add(p)
+        c.shutdown()
+    asyncio.run(asyncio.wait_for(scenario(), 10))

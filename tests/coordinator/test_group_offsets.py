@@ -113,6 +113,12 @@ def test_offset_delete_refuses_subscribed_topics_of_active_consumer_group():
     h2 = Harness()
     stable_group(h2, 1, group=G, protocol_type="connect")
     assert h2.answer(h2.call("delete_offsets", G, [("t", 0)]))[0] == E.NON_EMPTY_GROUP
+    # A consumer group whose subscription cannot be read counts as subscribed to everything.
+    h3 = Harness()
+    ids, gen = stable_group(h3, 1, group=G, protocols=[("range", b"\xff")])
+    commit(h3, G, [("u", 0, 1, -1, "")], ids[0], gen)
+    answer = h3.answer(h3.call("delete_offsets", G, [("u", 0)]))
+    assert answer == (E.NONE, {("u", 0): E.GROUP_SUBSCRIBED_TO_TOPIC})
 
 
 def test_delete_groups():
@@ -199,6 +205,24 @@ def test_replaying_the_log_rebuilds_groups_and_offsets():
     assert set(fresh.group("simple").offsets) == {("t", 0)}
     timers = fresh.finish_loading([G], h.now).timers
     assert sorted(k[2] for k, _ in timers) == sorted(ids)
+
+
+def test_group_loaded_over_its_max_size_rebalances():
+    """Kafka's onGroupLoaded: a group stored with more members than group.max.size (the limit
+    was lowered) rebalances, so the members that rejoin last are refused."""
+    h = Harness()
+    ids, gen = stable_group(h, 3, group=G)
+    fresh = Harness(max_size=2)
+    for record in h.log:
+        fresh.manager.replay(record, fresh.now)
+    fresh.apply(fresh.manager.finish_loading([G], fresh.now))
+    assert fresh.state(G) == "PreparingRebalance"
+    assert fresh.heartbeat(G, ids[0], gen) == E.REBALANCE_IN_PROGRESS
+    tokens = [fresh.join(G, member_id=mid, client_id=f"c{i}") for i, mid in enumerate(ids)]
+    assert fresh.answer(tokens[2]).error == E.GROUP_MAX_SIZE_REACHED
+    answers = [fresh.answer(t) for t in tokens[:2]]
+    assert all(a.error == E.NONE and a.generation_id == gen + 1 for a in answers)
+    assert list(fresh.manager.group(G).members) == ids[:2]
 
 
 def test_failed_group_deletion_leaves_the_group_usable():

@@ -133,3 +133,34 @@ def test_static_member_answered_with_rebalance_in_progress_still_expires():
     assert h.answer(parked).error == E.REBALANCE_IN_PROGRESS
     h.advance(60_000)            # nobody heartbeats: the static member must expire too
     assert h.state(G) == "Empty"
+
+
+def test_restarted_static_leader_v9_is_told_to_skip_the_assignment():
+    h = Harness()
+    ids, gen = static_stable(h)
+    token = h.call("join_group", G, "", "i-a", "i-a", "/127.0.0.1", 30_000, 30_000, "consumer",
+                   [("range", b"sub")], True, supports_skip_assignment=True)
+    answer = h.answer(token)
+    assert answer.error == E.NONE and answer.generation_id == gen
+    assert answer.leader == answer.member_id != ids["i-a"]       # it leads, under its new id
+    assert answer.skip_assignment is True
+    assert sorted(m[1] for m in answer.members) == ["i-a", "i-b"]
+    assert h.state(G) == "Stable"
+    follower = h.call("join_group", G, "", "i-b", "i-b", "/127.0.0.1", 30_000, 30_000,
+                      "consumer", [("range", b"sub")], True, supports_skip_assignment=True)
+    assert h.answer(follower).skip_assignment is False and h.answer(follower).members == []
+
+
+def test_unknown_instance_id_with_a_known_member_id_is_an_unknown_member():
+    """Kafka's validateCurrentMember: a group.instance.id the group does not know is
+    UNKNOWN_MEMBER_ID even when the member id itself is a member."""
+    h = Harness()
+    ids, gen = static_stable(h)
+    mid = ids["i-a"]
+    assert h.heartbeat(G, mid, gen, instance_id="i-zzz") == E.UNKNOWN_MEMBER_ID
+    assert h.answer(h.sync(G, gen, mid, instance_id="i-zzz")).error == E.UNKNOWN_MEMBER_ID
+    commit = h.answer(h.call("commit_offsets", G, mid, "i-zzz", gen, [("t", 0, 5, -1, "")]))
+    assert commit == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    leave = h.answer(h.call("leave_group", G, [(mid, "i-zzz")]))
+    assert leave.members == [(mid, "i-zzz", E.UNKNOWN_MEMBER_ID)]
+    assert h.state(G) == "Stable"
