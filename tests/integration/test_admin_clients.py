@@ -121,22 +121,64 @@ def _kafka_python_partitions(broker, topic):
         producer.close()
 
 
+def _aiokafka_send(broker, topic):
+    """aiokafka's producer: send one message to `topic`; the exception if it fails."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def send():
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, request_timeout_ms=3000)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"x")
+            return None
+        except Exception as exc:        # noqa: BLE001 - the test looks at what it is
+            return exc
+        finally:
+            await producer.stop()
+
+    return asyncio.run(send())
+
+
+def _confluent_send(broker, topic):
+    """librdkafka's producer: the delivery error of one message to `topic` (None = delivered)."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 5000,
+                         "topic.metadata.propagation.max.ms": 1000})
+    errors = []
+    producer.produce(topic, b"x", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(15)
+    assert len(errors) == 1
+    return errors[0]
+
+
 def test_auto_create_on(broker_process):
     broker = broker_process(num_partitions=2)
     admin = confluent_admin(broker)
     metadata = admin.list_topics(topic="auto-librdkafka", timeout=TIMEOUT)
     assert sorted(metadata.topics["auto-librdkafka"].partitions) == [0, 1]
     assert _kafka_python_partitions(broker, "auto-kafka-python") == {0, 1}
+    assert _aiokafka_send(broker, "auto-aiokafka") is None
+    assert _confluent_send(broker, "auto-produced") is None
     topics = admin.list_topics(timeout=TIMEOUT).topics
-    assert "auto-librdkafka" in topics and "auto-kafka-python" in topics
+    for name in ("auto-librdkafka", "auto-kafka-python", "auto-aiokafka", "auto-produced"):
+        assert sorted(topics[name].partitions) == [0, 1], name
 
 
 def test_auto_create_off(broker_process):
+    """Metadata answers UNKNOWN_TOPIC_OR_PARTITION and nothing is created; producers of all
+    three libraries fail to deliver instead of creating the topic."""
+    from aiokafka.errors import UnknownTopicOrPartitionError
     broker = broker_process(auto_create_topics_enable="false")
     admin = confluent_admin(broker)
     metadata = admin.list_topics(topic="never-created", timeout=TIMEOUT)
     assert metadata.topics["never-created"].error.name() == "UNKNOWN_TOPIC_OR_PART"
     assert _kafka_python_partitions(broker, "never-either") is None
+    assert isinstance(_aiokafka_send(broker, "never-aiokafka"),
+                      UnknownTopicOrPartitionError)
+    error = _confluent_send(broker, "never-produced")
+    assert error is not None and error.name() in ("_UNKNOWN_TOPIC", "UNKNOWN_TOPIC_OR_PART")
     assert admin.list_topics(timeout=TIMEOUT).topics == {}
 
 

@@ -1,7 +1,11 @@
 """Real clients against a broker subprocess: ListOffsets by timestamp, explicit offsets, long
 polls, DeleteRecords and DescribeLogDirs through the admin clients, transactional producers refused.
+
+ListOffsets by timestamp and consuming from an explicit offset run with all four clients:
+confluent-kafka, kafka-python, aiokafka and Debian's kcat (`-o <offset>`, `-o s@<timestamp>`).
 """
 import asyncio
+import subprocess
 import time
 
 import pytest
@@ -11,6 +15,17 @@ pytestmark = pytest.mark.integration
 BASE_TS = 1_700_000_000_000
 COUNT = 1000
 STEP_MS = 10
+KCAT = "/usr/bin/kcat"
+
+
+def kcat_read(bootstrap, topic, offset_spec, count=None) -> list:
+    """(offset, value, timestamp) read by kcat from partition 0 starting at `offset_spec`."""
+    cmd = [KCAT, "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", offset_spec, "-e", "-q",
+           "-f", "%o %s %T\\n"]
+    if count is not None:
+        cmd += ["-c", str(count)]
+    result = subprocess.run(cmd, check=True, timeout=30, capture_output=True)
+    return [tuple(int(x) for x in line.split()) for line in result.stdout.splitlines()]
 
 
 def create_topic(bootstrap, name, partitions=1):
@@ -88,6 +103,10 @@ def test_offsets_for_times(broker, timed_topic):
 
     asyncio.run(with_aiokafka())
 
+    # kcat: start at the first message at or after a timestamp.
+    assert kcat_read(broker.bootstrap, timed_topic, f"s@{BASE_TS + 123 * STEP_MS - 1}", 2) == [
+        (123, 123, BASE_TS + 123 * STEP_MS), (124, 124, BASE_TS + 124 * STEP_MS)]
+
 
 def test_consume_from_explicit_offset(broker, timed_topic):
     from confluent_kafka import Consumer
@@ -117,6 +136,31 @@ def test_consume_from_explicit_offset(broker, timed_topic):
             got.extend((r.offset, int(r.value)) for r in records)
     consumer.close()
     assert got == [(i, i) for i in range(990, COUNT)]
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+
+    async def with_aiokafka():
+        atp = ATP(timed_topic, 0)
+        aconsumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap,
+                                     enable_auto_commit=False)
+        await aconsumer.start()
+        try:
+            aconsumer.assign([atp])
+            aconsumer.seek(atp, 950)
+            out = []
+            deadline = time.monotonic() + 20
+            while len(out) < COUNT - 950 and time.monotonic() < deadline:
+                for records in (await aconsumer.getmany(timeout_ms=500)).values():
+                    out.extend((r.offset, int(r.value)) for r in records)
+            return out
+        finally:
+            await aconsumer.stop()
+
+    assert asyncio.run(with_aiokafka()) == [(i, i) for i in range(950, COUNT)]
+
+    assert kcat_read(broker.bootstrap, timed_topic, "980") == [
+        (i, i, BASE_TS + i * STEP_MS) for i in range(980, COUNT)]
 
 
 def test_long_poll_delivers_new_messages_quickly(broker):
@@ -239,3 +283,50 @@ def test_incremental_fetch_session_follows_assignment_changes(broker):
     finally:
         consumer.close()
         producer.close()
+
+
+def test_oversized_message_gets_message_too_large(broker_process):
+    """Clients allowed to send more than the broker's message.max.bytes get MESSAGE_TOO_LARGE
+    back for that message; what was stored before stays, and the next small message goes in."""
+    from confluent_kafka import Producer
+    from kafka import KafkaProducer
+    from kafka.errors import MessageSizeTooLargeError
+    broker = broker_process(message_max_bytes=100_000)
+    create_topic(broker.bootstrap, "limits")
+    big = b"x" * 200_000
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 1_000_000,
+                         "compression.type": "none", "linger.ms": 0})
+    errors = []
+    for value in (b"before", big, b"after"):
+        producer.produce("limits", value, partition=0,
+                         on_delivery=lambda err, msg: errors.append(err and err.name()))
+        producer.flush(15)
+    assert errors == [None, "MSG_SIZE_TOO_LARGE", None]
+
+    # kafka-python treats the error as fatal for that producer (its own choice): a fresh one
+    # sends the next message.
+    for value in (big, b"after2"):
+        kproducer = KafkaProducer(bootstrap_servers=broker.bootstrap,
+                                  max_request_size=1_000_000, batch_size=1_000_000, linger_ms=0)
+        try:
+            future = kproducer.send("limits", value, partition=0)
+            if value is big:
+                with pytest.raises(MessageSizeTooLargeError):
+                    future.get(timeout=15)
+            else:
+                future.get(timeout=15)
+        finally:
+            kproducer.close()
+
+    from kafka import KafkaConsumer, TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
+                             auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("limits", 0)])
+    values = []
+    deadline = time.monotonic() + 20
+    while len(values) < 3 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            values.extend(r.value for r in records)
+    consumer.close()
+    assert values == [b"before", b"after", b"after2"]
