@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 
 from protocol.errors import ErrorCode, KafkaError
@@ -69,6 +70,14 @@ def parse_key_values(items, what: str) -> dict:
         k, v = item.split("=", 1)
         out[k.strip()] = v
     return out
+
+
+def compile_pattern(pattern: str) -> re.Pattern:
+    """A topic regular expression given on the command line; a bad one is a one-line error."""
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise ToolError(f"Invalid regular expression '{pattern}': {e}") from None
 
 
 def client_kwargs(props: dict) -> dict:

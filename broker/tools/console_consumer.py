@@ -25,7 +25,8 @@ from broker.client.cluster import ClusterClient
 from broker.client.consumer import Consumer
 from broker.client.types import TopicPartition
 from broker.tools import formatters
-from broker.tools.common import ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, read_properties
+from broker.tools.common import (ToolError, ToolParser, client_kwargs, compile_pattern, main_entry, parse_key_values,
+                                 read_properties)
 
 DEFAULT_FORMATTERS = ("kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter")
 NOOP_FORMATTERS = ("kafka.tools.NoOpMessageFormatter", "org.apache.kafka.tools.consumer.NoOpMessageFormatter")
@@ -180,6 +181,8 @@ def check_args(opts) -> None:
         if not opts.offset.isdigit():
             raise ToolError(f"The provided offset value '{opts.offset}' is incorrect. Valid values are "
                             "'earliest', 'latest', or a non-negative long.")
+    if opts.include:
+        compile_pattern(opts.include)
     if opts.isolation_level not in ("read_committed", "read_uncommitted"):
         raise ToolError(f"Invalid value {opts.isolation_level} for configuration isolation.level")
 
@@ -205,6 +208,7 @@ async def run(opts) -> int:
         except (NotImplementedError, RuntimeError):
             pass
     count = 0
+    started = False     # the count is reported once consuming began (a setup failure stays one line)
     out = sys.stdout.buffer
     async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
         consumer = Consumer(cluster, group_id=group, auto_offset_reset=reset, enable_auto_commit=auto_commit,
@@ -233,6 +237,7 @@ async def run(opts) -> int:
                 consumer.subscribe([opts.topic])
             else:
                 consumer.subscribe(pattern=opts.include)
+            started = True
             idle_deadline = None if opts.timeout_ms is None else loop.time() + opts.timeout_ms / 1000
             while not stop.is_set():
                 if opts.max_messages is not None and count >= opts.max_messages:
@@ -262,7 +267,8 @@ async def run(opts) -> int:
             except asyncio.TimeoutError:
                 pass
             out.flush()
-            sys.stderr.write(f"Processed a total of {count} messages\n")
+            if started:
+                sys.stderr.write(f"Processed a total of {count} messages\n")
     return 0
 
 

@@ -128,8 +128,10 @@ class LineReader:
 def producer_settings(opts) -> tuple[dict, dict]:
     props = read_properties(opts.producer_config) if opts.producer_config else {}
     props.update(parse_key_values(opts.producer_property, "producer property"))
-    acks = props.get("acks", opts.request_required_acks)
-    acks = -1 if str(acks).strip() == "all" else int(acks)
+    acks = str(props.get("acks", opts.request_required_acks)).strip()
+    if acks not in ("all", "-1", "0", "1"):
+        raise ToolError(f"Invalid value {acks} for configuration acks: String must be one of: all, -1, 0, 1")
+    acks = -1 if acks == "all" else int(acks)
     codec = props.get("compression.type", opts.compression_codec or "none")
     if codec not in CODECS:
         raise ToolError(f"Invalid value {codec} for configuration compression.type: "

@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode, KafkaError
 from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
-from broker.tools.common import ToolError, ToolParser, client_kwargs, main_entry, read_properties
+from broker.tools.common import ToolError, ToolParser, client_kwargs, compile_pattern, main_entry, read_properties
 
 TIMES = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
 
@@ -85,10 +85,10 @@ def build_filters(opts) -> list:
         out = []
         for item in _split_topic_partitions(opts.topic_partitions):
             topic, sep, parts = item.partition(":")
-            out.append((re.compile(topic or ".*"), parse_partition_set(parts) if sep and parts else (lambda p: True)))
+            out.append((compile_pattern(topic or ".*"), parse_partition_set(parts) if sep and parts else (lambda p: True)))
         return out
     predicate = parse_partition_set(opts.partitions) if opts.partitions else (lambda p: True)
-    return [(re.compile(opts.topic or ".*"), predicate)]
+    return [(compile_pattern(opts.topic or ".*"), predicate)]
 
 
 def _split_topic_partitions(text: str) -> list:

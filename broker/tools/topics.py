@@ -17,7 +17,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 from broker.client.admin import RESOURCE_TOPIC, Admin, NewTopic
 from broker.client.cluster import ClusterClient
-from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
+from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, compile_pattern, main_entry,
+                                 read_properties)
 
 ERROR_PREFIX = "Error while executing topic command : "
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -98,7 +99,7 @@ def parse_topic_configs(items) -> dict:
 
 
 def topic_filter(pattern: str | None, exclude_internal: bool):
-    regex = re.compile(pattern.strip().replace(",", "|")) if pattern else None
+    regex = compile_pattern(pattern.strip().replace(",", "|")) if pattern else None
 
     def allowed(name: str, is_internal: bool) -> bool:
         if exclude_internal and (is_internal or name in INTERNAL_TOPICS):

@@ -59,6 +59,11 @@ def test_missing_key_separator_and_bad_flags(tools_broker, script):
     assert r.code != 0 and r.err == "Error: The partition is required when offset is specified.\n"
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b)
     assert r.code != 0 and r.err == "Error: Exactly one of include/topic is required.\n"
+    # a failure before consuming starts is one line: no "Processed a total of 0 messages" after it
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "single", "--partition", 9)
+    assert r.code != 0 and r.err == "Error: Partition 9 of topic single does not exist\n"
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--include", "(", "--timeout-ms", 100)
+    assert r.code != 0 and len(r.err.splitlines()) == 1 and "Invalid regular expression" in r.err
 
 
 def test_offsets_formatter_reads_consumer_offsets(tools_broker, script, tool):

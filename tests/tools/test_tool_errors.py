@@ -80,6 +80,12 @@ def test_bad_flags_and_values_through_the_scripts(script):
     assert r.code != 0 and r.err == "Error: Invalid url in bootstrap.servers: not-a-url\n"
     r = script("kafka-console-producer.sh", "--topic", "t")
     assert r.code != 0 and r.err == "Error: Missing required argument \"[bootstrap-server]\"\n"
+    r = script("kafka-get-offsets.sh", "--bootstrap-server", "localhost:1", "--topic", "(")
+    assert r.code != 0 and r.err.startswith("Error: Invalid regular expression '(': ") and len(r.err.splitlines()) == 1
+    r = script("kafka-console-producer.sh", "--bootstrap-server", "localhost:1", "--topic", "t",
+               "--request-required-acks", "some")
+    assert r.code != 0 and r.err == ("Error: Invalid value some for configuration acks: String must be one of: "
+                                     "all, -1, 0, 1\n")
     r = script("kafka-topics.sh", "--version")       # like Kafka, answered before the required flags are checked
     assert r.code == 0 and r.out.strip() and r.err == ""
     r = script("kafka-producer-perf-test.sh", "--help")
