@@ -52,12 +52,15 @@ def build_session(app_name: str, master: str | None = None, extra: dict | None =
 
 
 @contextlib.contextmanager
-def session(app_name: str, master: str | None = None):
+def session(app_name: str, master: str | None = None, log_level: str | None = None):
     """build_session for a job's main(): stops the session at the end only if it started it (a test
-    or a notebook may call main() inside its own session)."""
+    or a notebook may call main() inside its own session). log_level (e.g. WARN) quiets Spark's
+    log from then on; spark-submit's default profile logs every task at INFO."""
     from pyspark.sql import SparkSession
     existing = SparkSession.getActiveSession()
     spark = build_session(app_name, master)
+    if log_level and existing is None:
+        spark.sparkContext.setLogLevel(log_level)
     try:
         yield spark
     finally:
@@ -92,6 +95,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--log-dirs", required=True,
                    help="comma-separated Kafka log dirs (the broker's log.dirs)")
     p.add_argument("--master", help="Spark master; default: spark-submit's, else local[*]")
+    p.add_argument("--log-level", default="WARN", help="Spark log level once started (default WARN)")
     p.add_argument("--topics", help="comma-separated topics (default: all but internal ones)")
     p.add_argument("--topic-pattern", help="regex of topics to read")
     p.add_argument("--isolation", choices=["read_uncommitted", "read_committed"],

@@ -3,8 +3,11 @@
     python -m spark_jobs.compaction_preview --log-dirs DIR [--topics a,b] [--output preview.csv]
     spark-submit spark_jobs/compaction_preview.py --log-dirs DIR ...
 
-Which topics are compacted (cleanup.policy=compact) is topic configuration, not in the log dirs:
-name them with --topics (default: every topic, internal ones included, as if compacted).
+Which topics are compacted (cleanup.policy=compact) is topic configuration. --topics names them;
+otherwise they come from this broker's metadata file in the log dir (`kbroker-metadata.json`: each
+topic's `cleanup.policy`, else the dynamic cluster default `log.cleanup.policy`, else delete) plus
+the internal topics, which are always compacted. A log dir without that file (Apache Kafka keeps
+topic configs in ZooKeeper or KRaft) previews every topic, internal ones included, as if compacted.
 
 The rule is Kafka's log cleaner's: only the cleanable part of a partition is cleaned, the segments
 before the active one (`min.compaction.lag.ms` taken as 0). The cleaner builds a map key -> latest
@@ -19,7 +22,38 @@ if not __package__:                      # run as a script (spark-submit): make 
     import sys
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import json  # noqa: E402
+import os  # noqa: E402
+
 from spark_jobs import common  # noqa: E402
+
+METADATA_FILE = "kbroker-metadata.json"      # broker/metadata/local.py
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def _is_compact(policy) -> bool:
+    if isinstance(policy, list):
+        policy = ",".join(policy)
+    return "compact" in str(policy).replace(" ", "").split(",")
+
+
+def compacted_topics(log_dirs: list[str]) -> list[str] | None:
+    """Topics whose cleanup.policy includes compact, per the broker's metadata file (plus the
+    internal topics), or None when no log dir holds that file."""
+    for log_dir in log_dirs:
+        try:
+            with open(os.path.join(log_dir, METADATA_FILE), encoding="utf-8") as f:
+                state = json.load(f)
+        except (FileNotFoundError, ValueError):
+            continue
+        broker_configs = state.get("broker_configs", {})
+        default = "delete"
+        for scope in ("", "0"):                      # cluster default, then broker 0's
+            default = broker_configs.get(scope, {}).get("log.cleanup.policy", default)
+        topics = {name for name, entry in state.get("topics", {}).items()
+                  if _is_compact(entry.get("configs", {}).get("cleanup.policy", default))}
+        return sorted(topics | set(INTERNAL_TOPICS))
+    return None
 
 
 def active_segments(log_dirs: list[str], topic_filter=None) -> list[tuple]:
@@ -33,11 +67,15 @@ def compute(spark, options: dict) -> dict:
     from pyspark.sql import functions as F
 
     options = dict(options)
+    log_dirs = [d for d in options["logDirs"].split(",") if d]
     if "topics" not in options and "topicPattern" not in options:
-        options["includeInternal"] = "true"
+        compacted = compacted_topics(log_dirs)
+        if compacted is None:
+            options["includeInternal"] = "true"
+        else:
+            options["topics"] = ",".join(compacted)
     df = common.load(spark, options)
     size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
-    log_dirs = [d for d in options["logDirs"].split(",") if d]
     active = spark.createDataFrame(active_segments(log_dirs), "topic string, partition int, active_base long")
     rows = df.select("topic", "partition", "offset", "key", (F.col("value").isNull()).alias("tombstone"),
                      size.alias("bytes")).join(active, ["topic", "partition"])
@@ -61,7 +99,7 @@ def compute(spark, options: dict) -> dict:
 
 def main(argv=None) -> int:
     args = common.parser(__doc__.split("\n")[0]).parse_args(argv)
-    with common.session("compaction_preview", args.master) as spark:
+    with common.session("compaction_preview", args.master, args.log_level) as spark:
         results = compute(spark, common.source_options(args))
         common.print_table("Log compaction preview", results["topics"])
         if args.output:

@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     p = common.parser(__doc__.split("\n")[0])
     p.add_argument("--group", help="only this consumer group")
     args = p.parse_args(argv)
-    with common.session("consumer_lag", args.master) as spark:
+    with common.session("consumer_lag", args.master, args.log_level) as spark:
         results = compute(spark, args.log_dirs, args.group)
         common.print_table("Lag per group, topic and partition", results["lag"])
         common.print_table("Lag per group", results["groups"])

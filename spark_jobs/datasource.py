@@ -21,9 +21,11 @@ read their split with one pread and decode it column by column into Arrow record
 Options (names follow Spark's own Kafka source where one exists):
 
   logDirs / path        comma-separated log dirs (required)
-  topics                comma-separated topic names; topicPattern: a regex (full match). Default:
-                        every topic except internal ones (`__consumer_offsets`, `__transaction_state`),
-                        which are read only when named, matched by the pattern, or includeInternal=true
+  topics                comma-separated topic names; topicPattern: a regex (full match); with both,
+                        a topic matching either is read. Default: every topic except internal ones
+                        (`__consumer_offsets`, `__transaction_state`), which are read only when named
+                        in `topics` or with includeInternal=true (a pattern does not match them, as
+                        a Kafka consumer's exclude.internal.topics=true)
   startingOffsets       "earliest" (default), "latest", or JSON {"topic": {"0": 42, "1": -2}}
                         (-2 = earliest, -1 = latest); inclusive
   endingOffsets         "latest" (default) or JSON as above (-1 = latest); exclusive
@@ -211,8 +213,12 @@ class KafkaLogReader(DataSourceReader):
                 return False
             if self.topic_prefixes and not all(topic.startswith(p) for p in self.topic_prefixes):
                 return False
-            if wanted is not None or regex is not None:
-                return (wanted is not None and topic in wanted) or bool(regex and regex.fullmatch(topic))
+            if wanted is not None and topic in wanted:
+                return True                         # a topic named explicitly, internal or not
+            if regex is not None and not regex.fullmatch(topic):
+                return False
+            if wanted is not None and regex is None:
+                return False
             return include_internal or topic not in INTERNAL_TOPICS
         return accept
 

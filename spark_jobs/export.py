@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not args.output:
         p.error("--output is required")
-    with common.session("export", args.master) as spark:
+    with common.session("export", args.master, args.log_level) as spark:
         options = common.source_options(args, includeHeaders=str(args.include_headers).lower())
         df = prepare(spark, options, args.decode).cache()
         fmt = common.output_format(args, default="parquet")

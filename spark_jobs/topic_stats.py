@@ -70,7 +70,7 @@ def main(argv=None) -> int:
             import matplotlib  # noqa: F401  (checked before Spark starts, not after the job)
         except ImportError:
             p.error("--plot needs matplotlib: pip install 'kbroker[charts]'")
-    with common.session("topic_stats", args.master) as spark:
+    with common.session("topic_stats", args.master, args.log_level) as spark:
         results = compute(spark, common.source_options(args))
         hours = None
         for name, title in (("partitions", "Per topic-partition"), ("hours", "Per topic and hour"),

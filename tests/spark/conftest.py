@@ -21,6 +21,18 @@ BASE_TS = 1_700_000_000_000          # 2023-11-14T22:13:20Z
 HOUR_MS = 3_600_000
 
 
+SPARK_SUBMIT_MODULE = "test_spark_submit.py"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Runs the spark-submit tests last: they stop the shared session first, so that only one Spark
+    JVM runs at a time (a session takes ~850 MB), and no later test may need it."""
+    last = [item for item in items if item.path.name == SPARK_SUBMIT_MODULE
+            and item.path.parent == pathlib.Path(__file__).parent]
+    if last:
+        items[:] = [item for item in items if item not in last] + last
+
+
 @pytest.fixture(scope="session")
 def spark():
     from spark_jobs.common import build_session

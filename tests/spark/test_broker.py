@@ -7,7 +7,9 @@ high watermarks every 200 ms, so once the checkpoint covers what the consumer sa
 reading the same files (while the broker keeps running) must return exactly those records, and each
 job's numbers must equal the ones computed from the consumer's records.
 """
+import base64
 import collections
+import datetime as dt
 import importlib.util
 import os
 import subprocess
@@ -17,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_jobs import compaction_preview, consumer_lag, layout, topic_stats
+from spark_jobs import compaction_preview, consumer_lag, export, layout, topic_stats
 
 from .conftest import HOUR_MS, ROOT
 
@@ -182,3 +184,20 @@ def test_compaction_preview_on_broker_segments(spark, live_broker):
     removed = sum(1 for r in orders if r["key"] is not None and r["offset"] < latest.get((r["partition"], r["key"]), -1))
     assert got == {"orders": (len(orders), removed, sum(r["key"] is None for r in orders))}
     assert removed > 0
+
+
+def test_export_equals_consumer_rows(spark, live_broker, tmp_path):
+    broker, rows, _, _ = live_broker
+    out = tmp_path / "export"
+    assert export.main(["--log-dirs", broker.log_dir, "--output", str(out), "--format", "json",
+                        "--decode", "utf8", "--include-headers"]) == 0
+    df = spark.read.json(str(out))
+    got = sorted((r.topic, str(r.date), r.partition, r.offset, r.key, r.value, [(h.key, h.value) for h in r.headers or []])
+                 for r in df.collect())
+
+    def date(ms):
+        return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d")
+    want = sorted((r["topic"], date(r["timestamp_ms"]), r["partition"], r["offset"],
+                   r["key"] and r["key"].decode(), r["value"].decode(),
+                   [(k, base64.b64encode(v).decode()) for k, v in r["headers"]]) for r in rows)
+    assert got == want

@@ -1,4 +1,5 @@
 """The kafkalog data source against Kafka's own data dirs and against logs with known contents."""
+import collections
 import datetime as dt
 import json
 import os
@@ -185,3 +186,31 @@ def test_high_watermark_and_torn_tail(spark, tmp_path):
     assert [r["offset"] for r in rows_of(read(spark, tmp_path))] == list(range(10))
     log, = layout.discover([str(tmp_path)])
     assert (log.log_end_offset, log.high_watermark) == (10, None)
+
+
+def test_topic_pattern_leaves_internal_topics_out_unless_asked(spark, kafka_fixtures, sample_dir):
+    fixture = kafka_fixtures / "kafka-3.1.0"
+    assert {r.topic for r in read(spark, fixture, topicPattern=".*").select("topic").distinct().collect()} \
+        == {"cities"}
+    assert read(spark, fixture, topicPattern="__.*").count() == 0      # exclude.internal.topics, as Kafka
+    assert read(spark, fixture, topicPattern="__.*", includeInternal="true").count() == 8
+    assert read(spark, fixture, topicPattern="nomatch", topics="__consumer_offsets").count() == 8
+    log_dir, expected = sample_dir
+    got = read(spark, log_dir, topicPattern="ev.*|append.*").groupBy("topic").count().collect()
+    assert {r["topic"]: r["count"] for r in got} == dict(
+        collections.Counter(r["topic"] for r in expected if r["topic"] in ("events", "appendtime")))
+    assert read(spark, log_dir, topicPattern="vents").count() == 0        # a full match, not a search
+
+
+def test_timestamp_options_per_partition(spark, sample_dir):
+    log_dir, expected = sample_dir
+    events = {p: [r for r in expected if r["topic"] == "events" and r["partition"] == p] for p in range(3)}
+    starting = {"events": {"0": events[0][10]["timestamp_ms"], "2": events[2][100]["timestamp_ms"] + 1}}
+    ending = {"events": {"0": events[0][12]["timestamp_ms"] + 1, "1": events[1][3]["timestamp_ms"]}}
+    df = read(spark, log_dir, topics="events", startingTimestamp=json.dumps(starting),
+              endingTimestamp=json.dumps(ending))
+    got = collections.defaultdict(list)
+    for r in rows_of(df):
+        got[r["partition"]].append(r["offset"])
+    # p0: [10, 13); p1: no start -> earliest, end at 3; p2: from 101 to the end.
+    assert dict(got) == {0: [10, 11, 12], 1: [0, 1, 2], 2: list(range(101, len(events[2])))}

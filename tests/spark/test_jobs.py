@@ -131,3 +131,31 @@ def test_compaction_preview(spark, sample_dir):
            for r in results["topics"].collect()}
     assert got == want
     assert got["events"][1] > 0
+
+
+def test_compaction_preview_takes_compacted_topics_from_broker_metadata(spark, tmp_path):
+    import json
+
+    from spark_jobs.sample_data import LogDirWriter
+    w = LogDirWriter(str(tmp_path), segment_bytes=200)
+    for topic in ("profiles", "clicks", "defaulted"):
+        for i in range(12):
+            w.append(topic, 0, [(1000 + i, b"k%d" % (i % 3), b"v" * 20, [])])
+    w.close()
+    metadata = {"version": 1, "cluster_id": "x", "broker_configs": {"": {"log.cleanup.policy": "delete"}},
+                "topics": {"profiles": {"topic_id": "0" * 32, "partitions": {"0": {"replicas": [0], "leader_epoch": 0}},
+                                        "configs": {"cleanup.policy": "compact,delete"}},
+                           "clicks": {"topic_id": "1" * 32, "partitions": {"0": {"replicas": [0], "leader_epoch": 0}},
+                                      "configs": {}}}}
+    (tmp_path / compaction_preview.METADATA_FILE).write_text(json.dumps(metadata))
+    assert compaction_preview.compacted_topics([str(tmp_path)]) == [
+        "__consumer_offsets", "__transaction_state", "profiles"]
+    got = {r["topic"]: (r["records"], r["removed_records"])
+           for r in compaction_preview.compute(spark, {"logDirs": str(tmp_path)})["topics"].collect()}
+    active = layout.discover([str(tmp_path)], lambda t: t == "profiles")[0].segments[-1].base_offset
+    assert 3 < active < 12                     # several segments: the cleanable part has duplicates
+    assert got == {"profiles": (12, active - 3)}
+    metadata["broker_configs"][""]["log.cleanup.policy"] = "compact"
+    (tmp_path / compaction_preview.METADATA_FILE).write_text(json.dumps(metadata))
+    assert "clicks" in compaction_preview.compacted_topics([str(tmp_path)])
+    assert compaction_preview.compacted_topics([str(tmp_path / "profiles-0")]) is None
