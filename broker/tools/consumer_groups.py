@@ -456,8 +456,15 @@ class GroupsTool:
         else:
             ts = int(time.time() * 1000) - parse_duration_ms(o.by_duration)
         found = await self.admin.list_offsets({tp: ts for tp in tps})
-        return {tp: (found[tp].offset if not found[tp].error_code and found[tp].offset >= 0 else latest[tp].offset)
-                for tp in tps}
+        out = {}
+        for tp in tps:
+            if found[tp].error_code or found[tp].offset < 0:
+                print(f"Warn: Partition {tp.partition} from topic {tp.topic} is empty. Falling back to latest "
+                      "known offset.", file=sys.stderr)
+                out[tp] = latest[tp].offset
+            else:
+                out[tp] = found[tp].offset
+        return out
 
     def _from_file(self, group_id: str) -> dict:
         out = {}

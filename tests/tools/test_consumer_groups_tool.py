@@ -154,3 +154,41 @@ def test_members_state_list_and_delete(tools_broker, tool):
     assert r.out == "Deletion of requested consumer groups ('g-live') was successful.\n"
     r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-live")
     assert r.code == 1 and r.err == "Error: Consumer group 'g-live' does not exist.\n"
+
+
+def test_reset_current_duration_and_multi_group_file(tools_broker, tool, tmp_path):
+    b = tools_broker.bootstrap
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "modes", "--partitions", 2).code == 0
+    produce(b, "modes", {0: 6, 1: 4})
+    commit(b, "g-modes", {("modes", 0): 3})
+    # --to-current: the committed offset, or the log end offset where nothing is committed (Kafka's rule)
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic", "modes",
+             "--to-current")
+    assert r.code == 0, r
+    assert table(r.lines)[1:] == [["g-modes", "modes", "0", "3"], ["g-modes", "modes", "1", "4"]]
+    # --by-duration: everything was written within the last hour, so the earliest offset
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic", "modes",
+             "--by-duration", "PT1H", "--execute")
+    assert table(r.lines)[1:] == [["g-modes", "modes", "0", "0"], ["g-modes", "modes", "1", "0"]]
+    # --to-datetime in the future: no such offset, so Kafka falls back to the latest, with a warning
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic",
+             "modes:1", "--to-datetime", "2999-01-01T00:00:00.000")
+    assert table(r.lines)[1:] == [["g-modes", "modes", "1", "4"]]
+    assert "Warn: Partition 1 from topic modes is empty. Falling back to latest known offset." in r.err
+    # --shift-by below the log start offset is clamped to it
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic",
+             "modes:0", "--shift-by", -10)
+    assert table(r.lines)[1:] == [["g-modes", "modes", "0", "0"]] and "lower than earliest offset" in r.err
+    # the multi-group CSV form: group,topic,partition,offset; --export writes the same form back
+    commit(b, "g-other", {("modes", 0): 1})
+    plan = tmp_path / "groups.csv"
+    plan.write_text("g-modes,modes,0,5\ng-other,modes,1,2\n")
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--group",
+             "g-other", "--from-file", plan, "--execute", "--export")
+    assert r.code == 0, r
+    assert sorted(r.lines) == ["g-modes,modes,0,5", "g-other,modes,1,2"]
+    rows = table(tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-other").lines)
+    assert [row[1:4] for row in rows[1:]] == [["modes", "0", "1"], ["modes", "1", "2"]]
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic", "modes",
+             "--to-earliest", "--to-latest")
+    assert r.code == 1 and r.err.startswith("Error: Option [reset-offsets] requires one of the following scenarios")
