@@ -68,7 +68,8 @@ def run_kafka_python(args, stop):
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group,
                              session_timeout_ms=args.session_ms, heartbeat_interval_ms=500,
                              auto_offset_reset="earliest", enable_auto_commit=False,
-                             partition_assignment_strategy=[assignor])
+                             partition_assignment_strategy=[assignor],
+                             group_instance_id=args.instance_id)
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
@@ -111,7 +112,8 @@ def run_aiokafka(args, stop):
                                     session_timeout_ms=args.session_ms,
                                     heartbeat_interval_ms=500, auto_offset_reset="earliest",
                                     enable_auto_commit=False,
-                                    partition_assignment_strategy=[assignor])
+                                    partition_assignment_strategy=[assignor],
+                                    group_instance_id=args.instance_id)
         await consumer.start()
         consumer.subscribe([args.topic], listener=Listener())
         try:

@@ -148,6 +148,41 @@ def test_three_consumers_share_six_partitions_and_survive_sigkill(
     assert victim_partitions <= set().union(*(w.assigned for w in survivors))
 
 
+# The assignors the SIGKILL test above does not cover, so each client runs each of its own:
+# librdkafka has range, roundrobin and cooperative-sticky (the last is tested below); kafka-python
+# and aiokafka have range, roundrobin and sticky (no cooperative protocol).
+MORE_ASSIGNORS = [("confluent", "roundrobin"), ("kafka-python", "range"),
+                  ("kafka-python", "sticky"), ("aiokafka", "range"), ("aiokafka", "roundrobin")]
+
+
+@pytest.mark.timeout(150)
+def test_every_client_assignor_shares_partitions_and_consumes_once(broker_process, workers):
+    """One group per (client, assignor), all on one broker at once: two members split four
+    partitions 2/2 and consume 20 messages exactly once between them."""
+    broker = broker_process(**BROKER)
+    create_topic(broker.bootstrap, "mix", 4)
+    pairs = {}
+    for client, assignor in MORE_ASSIGNORS:
+        group = f"g-{client}-{assignor}"
+        pairs[group] = [Worker(client, broker.bootstrap, group, "mix", assignor=assignor)
+                        for _ in range(2)]
+        workers.extend(pairs[group])
+
+    def split_evenly(pair):
+        return sorted(len(w.assigned) for w in pair) == [2, 2] and \
+            set().union(*(w.assigned for w in pair)) == set(range(4))
+    wait_for(lambda: all(split_evenly(pair) for pair in pairs.values()), 90,
+             "a 2/2 split in every group")
+    values = [f"m-{i}" for i in range(20)]
+    produce(broker.bootstrap, "mix", values, 4)
+    wait_for(lambda: all(sum(len(w.messages()) for w in pair) == 20 for pair in pairs.values()),
+             60, "20 messages in every group")
+    time.sleep(1)
+    for group, pair in pairs.items():
+        consumed = sorted(m[2] for w in pair for m in w.messages())
+        assert consumed == sorted(values), group
+
+
 @pytest.mark.timeout(120)
 def test_consumer_restart_resumes_from_committed_offset(broker_process, workers):
     broker = broker_process(**BROKER)
@@ -167,13 +202,14 @@ def test_consumer_restart_resumes_from_committed_offset(broker_process, workers)
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
 def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker_process,
-                                                                         workers):
+                                                                         workers, client):
     broker = broker_process(**BROKER)
     create_topic(broker.bootstrap, "static", 4)
-    a = Worker("confluent", broker.bootstrap, "g-static", "static", instance_id="member-a",
+    a = Worker(client, broker.bootstrap, "g-static", "static", instance_id="member-a",
                session_ms=20000)
-    b = Worker("confluent", broker.bootstrap, "g-static", "static", instance_id="member-b",
+    b = Worker(client, broker.bootstrap, "g-static", "static", instance_id="member-b",
                session_ms=20000)
     workers += [a, b]
     wait_for(lambda: len(a.assigned) == 2 and len(b.assigned) == 2, 60, "two static members")
@@ -182,7 +218,7 @@ def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker
     a_partitions = a.assigned
     b_events = len(b.snapshot())
     a.kill()                                # a static member does not leave: its slot waits
-    a2 = Worker("confluent", broker.bootstrap, "g-static", "static", instance_id="member-a",
+    a2 = Worker(client, broker.bootstrap, "g-static", "static", instance_id="member-a",
                 session_ms=20000)
     workers.append(a2)
     wait_for(lambda: a2.assigned == a_partitions, 30, "the restarted member's partitions")

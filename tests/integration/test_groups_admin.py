@@ -83,6 +83,50 @@ def test_kafka_python_admin_group_operations(broker_process):
         admin.close()
 
 
+@pytest.mark.timeout(120)
+def test_aiokafka_admin_lists_and_describes_groups(broker_process, workers):
+    """aiokafka's admin client has no DeleteGroups; it lists, describes and reads offsets."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.structs import TopicPartition as ATopicPartition
+
+    broker = broker_process(**BROKER)
+    create_topic(broker.bootstrap, "ai", 2)
+    committer = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        committer.alter_group_offsets("ai-offline", {
+            KTopicPartition("ai", 1): OffsetAndMetadata(9, "nine", -1)})
+    finally:
+        committer.close()
+    live = Worker("aiokafka", broker.bootstrap, "ai-live", "ai")
+    workers.append(live)
+    wait_for(lambda: len(live.assigned) == 2, 60, "the live member's assignment")
+
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            listed = await admin.list_consumer_groups()
+            groups = {g[0]: g[1] for g in listed}
+            assert groups == {"ai-offline": "", "ai-live": "consumer"}
+            [response] = await admin.describe_consumer_groups(["ai-live"])
+            [group] = response.groups
+            error, group_id, state, protocol_type, protocol, members = group[:6]
+            assert (error, group_id, state, protocol_type, protocol) == (
+                0, "ai-live", "Stable", "consumer", "range")
+            assert len(members) == 1 and members[0][0].startswith("aiokafka")
+            offsets = await admin.list_consumer_group_offsets("ai-offline")
+            assert {tp.partition: (om.offset, om.metadata) for tp, om in offsets.items()} == {
+                1: (9, "nine")}
+            some = await admin.list_consumer_group_offsets(
+                "ai-offline", partitions=[ATopicPartition("ai", 0)])
+            assert [om.offset for om in some.values()] in ([], [-1])
+        finally:
+            await admin.close()
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
 def _copy(kafka_fixtures, name, tmp_path):
     target = tmp_path / f"{name}-copy"
     shutil.copytree(kafka_fixtures / name, target)
