@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import signal
 import struct
 import sys
@@ -97,10 +98,18 @@ def deserializer(class_name: str | None):
     raise ToolError(f"Unknown deserializer class {class_name}")
 
 
+_ESCAPES = {"\\t": "\t", "\\n": "\n", "\\r": "\r", "\\\\": "\\"}
+
+
+def unescape(text: str) -> str:
+    """``\\t``, ``\\n``, ``\\r`` and ``\\\\`` in a separator property become the characters (a
+    convenience over Kafka, which takes the text as is); everything else, non-ASCII included, is kept."""
+    return re.sub(r"\\[tnr\\]", lambda m: _ESCAPES[m.group(0)], text)
+
+
 class DefaultFormatter:
     def __init__(self, props: dict, key_deserializer=None, value_deserializer=None):
         flag = lambda k, d="false": props.get(k, d).strip().lower() == "true"  # noqa: E731
-        unescape = lambda s: s.encode().decode("unicode_escape")  # noqa: E731
         self.print_timestamp = flag("print.timestamp")
         self.print_key = flag("print.key")
         self.print_offset = flag("print.offset")

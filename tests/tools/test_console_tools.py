@@ -97,3 +97,19 @@ def test_compression_codec_and_include_pattern(tools_broker, script):
     r = script("kafka-dump-log.sh", "--files",
                str(tools_broker.base_dir / "kafka-logs-0" / "inc-lz4-0" / "00000000000000000000.log"))
     assert "compresscodec: lz4" in r.out
+
+
+def test_custom_separators_and_non_ascii(tools_broker, script):
+    b = tools_broker.bootstrap
+    r = script("kafka-console-producer.sh", "--broker-list", b, "--topic", "sep", "--property", "parse.key=true",
+               "--property", "key.separator=→", "--request-required-acks", "all", "--sync",
+               stdin="clé→välue\nk2→v2\n".encode())
+    assert r.code == 0, r
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "sep", "--from-beginning",
+               "--max-messages", 2, "--property", "print.key=true", "--property", "key.separator= → ",
+               "--property", "print.value=true")
+    assert r.lines == ["clé → välue", "k2 → v2"], r
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "sep", "--from-beginning",
+               "--max-messages", 2, "--property", "print.key=true", "--property", "print.value=false",
+               "--property", "line.separator=\\n--\\n")
+    assert r.out == "clé\n--\nk2\n--\n", r
