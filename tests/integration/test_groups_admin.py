@@ -127,6 +127,34 @@ def test_aiokafka_admin_lists_and_describes_groups(broker_process, workers):
     asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
+@pytest.mark.timeout(120)
+def test_offsets_topic_is_created_on_first_use_with_its_settings(broker_process):
+    """FindCoordinator creates __consumer_offsets with offsets.topic.num.partitions,
+    cleanup.policy=compact and offsets.topic.segment.bytes; group `test` is stored in partition
+    abs(Java hashCode) % 10 = 8 (48 with the default 50 partitions)."""
+    import pathlib
+
+    from confluent_kafka.admin import ConfigResource
+
+    broker = broker_process(offsets_topic_num_partitions=10,
+                            offsets_topic_segment_bytes=2 * 1024 * 1024, **BROKER)
+    create_topic(broker.bootstrap, "cfg", 1)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert "__consumer_offsets" not in admin.list_topics(timeout=10).topics
+    request = ConsumerGroupTopicPartitions("test", [TopicPartition("cfg", 0, 5)])
+    _result(admin.alter_consumer_group_offsets([request])["test"])
+    topic = admin.list_topics(timeout=10).topics["__consumer_offsets"]
+    assert len(topic.partitions) == 10
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
+    configs = _result(admin.describe_configs([resource])[resource])
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["segment.bytes"].value == str(2 * 1024 * 1024)
+    sizes = {p: sum(f.stat().st_size for f in
+                    pathlib.Path(broker.log_dir, f"__consumer_offsets-{p}").glob("*.log"))
+             for p in range(10)}
+    assert [p for p, size in sizes.items() if size > 0] == [8]
+
+
 def _copy(kafka_fixtures, name, tmp_path):
     target = tmp_path / f"{name}-copy"
     shutil.copytree(kafka_fixtures / name, target)
