@@ -81,7 +81,11 @@ def compile_pattern(pattern: str) -> re.Pattern:
 
 
 def client_kwargs(props: dict) -> dict:
-    """Client settings a tool honours from --command-config / --*-property."""
+    """Client settings a tool honours from --command-config / --*-property. Other Kafka client
+    properties are accepted and ignored, except a security protocol the client cannot speak."""
+    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol != "PLAINTEXT":
+        raise ToolError(f"security.protocol={protocol} is not supported: these tools speak PLAINTEXT only")
     out = {}
     if "client.id" in props:
         out["client_id"] = props["client.id"]

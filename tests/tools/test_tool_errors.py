@@ -70,6 +70,16 @@ def test_unreachable_broker_or_missing_file_is_one_line(script, tool, tmp_path):
     assert ("Could not connect" in r.err or "No such file" in r.err), r
 
 
+def test_unsupported_security_protocol_is_refused(tool, tmp_path):
+    config = tmp_path / "client.properties"
+    config.write_text("# a client config\nsecurity.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
+    r = tool("consumer_groups", "--bootstrap-server", "localhost:1", "--list", "--command-config", config)
+    assert r.code == 1 and r.err == "Error: security.protocol=SASL_SSL is not supported: these tools speak PLAINTEXT only\n"
+    r = tool("console_producer", "--bootstrap-server", "localhost:1", "--topic", "t",
+             "--producer-property", "security.protocol=SSL")
+    assert r.code == 1 and "security.protocol=SSL is not supported" in r.err
+
+
 def test_bad_flags_and_values_through_the_scripts(script):
     r = script("kafka-topics.sh", "--bootstrap-server", "localhost:1", "--list", "--no-such-flag")
     assert r.code != 0 and len(r.err.splitlines()) == 1 and "--no-such-flag" in r.err and "Traceback" not in r.err
@@ -86,6 +96,8 @@ def test_bad_flags_and_values_through_the_scripts(script):
                "--request-required-acks", "some")
     assert r.code != 0 and r.err == ("Error: Invalid value some for configuration acks: String must be one of: "
                                      "all, -1, 0, 1\n")
+    r = script("kafka-topics.sh", "--bootstrap-server", "localhost:1", "--list", "--command-config", "/no/such/file")
+    assert r.code != 0 and r.err == "Error while executing topic command : /no/such/file: No such file or directory\n"
     r = script("kafka-topics.sh", "--version")       # like Kafka, answered before the required flags are checked
     assert r.code == 0 and r.out.strip() and r.err == ""
     r = script("kafka-producer-perf-test.sh", "--help")
