@@ -285,6 +285,8 @@ BROKER_CONFIGS = [
     _c("group.max.session.timeout.ms", "int", 1800000, None, "medium",
        doc="Largest session timeout a member may ask for."),
     _c("group.max.size", "int", INT_MAX, at_least(1), "medium", doc="Most members in one group."),
+    _c("offset.metadata.max.bytes", "int", 4096, at_least(0), "high",
+       doc="Largest metadata string one committed offset may carry."),
     # --- transactions and idempotence
     _c("transaction.state.log.replication.factor", "short", 3, at_least(1), "high",
        doc="Replication factor of __transaction_state."),

@@ -36,6 +36,8 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096         # offset.metadata.max.bytes
     offsets_retention_ms: int = 10080 * 60_000    # offsets.retention.minutes (7 days)
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offsets_commit_timeout_ms: int = 5000         # offsets.commit.timeout.ms (acks wait)
+    offsets_load_buffer_size: int = 5 * 1024 * 1024  # offsets.load.buffer.size
     # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member that never completes its
     # first join (its client went away mid-rebalance) is dropped after this long.
     new_member_join_timeout_ms: int = 300_000

@@ -48,7 +48,6 @@ from coordinator.serde import build_batch, replay_buffer
 
 log = logging.getLogger(__name__)
 
-LOAD_READ_BYTES = 5 * 1024 * 1024      # offsets.load.buffer.size default
 DEFAULT_MAX_BATCH_BYTES = 1048588      # max.message.bytes default (message.max.bytes)
 
 
@@ -68,6 +67,8 @@ def group_config_from(config) -> GroupConfig:
         offset_metadata_max_bytes=get("offset.metadata.max.bytes", 4096),
         offsets_retention_ms=get("offsets.retention.minutes", 10080) * 60_000,
         offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms", 600_000),
+        offsets_commit_timeout_ms=get("offsets.commit.timeout.ms", 5000),
+        offsets_load_buffer_size=get("offsets.load.buffer.size", 5 * 1024 * 1024),
     )
 
 
@@ -164,7 +165,7 @@ class GroupCoordinator:
         try:
             touched = set()
             now = self.time.ms()
-            for buf in _read_log(part.log):
+            for buf in _read_log(part.log, self.manager.config.offsets_load_buffer_size):
                 touched |= replay_buffer(self.manager, buf, now)
             self._apply(self.manager.finish_loading(touched, now), None)
             self._loaded.add(p)
@@ -359,7 +360,7 @@ class GroupCoordinator:
         return True
 
     async def _follow_up_after_acks(self, pending, errors, acked) -> None:
-        timeout = 5000                               # offsets.commit.timeout.ms
+        timeout = self.manager.config.offsets_commit_timeout_ms
         await self.replica_manager.wait_for_acks(acked, -1, timeout)
         for key, r in acked.items():       # wait_for_acks marks a timed-out result's error
             if r.error_code != ErrorCode.NONE:
@@ -395,14 +396,14 @@ class GroupCoordinator:
             log.exception("Group coordinator timer %r failed", key)
 
 
-def _read_log(log_) -> "iter[bytes]":
+def _read_log(log_, read_bytes: int) -> "iter[bytes]":
     """Yields the log's bytes from log_start_offset to log_end_offset, in chunks of batches."""
     offset = log_.log_start_offset
     end = log_.log_end_offset
     for _ in range(1_000_000):
         if offset >= end:
             return
-        info = log_.read(offset, LOAD_READ_BYTES, max_offset=end, min_one_message=True)
+        info = log_.read(offset, read_bytes, max_offset=end, min_one_message=True)
         buf = _bytes_of(info.records)
         if not buf:
             return

@@ -173,3 +173,17 @@ def test_groups_hash_over_the_topics_real_partition_count():
     error, p, answer = run(scenario())
     assert error == E.NONE and p == partition_for("test", 3) and answer == {("t", 0): E.NONE}
     assert rm.parts[("__consumer_offsets", p)].log.log_end_offset == 1
+
+
+def test_group_settings_come_from_the_broker_config():
+    from broker.config import BrokerConfig
+    from coordinator.runtime import group_config_from
+    config = group_config_from(BrokerConfig({
+        "offset.metadata.max.bytes": "10", "group.max.size": "3",
+        "group.min.session.timeout.ms": "100", "group.max.session.timeout.ms": "200",
+        "group.initial.rebalance.delay.ms": "0", "offsets.retention.minutes": "2",
+        "offsets.commit.timeout.ms": "1234", "offsets.load.buffer.size": "4096"}))
+    assert (config.offset_metadata_max_bytes, config.max_size, config.min_session_timeout_ms,
+            config.max_session_timeout_ms, config.initial_rebalance_delay_ms,
+            config.offsets_retention_ms, config.offsets_commit_timeout_ms,
+            config.offsets_load_buffer_size) == (10, 3, 100, 200, 0, 120_000, 1234, 4096)
