@@ -203,3 +203,33 @@ def test_kafka_python_idempotent_producer_survives_cut_connections(proxied_broke
     assert proxy.cuts >= 3, "the proxy never cut a connection: the test proves nothing"
     messages = consume_all(f"127.0.0.1:{broker.port}", "idem-kp", COUNT)
     check_exactly_once_in_order(messages)
+
+
+def test_aiokafka_idempotent_producer_survives_cut_connections(proxied_broker):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    broker, proxy = proxied_broker
+    bootstrap = f"127.0.0.1:{proxy.port}"
+    create_topic(bootstrap, "idem-aio")
+
+    async def produce():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
+                                    acks="all", linger_ms=2, max_batch_size=4096,
+                                    retry_backoff_ms=20, request_timeout_ms=5000)
+        await producer.start()
+        try:
+            proxy.cut_every = 5
+            futures = [await producer.send("idem-aio", b"%d" % i, partition=i % PARTITIONS)
+                       for i in range(COUNT)]
+            results = await asyncio.wait_for(
+                asyncio.gather(*futures, return_exceptions=True), 90)
+        finally:
+            proxy.cut_every = 0
+            await producer.stop()
+        return [r for r in results if isinstance(r, BaseException)]
+
+    failed = asyncio.run(produce())
+    assert not failed, failed[:3]
+    assert proxy.cuts >= 3, "the proxy never cut a connection: the test proves nothing"
+    check_exactly_once_in_order(consume_all(f"127.0.0.1:{broker.port}", "idem-aio", COUNT))

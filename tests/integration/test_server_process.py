@@ -49,18 +49,52 @@ def closed_by_broker(sock, timeout=5.0) -> bool:
         return False
 
 
+def _checkpoint(log_dir, name) -> dict:
+    lines = open(os.path.join(log_dir, name)).read().split("\n")
+    assert lines[0] == "0" and int(lines[1]) == len([x for x in lines[2:] if x])
+    return {(t, int(p)): int(o) for t, p, o in (x.split() for x in lines[2:] if x)}
+
+
 def test_sigterm_is_graceful(broker_process):
+    """Stored data, a consumer parked in a long poll and an idle connection: SIGTERM answers
+    the poll, writes the checkpoints and the clean-shutdown marker, exits 0 within 10 s."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
     broker = broker_process()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic("kept", 2, 1)]).values():
+        future.result(timeout=15)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(300):
+        producer.produce("kept", b"%d" % i, partition=i % 2)
+    assert producer.flush(15) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x",
+                         "fetch.wait.max.ms": 5000, "enable.auto.commit": False})
+    consumer.assign([TopicPartition("kept", 0, 150)])        # at the end: parks in a long poll
+    assert consumer.consume(10, 1.0) == []
     conn = socket.create_connection(("127.0.0.1", broker.port))
+
     start = time.monotonic()
     assert broker.stop() == 0
     assert time.monotonic() - start < 10
     assert os.path.exists(os.path.join(broker.log_dir, ".kafka_cleanshutdown"))
+    expected = {("kept", 0): 150, ("kept", 1): 150}
+    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        offsets = _checkpoint(broker.log_dir, name)
+        assert {k: v for k, v in offsets.items() if k[0] == "kept"} == expected, name
+    assert {k: v for k, v in _checkpoint(broker.log_dir, "log-start-offset-checkpoint").items()
+            if k[0] == "kept"} in ({}, {("kept", 0): 0, ("kept", 1): 0})
     assert closed_by_broker(conn)
     output = broker.output()
-    assert "shut down completed" in output
+    assert "shut down completed" in output and "Error while" not in output
     assert "[" in output.splitlines()[0] and "] INFO " in output      # Kafka-like log lines
     conn.close()
+    consumer.close()
+
+    broker.restart()                                  # clean restart: everything still there
+    low_high = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "y"})
+    assert low_high.get_watermark_offsets(TopicPartition("kept", 1), timeout=10) == (0, 150)
+    low_high.close()
 
 
 def test_sigint_is_graceful_and_restart_keeps_cluster_id(broker_process):
