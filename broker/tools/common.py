@@ -97,6 +97,26 @@ def client_kwargs(props: dict) -> dict:
     return out
 
 
+# The messages of Kafka's exceptions for the error codes the tools report per partition or group
+# (org.apache.kafka.common.protocol.Errors), so that rows read as Kafka's do.
+ERROR_TEXTS = {
+    ErrorCode.OFFSET_OUT_OF_RANGE: "The requested offset is not within the range of offsets maintained by the server.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "For requests intended only for the leader, this error indicates that the broker "
+                                      "is not the current leader. For requests intended for any replica, this error "
+                                      "indicates that the broker is not a replica of the topic partition.",
+    ErrorCode.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+}
+
+
+def error_text(code) -> str:
+    """Kafka's message for an error code (its name when the table has none)."""
+    return ERROR_TEXTS.get(code, ErrorCode(code).name)
+
+
 def describe_error(e: BaseException) -> str:
     if isinstance(e, KafkaError):
         return e.message or ErrorCode(e.error_code).name

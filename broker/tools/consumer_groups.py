@@ -23,7 +23,8 @@ from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
 from broker.client.cluster import ClusterClient
 from broker.client.consumer_protocol import decode_assignment
 from broker.client.types import TopicPartition
-from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
+from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, error_text, main_entry,
+                                 read_properties)
 
 MISSING = "-"
 
@@ -88,19 +89,6 @@ DELETE_OFFSETS_ERRORS = {
 }
 PARTITION_LEVEL_ERRORS = (ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-# The texts of Kafka's exceptions for the errors these commands meet most.
-ERROR_TEXTS = {
-    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
-    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
-}
-
-
-def error_text(code) -> str:
-    return ERROR_TEXTS.get(code, ErrorCode(code).name)
-
-
 def _quoted(names) -> str:
     return ", ".join("'" + n + "'" for n in names)
 

@@ -5,7 +5,7 @@ Input: ``--offset-json-file`` with ``{"partitions": [{"topic": "t", "partition":
     Executing records delete operation
     Records delete operation completed:
     partition: t-0	low_watermark: 5
-or ``partition: t-0	error: <exception>`` for a partition that failed (then the exit status is 1).
+or ``partition: t-0	error: <exception class>: <message>`` for a partition that failed (then the exit status is 1).
 """
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from protocol.errors import ErrorCode
 from broker.client.admin import Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
-from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
+from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, error_text, main_entry,
+                                 read_properties)
 
-# Java exception class names Kafka prints for these error codes.
+# Java exception class names Kafka prints for these error codes ("<class>: <message>").
 EXCEPTIONS = {
     ErrorCode.OFFSET_OUT_OF_RANGE: "org.apache.kafka.common.errors.OffsetOutOfRangeException",
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
@@ -84,7 +85,7 @@ async def run(opts) -> int:
             if code:
                 failed += 1
                 name = EXCEPTIONS.get(code, f"org.apache.kafka.common.errors.{ErrorCode(code).name}")
-                print(f"partition: {tp}\terror: {name}")
+                print(f"partition: {tp}\terror: {name}: {error_text(code)}")
             else:
                 print(f"partition: {tp}\tlow_watermark: {low}")
     return 1 if failed else 0
