@@ -1,11 +1,12 @@
 """Storage engine speed, next to `dd` on the same disk in the same run (issue 3 targets).
 
 1. append: 1,000 batches of 1 MiB through `Log.append_as_leader` (validation, CRC, offset
-   assignment, index upkeep), then one `flush()`; against `dd bs=1M count=1000 conv=fdatasync`.
+   assignment, index upkeep), then one `flush()`; against `dd bs=1M conv=fdatasync` copying
+   that segment (same bytes, source in the page cache); best of 3 alternating rounds each.
    Target >= 80% of dd's rate.
 2. read: the same log read back by offset (`Log.read` -> FileRegion -> os.preadv into one
    reused buffer, as dd reuses its buffer), page cache dropped first (posix_fadvise
-   DONTNEED) for both; against `dd if=<the segment> of=/dev/null bs=1M`; best of 3
+   DONTNEED) for both; against `dd if=<the segment> of=/dev/null bs=1M`; best of 5
    interleaved rounds each.
    Target >= 80% of dd's rate.
 3. lookup: `Log.read(random offset, 1)` (segment bisect, index binary search, header walk) in a
@@ -35,7 +36,8 @@ APPEND_BATCHES = 1000
 LOOKUP_SEGMENTS = 1000
 LOOKUPS = 20_000
 EMPTY_PARTITIONS = 10_000
-READ_ROUNDS = 3
+READ_ROUNDS = 5
+WRITE_ROUNDS = 3
 
 
 def _one_mib_batch() -> bytes:
@@ -91,26 +93,42 @@ def _read_all(log_dir: str, config: LogConfig, end: int, size: int) -> float:
     return took
 
 
-def bench_append_read_recover(work: str, ok: dict) -> None:
-    size = APPEND_BATCHES * MIB
-    dd_file = os.path.join(work, "dd.bin")
-    dd_write = _dd(["if=/dev/zero", f"of={dd_file}", "bs=1M", f"count={APPEND_BATCHES}",
-                    "conv=fdatasync"])
-    os.remove(dd_file)
-
-    config = LogConfig(max_message_bytes=2 * MIB, segment_ms=10**15)
-    batch = _one_mib_batch()
-    log_ = Log(os.path.join(work, "append-0"), config)
+def _append_all(log_dir: str, config: LogConfig, batch: bytes) -> tuple[float, int]:
+    """Seconds to append APPEND_BATCHES batches and flush; the log end offset."""
+    log_ = Log(log_dir, config)
     started = time.perf_counter()
     for _ in range(APPEND_BATCHES):
         log_.append_as_leader(batch, leader_epoch=0)
     log_.flush()
-    ours_write = time.perf_counter() - started
+    took = time.perf_counter() - started
     end = log_.log_end_offset
     log_.close()
+    return took, end
 
+
+def bench_append_read_recover(work: str, ok: dict) -> None:
+    size = APPEND_BATCHES * MIB
+    dd_file = os.path.join(work, "dd.bin")
+    config = LogConfig(max_message_bytes=2 * MIB, segment_ms=10**15)
+    batch = _one_mib_batch()
     log_dir = os.path.join(work, "append-0")
     segment_file = os.path.join(log_dir, "00000000000000000000.log")
+    # Best of WRITE_ROUNDS, dd and ours alternating (the disk is shared with other work, and
+    # one 1 GiB write takes 1 s or 8 s depending on the neighbours).  dd copies the segment we
+    # wrote (from the page cache), so both write the same bytes.
+    ours_write, end = _append_all(log_dir, config, batch)
+    dd_write = float("inf")
+    for _ in range(1, WRITE_ROUNDS):
+        dd_write = min(dd_write, _dd([f"if={segment_file}", f"of={dd_file}", "bs=1M",
+                                      "conv=fdatasync"]))
+        shutil.rmtree(log_dir)
+        took, end = _append_all(log_dir, config, batch)
+        ours_write = min(ours_write, took)
+        os.remove(dd_file)
+    dd_write = min(dd_write, _dd([f"if={segment_file}", f"of={dd_file}", "bs=1M",
+                                  "conv=fdatasync"]))
+    os.remove(dd_file)
+
     # Best of READ_ROUNDS, dd and ours interleaved: the machine is shared, and one slow round
     # says more about the neighbours than about either reader.
     dd_read = ours_read = float("inf")
@@ -125,16 +143,15 @@ def bench_append_read_recover(work: str, ok: dict) -> None:
     _report(ok, "read back by offset", size / ours_read / MIB, "MiB/s",
             f"dd read {size / dd_read / MIB:.0f} MiB/s", ours_read <= dd_read / 0.8)
 
-    _drop_cache(os.path.join(work, "append-0"))
+    _drop_cache(log_dir)
     started = time.perf_counter()
-    recovered = Log(os.path.join(work, "append-0"), config, had_clean_shutdown=False,
-                    recovery_point=0)
+    recovered = Log(log_dir, config, had_clean_shutdown=False, recovery_point=0)
     took = time.perf_counter() - started
     assert recovered.log_end_offset == end
     segment_mib = recovered.segments[0].size / MIB
     recovered.close()
     _report(ok, f"recover a {segment_mib:.0f} MiB segment", took, "s", "target < 10 s", took < 10)
-    shutil.rmtree(os.path.join(work, "append-0"))
+    shutil.rmtree(log_dir)
 
 
 def bench_lookup(work: str, ok: dict) -> None:
