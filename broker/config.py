@@ -87,13 +87,22 @@ def non_empty_list(value):
         raise ValueError("Empty list")
 
 
+def some_log_dir(value):
+    """log.dirs set to an empty list is an error (unset, it falls back to log.dir), as Kafka."""
+    if not value:
+        raise ValueError("At least one log directory must be defined via log.dirs or log.dir")
+
+
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]*\]|[^:/\s]*):(-?\d+)$")
 
 
 def listener_list(value):
     for item in value:
-        if not _LISTENER.match(item):
+        match = _LISTENER.match(item)
+        if not match:
             raise ValueError(f"Unable to parse {item} to a broker endpoint")
+        if not 0 <= int(match.group(3)) <= 65535:       # the OS would bind port % 65536
+            raise ValueError(f"Port {match.group(3)} of {item} is out of range 0-65535")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +162,7 @@ BROKER_CONFIGS = [
     _c("connections.max.idle.ms", "long", 600000, None, "medium",
        doc="Idle connections are closed after this many milliseconds."),
     # --- logs
-    _c("log.dirs", "list", None, None, "high",
+    _c("log.dirs", "list", None, some_log_dir, "high",
        doc="Directories holding the log data; when unset, log.dir is used."),
     _c("log.dir", "string", "/tmp/kafka-logs", None, "high",
        doc="The log directory, used when log.dirs is not set."),

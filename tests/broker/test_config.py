@@ -39,6 +39,8 @@ def test_types_are_parsed():
     ("compression.type", "brotli", "one of"),
     ("log.cleanup.policy", "delete,shred", "one of"),
     ("listeners", "PLAINTEXT:/x", "endpoint"),
+    ("listeners", "PLAINTEXT://127.0.0.1:99999", "out of range"),      # would bind 34463
+    ("log.dirs", "", "At least one log directory"),
     ("log.cleaner.min.cleanable.ratio", "1.5", "[0.0,1.0]"),
 ])
 def test_invalid_value_names_the_property(name, value, fragment):
