@@ -79,13 +79,32 @@ def _legacy_to_v2(buf, pos: int, header) -> bytes:
     return convert_to_v2(bytes(buf[pos:pos + LOG_OVERHEAD + header[1]]))
 
 
+class SegmentChangedError(RuntimeError):
+    """The segment a split was planned on is gone or was rewritten since: the query must be re-run."""
+
+
+def _open_planned_segment(split: Split) -> int:
+    """A descriptor of the very file the split was planned on (same inode).
+
+    Kafka renames a segment to `.deleted` before deleting it (retention, and log compaction, which
+    also puts the rewritten segment under the old name): the planned file stays readable there for
+    file.delete.delay.ms, so a query sees one consistent snapshot even while the broker cleans.
+    """
+    for path in (split.log_path, split.log_path + ".deleted"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        if not split.inode or os.fstat(fd).st_ino == split.inode:
+            return fd
+        os.close(fd)
+    raise SegmentChangedError(f"{split.log_path} was deleted or rewritten (retention or log compaction) "
+                              "after the query was planned: run the query again")
+
+
 def read_split_bytes(split: Split) -> bytes:
-    """The split's bytes, with one pread. A segment that retention deleted after planning is still
-    readable for file.delete.delay.ms under its `.deleted` name (Kafka renames before deleting)."""
-    try:
-        fd = os.open(split.log_path, os.O_RDONLY)
-    except FileNotFoundError:
-        fd = os.open(split.log_path + ".deleted", os.O_RDONLY)
+    """The split's bytes, with one pread, from the file the split was planned on."""
+    fd = _open_planned_segment(split)
     try:
         buf = os.pread(fd, split.end_position - split.start_position, split.start_position)
     finally:

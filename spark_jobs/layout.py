@@ -79,6 +79,7 @@ class Segment:
     index_path: str | None = None
     time_index_path: str | None = None
     txn_index_path: str | None = None
+    inode: int = 0                  # of the .log file as planned: a rewrite (compaction) changes it
 
 
 @dataclass
@@ -232,8 +233,9 @@ def _list_segments(dir_path: str) -> list[Segment]:
 
         def sibling(suffix):
             return os.path.join(dir_path, stem + suffix) if stem + suffix in names else None
-        segments.append(Segment(int(m["base"]), path, os.path.getsize(path), sibling(INDEX_SUFFIX),
-                                sibling(TIME_INDEX_SUFFIX), sibling(TXN_INDEX_SUFFIX)))
+        st = os.stat(path)
+        segments.append(Segment(int(m["base"]), path, st.st_size, sibling(INDEX_SUFFIX),
+                                sibling(TIME_INDEX_SUFFIX), sibling(TXN_INDEX_SUFFIX), st.st_ino))
     segments.sort(key=lambda s: s.base_offset)
     return segments
 
@@ -290,6 +292,7 @@ class Split:
     end_position: int
     first_offset: int               # base_offset of the batch at start_position
     end_offset: int                 # exclusive: the first offset of the next split
+    inode: int = 0                  # the segment file's inode at planning (0: not checked)
 
 
 def segment_split_points(segment: Segment, target_bytes: int) -> list[tuple[int, int]]:
@@ -333,7 +336,7 @@ def plan_splits(log: PartitionLog, start_offset: int, end_offset: int, target_by
             if stop_offset <= start_offset or first >= end_offset:
                 continue
             splits.append(Split(log.topic, log.partition, segment.log_path, pos, stop_pos, first,
-                                stop_offset))
+                                stop_offset, segment.inode))
     return splits
 
 
