@@ -103,6 +103,19 @@ def test_offsets_for_times(broker, timed_topic):
 
     asyncio.run(with_aiokafka())
 
+    # The admin API (ListOffsets v7+): earliest, latest, by timestamp and max timestamp.
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tp = TopicPartition(timed_topic, 0)
+    for spec, offset, timestamp in [
+            (OffsetSpec.earliest(), 0, None), (OffsetSpec.latest(), COUNT, None),
+            (OffsetSpec.for_timestamp(BASE_TS + 42 * STEP_MS - 5), 42, BASE_TS + 42 * STEP_MS),
+            (OffsetSpec.max_timestamp(), COUNT - 1, BASE_TS + (COUNT - 1) * STEP_MS)]:
+        info = admin.list_offsets({tp: spec})[tp].result(timeout=10)
+        assert info.offset == offset, spec
+        if timestamp is not None:
+            assert info.timestamp == timestamp, spec
+
     # kcat: start at the first message at or after a timestamp.
     assert kcat_read(broker.bootstrap, timed_topic, f"s@{BASE_TS + 123 * STEP_MS - 1}", 2) == [
         (123, 123, BASE_TS + 123 * STEP_MS), (124, 124, BASE_TS + 124 * STEP_MS)]
