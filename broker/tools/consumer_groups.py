@@ -177,14 +177,23 @@ class GroupsTool:
             sys.stderr.write(f"\nWarning: Consumer group '{group.group_id}' is rebalancing.\n")
 
     async def describe(self) -> None:
+        """Each group in name order; a missing group does not stop the others (as in Kafka), and the
+        missing ones are reported together at the end, in one line."""
+        missing = []
         for group_id in sorted(await self.group_ids()):
-            group = await self.describe_one(group_id)
+            try:
+                group = await self.describe_one(group_id)
+            except ToolError as e:
+                missing.append(str(e))
+                continue
             if self.opts.members:
                 await self.describe_members(group)
             elif self.opts.state is not None and not self.opts.offsets:
                 await self.describe_state(group)
             else:
                 await self.describe_offsets(group)
+        if missing:
+            raise ToolError(" ".join(missing))
 
     async def describe_offsets(self, group) -> None:
         committed = await self.admin.fetch_offsets(group.group_id)

@@ -154,6 +154,10 @@ def test_members_state_list_and_delete(tools_broker, tool):
     assert r.out == "Deletion of requested consumer groups ('g-live') was successful.\n"
     r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-live")
     assert r.code == 1 and r.err == "Error: Consumer group 'g-live' does not exist.\n"
+    # several groups: a missing one does not hide the others, and is still reported (one line, exit 1)
+    r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "a-missing", "--group", "g-lag")
+    assert r.code == 1 and table(r.lines)[1][0] == "g-lag"
+    assert r.err.splitlines()[-1] == "Error: Consumer group 'a-missing' does not exist."
 
 
 def test_reset_current_duration_and_multi_group_file(tools_broker, tool, tmp_path):
