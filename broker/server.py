@@ -34,6 +34,7 @@ from broker.connection import Connection
 log = logging.getLogger(__name__)
 
 DRAIN_TIMEOUT_S = 5.0       # in-flight requests get this long at shutdown (exit within 10 s)
+ROLL_FLUSH_CHECK_S = 1.0    # how soon a rolled segment is fsynced (storage/log.py needs_flush)
 
 
 class SystemClock:
@@ -235,9 +236,11 @@ class Broker:
                     self._checkpoint_high_watermarks, executor=True)
         self._every(config.log_flush_offset_checkpoint_interval_ms / 1000 or 60,
                     self._checkpoint_recovery_points, executor=True)
-        flush_s = config.log_flush_scheduler_interval_ms / 1000
-        if flush_s < 24 * 3600:
-            self._every(flush_s, self._flush, executor=True)
+        # flush_dirty also fsyncs segments that rolled since the last pass (Kafka flushes a
+        # segment when it rolls, which moves the recovery point), so it runs at least every
+        # ROLL_FLUSH_CHECK_S even when log.flush.scheduler.interval.ms leaves flushing to the OS.
+        flush_s = min(config.log_flush_scheduler_interval_ms / 1000, ROLL_FLUSH_CHECK_S)
+        self._every(flush_s, self._flush, executor=True)
 
     def _every(self, interval_s: float, fn, executor: bool = False) -> None:
         async def run():
