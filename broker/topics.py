@@ -5,7 +5,8 @@ ReplicaManager (become_leader / stop_replica) and the live logs. Validation foll
 
 - names: 1-249 chars of [a-zA-Z0-9._-], not "." or "..", and not colliding with an existing
   topic once '.' and '_' are treated alike ("a.b" vs "a_b") -> INVALID_TOPIC_EXCEPTION;
-- partitions: num_partitions >= 1 (or -1: num.partitions) -> INVALID_PARTITIONS;
+- partitions: num_partitions >= 1 (or -1: num.partitions) -> INVALID_PARTITIONS; more than
+  MAX_PARTITIONS_PER_REQUEST new partitions in one request -> POLICY_VIOLATION;
 - replication factor: >= 1 (or -1: default.replication.factor), at most the live brokers
   -> INVALID_REPLICATION_FACTOR;
 - explicit assignments (CreateTopics/CreatePartitions): partitions numbered 0..n-1, every replica
@@ -38,6 +39,11 @@ log = logging.getLogger(__name__)
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Most partitions one CreateTopics/CreatePartitions request may add (Kafka's controller caps a
+# request at 10,000 partitions, POLICY_VIOLATION): a typo like 100000000 must not make the broker
+# try to create a hundred million directories.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 ZERO_UUID = uuid.UUID(int=0)
 STARTUP_THREADS = 8         # parallel checkpoint writes at start-up (fsyncs overlap well)
 
@@ -346,6 +352,8 @@ class TopicManager:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic already has {current} partitions.")
         added = count - current
+        if added > MAX_PARTITIONS_PER_REQUEST:
+            raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
         if assignments is not None:
             if len(assignments) != added:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -4,7 +4,8 @@ Behaviour: grows each topic to `count` partitions, placing the new ones by the e
 assignments when given (one broker list per new partition) or round robin over the live brokers.
 Per-topic errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (count not larger than now),
 INVALID_REPLICA_ASSIGNMENT (wrong number of assignments, unknown or duplicate brokers, a
-replication factor different from the topic's), INVALID_REQUEST (a topic listed twice).
+replication factor different from the topic's), INVALID_REQUEST (a topic listed twice),
+POLICY_VIOLATION (more than 10,000 new partitions at once, as Kafka's controller).
 validate_only runs the checks without changing anything. The new partitions are led at once.
 """
 from protocol.api import ApiKey

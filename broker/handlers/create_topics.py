@@ -5,7 +5,8 @@ Behaviour (Kafka's ZkAdminManager.createTopics, for one broker):
   INVALID_TOPIC_EXCEPTION (name), TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
   INVALID_REPLICATION_FACTOR (more than the live brokers), INVALID_REPLICA_ASSIGNMENT,
   INVALID_CONFIG (unknown topic config or bad value), INVALID_REQUEST (both counts and an
-  explicit assignment, or the same name twice in one request).
+  explicit assignment, or the same name twice in one request). More than 10,000 partitions in
+  the whole request -> POLICY_VIOLATION for every topic in it, as Kafka's controller.
 - num_partitions / replication_factor -1 take num.partitions / default.replication.factor (v4+).
 - validate_only (v1+) runs every check and creates nothing.
 - v5+ results carry the topic's partitions, replication factor and every effective config (as
@@ -19,6 +20,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.create_topics import CreateTopicsResponse
 
 from broker.handlers.describe_configs import topic_entries
+from broker.topics import MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS
 
 API_KEY = ApiKey.CREATE_TOPICS
 MIN_VERSION = 0
@@ -32,10 +34,15 @@ async def handle(broker, ctx, request):
     validate_only = version >= 1 and request.validate_only
     names = [t.name for t in request.topics]
     duplicates = {n for n in names if names.count(n) > 1}
+    too_many = _requested_partitions(broker, request.topics) > MAX_PARTITIONS_PER_REQUEST
     results = []
     for topic in request.topics:
         result = R.CreatableTopicResult(name=topic.name)
         results.append(result)
+        if too_many:
+            result.error_code = ErrorCode.POLICY_VIOLATION
+            result.error_message = TOO_MANY_PARTITIONS
+            continue
         if topic.name in duplicates:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = "Create topics request from client contains multiple " \
@@ -69,6 +76,19 @@ async def handle(broker, ctx, request):
                                         config_source=e.source, is_sensitive=e.sensitive)
                 for e in _entries(broker, topic.name, configs, created)]
     return CreateTopicsResponse(topics=results)
+
+
+def _requested_partitions(broker, topics) -> int:
+    """Partitions the whole request would create (Kafka checks the sum before anything)."""
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += broker.config.get("num.partitions")
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
 
 
 def _entries(broker, name, configs, created):

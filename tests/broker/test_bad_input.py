@@ -199,3 +199,23 @@ async def test_bad_request_in_a_pipeline_closes_after_the_good_ones(setup):
     assert cid == second and produce_error(response) == ErrorCode.CORRUPT_MESSAGE
     assert await client.is_closed()
     await client.close()
+
+
+async def test_absurd_partition_counts_are_refused(setup):
+    """A typo'd count must not make the broker create millions of partition dirs: more than
+    10,000 new partitions in one request -> POLICY_VIOLATION (Kafka's controller limit)."""
+    from protocol.messages.create_partitions import CreatePartitionsRequest as CP
+    broker, client, _ = setup
+    CT = CreateTopicsRequest
+    response = await client.request(CT(topics=[
+        CT.CreatableTopic(name="huge", num_partitions=2**31 - 1, replication_factor=1),
+        CT.CreatableTopic(name="small", num_partitions=1, replication_factor=1)],
+        timeout_ms=5000), 5)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("huge", ErrorCode.POLICY_VIOLATION), ("small", ErrorCode.POLICY_VIOLATION)]
+    response = await client.request(CP(topics=[
+        CP.CreatePartitionsTopic(name="keep", count=2**31 - 1, assignments=None)],
+        timeout_ms=5000), 3)
+    assert response.results[0].error_code == ErrorCode.POLICY_VIOLATION
+    assert broker.metadata.get_topic("huge") is None
+    assert len(broker.metadata.get_topic("keep").partitions) == 1
