@@ -45,6 +45,16 @@ def test_configs_brokers_and_quota_entities(tools_broker, tool):
     r = tool("configs", "--bootstrap-server", b, "--alter", "--entity-type", "brokers", "--entity-default",
              "--delete-config", "log.cleaner.threads")
     assert r.code == 0, r
+    broker_id = headers[0].split()[4]
+    # broker-loggers: every logger is a DYNAMIC_BROKER_LOGGER_CONFIG entry, altered by name
+    r = tool("configs", "--bootstrap-server", b, "--alter", "--entity-type", "broker-loggers", "--entity-name",
+             broker_id, "--add-config", "broker=DEBUG")
+    assert (r.code, r.out) == (0, f"Completed updating config for broker-logger {broker_id}.\n")
+    r = tool("configs", "--bootstrap-server", b, "--describe", "--broker-logger", broker_id)
+    assert r.lines[0] == f"Dynamic configs for broker-logger {broker_id} are:"
+    assert "  broker=DEBUG sensitive=false synonyms={}" in r.lines
+    r = tool("configs", "--bootstrap-server", b, "--alter", "--broker-logger", broker_id, "--delete-config", "broker")
+    assert r.code == 0, r
     # users/clients need the client-quota APIs, which this broker does not serve: one clear line
     for argv in (["--describe", "--entity-type", "users", "--entity-name", "alice"],
                  ["--alter", "--entity-type", "clients", "--entity-default", "--add-config", "producer_byte_rate=1"]):
