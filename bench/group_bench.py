@@ -15,11 +15,16 @@ Measures, in one run:
      concurrent callers: rate and p50/p99 latency. Target: >= 5,000/s, p99 < 10 ms.
   4. for information, 2 and 3 again through the wire codecs and the handlers (request bytes
      decoded, handler, response encoded): everything but the socket.
+  5. for information, the whole stack: a broker subprocess on loopback, 8 pipelined
+     connections each driving one single-member group (heartbeats, then 6-partition commits).
+     A broker serves one request per connection at a time (Kafka's ordering), so a loop turn
+     groups at most 8 commits; the load generator shares the machine's cores.
 Commits from concurrent callers are written together (the runtime's group commit), so the
 latency of one commit is the time of one such round.
 Prints one line per figure and returns non-zero if a target is missed (`main()` -> int).
 """
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -174,12 +179,177 @@ async def _through_handlers(c, rm, group, members):
     return await _load(HEARTBEATS // 2, heartbeat), await _load(COMMITS // 2, commit)
 
 
+# ---------------------------------------------------------------------------- over TCP
+TCP_CONNECTIONS = 8
+TCP_WINDOW = 4                       # requests in flight per connection (pipelined)
+TCP_SECONDS = 3.0
+
+
+class _Wire:
+    """One pipelined connection speaking raw Kafka frames (the project's codecs)."""
+
+    def __init__(self, reader, writer):
+        self.reader, self.writer = reader, writer
+        self.correlation = 0
+
+    async def call(self, request, version):
+        from protocol.headers import RequestHeader, decode_response, encode_request
+        self.correlation += 1
+        header = RequestHeader(request.API_KEY, version, self.correlation, "group-bench")
+        self.writer.write(encode_request(header, request))
+        body = await self.read_frame()
+        return decode_response(body, request.API_KEY, version)[1]
+
+    async def read_frame(self) -> bytes:
+        size = int.from_bytes(await self.reader.readexactly(4), "big")
+        return await self.reader.readexactly(size)
+
+
+def _frame(request, version, correlation=1) -> bytes:
+    from protocol.headers import RequestHeader, encode_request
+    return encode_request(RequestHeader(request.API_KEY, version, correlation, "group-bench"),
+                          request)
+
+
+async def _pipelined(wires, frames, check):
+    """Each connection keeps TCP_WINDOW requests in flight for TCP_SECONDS; answers arrive in
+    order per connection. Returns (rate, p50 ms, p99 ms)."""
+    latencies = []
+    stop_at = time.perf_counter() + TCP_SECONDS
+
+    async def drive(i, wire):
+        frame = frames[i % len(frames)]
+        sent = []
+        for _ in range(TCP_WINDOW):
+            sent.append(time.perf_counter())
+            wire.writer.write(frame)
+        for _ in range(10_000_000):                 # bounded; ends at stop_at
+            body = await wire.read_frame()
+            latencies.append(time.perf_counter() - sent.pop(0))
+            check(body)
+            if time.perf_counter() < stop_at:
+                sent.append(time.perf_counter())
+                wire.writer.write(frame)
+            elif not sent:
+                return
+    started = time.perf_counter()
+    await asyncio.gather(*(drive(i, w) for i, w in enumerate(wires)))
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return (len(latencies) / elapsed, statistics.median(latencies) * 1000,
+            latencies[int(len(latencies) * 0.99)] * 1000)
+
+
+def _broker_cpu(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _tcp_load(port, pid):
+    from protocol.messages.create_topics import CreateTopicsRequest
+    from protocol.messages.find_coordinator import FindCoordinatorRequest
+    from protocol.messages.heartbeat import HeartbeatRequest
+    from protocol.messages.join_group import JoinGroupRequest
+    from protocol.messages.offset_commit import OffsetCommitRequest
+    from protocol.messages.sync_group import SyncGroupRequest
+
+    wires = []
+    for _ in range(TCP_CONNECTIONS):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        wires.append(_Wire(reader, writer))
+    first = wires[0]
+    topic = CreateTopicsRequest.CreatableTopic(name="events", num_partitions=6,
+                                               replication_factor=1)
+    await first.call(CreateTopicsRequest(topics=[topic], timeout_ms=30_000), 4)
+    found = await first.call(FindCoordinatorRequest(key="bench-0"), 3)
+    assert found.error_code == 0, found
+    # One single-member group per connection (JoinGroup v3: no member-id round trip).
+    members = []
+    for i, wire in enumerate(wires):
+        group = f"bench-{i}"
+        join = await wire.call(JoinGroupRequest(
+            group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
+            protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
+                name="range", metadata=b"sub")]), 3)
+        assert join.error_code == 0, join
+        sync = await wire.call(SyncGroupRequest(
+            group_id=group, generation_id=join.generation_id, member_id=join.member_id,
+            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=join.member_id, assignment=b"all")]), 3)
+        assert sync.error_code == 0, sync
+        members.append((group, join.member_id, join.generation_id))
+    heartbeats = [_frame(HeartbeatRequest(group_id=g, generation_id=gen, member_id=m), 4)
+                  for g, m, gen in members]
+    P = OffsetCommitRequest.OffsetCommitRequestPartition
+    commits = [_frame(OffsetCommitRequest(
+        group_id=g, generation_id_or_member_epoch=gen, member_id=m, topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name="events", partitions=[
+                P(partition_index=p, committed_offset=1000 + p) for p in range(6)])]), 8)
+        for g, m, gen in members]
+
+    def heartbeat_ok(body):
+        # response header v1 (correlation id, empty tags), throttle_time_ms, error_code
+        assert body[9:11] == b"\x00\x00", body
+
+    def commit_ok(body):
+        assert body.count(b"\x00\x00") >= 6, body
+    cpu = _broker_cpu(pid)
+    hb = await _pipelined(wires, heartbeats, heartbeat_ok)
+    hb_cpu = _broker_cpu(pid) - cpu
+    cpu = _broker_cpu(pid)
+    commit = await _pipelined(wires, commits, commit_ok)
+    commit_cpu = _broker_cpu(pid) - cpu
+    for wire in wires:
+        wire.writer.close()
+    return (*hb, hb[0] * TCP_SECONDS / max(hb_cpu, 1e-9)), \
+        (*commit, commit[0] * TCP_SECONDS / max(commit_cpu, 1e-9))
+
+
+def _over_tcp(tmp):
+    """Heartbeats and commits through a broker subprocess over loopback TCP, the whole stack.
+    (The load generator runs on the same cores: on 2 cores it takes a good share of them.)"""
+    import pathlib
+    import socket
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[1]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": f"{tmp}/tcp-logs",
+                 "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "50"}
+    cmd = [sys.executable, "-m", "broker", str(root / "config" / "server.properties")]
+    for key, value in overrides.items():
+        cmd += ["--override", f"{key}={value}"]
+    out = open(f"{tmp}/broker.out", "wb")
+    proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, PYTHONPATH=str(root)))
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError(open(f"{tmp}/broker.out").read())
+            time.sleep(0.05)
+        return asyncio.run(asyncio.wait_for(_tcp_load(port, proc.pid), 60))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        out.close()
+
+
 def main() -> int:
     import logging
     import os
     logging.getLogger("storage").setLevel(logging.ERROR)     # index rebuild notices at setup
     with tempfile.TemporaryDirectory(prefix="group-bench-") as tmp:
         initial, rejoin, hb, commits, (wire_hb, wire_commits) = asyncio.run(_run(tmp))
+        tcp_hb, tcp_commits = _over_tcp(tmp)
     # Latency percentiles on a shared machine depend on its load: print it with the figures.
     print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     checks = [
@@ -201,6 +371,11 @@ def main() -> int:
           f"(p99 {wire_hb[2]:.3f} ms, {wire_hb[3]:,.0f} per CPU-second), commits "
           f"{wire_commits[0]:,.0f}/s (p99 {wire_commits[2]:.3f} ms, "
           f"{wire_commits[3]:,.0f} per CPU-second)")
+    print(f"     over TCP to a broker process ({TCP_CONNECTIONS} connections x {TCP_WINDOW} in "
+          f"flight, single-member groups): heartbeats {tcp_hb[0]:,.0f}/s (p50 {tcp_hb[1]:.2f} ms, "
+          f"p99 {tcp_hb[2]:.2f} ms, {tcp_hb[3]:,.0f} per broker CPU-second), commits "
+          f"{tcp_commits[0]:,.0f}/s (p50 {tcp_commits[1]:.2f} ms, p99 {tcp_commits[2]:.2f} ms, "
+          f"{tcp_commits[3]:,.0f} per broker CPU-second)")
     return 1 if failed else 0
 
 
