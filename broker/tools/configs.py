@@ -7,7 +7,7 @@ Output follows Kafka 3.x's ConfigCommand:
 1 are:" or, with ``--entity-default``, "Default configs for brokers in the cluster are:". Alterations
 use IncrementalAlterConfigs: ``--add-config k1=v1,k2=[a,b]`` (brackets protect commas) and
 ``--delete-config k1,k2``; success prints "Completed updating config for topic t.".
-``--entity-type users|clients`` goes through Describe/AlterClientQuotas (when the broker serves them).
+``--entity-type users|clients|ips`` goes through Describe/AlterClientQuotas (when the broker serves them).
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwa
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
            7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
-ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users", "clients")
+ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users", "clients", "ips")
+QUOTA_TYPES = ("users", "clients", "ips")
 
 
 def build_parser() -> ToolParser:
@@ -33,7 +34,7 @@ def build_parser() -> ToolParser:
     actions.add_argument("--describe", action="store_true", help="List configs for the given entity.")
     actions.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
     p.add_argument("--entity-type", action="append", metavar="<String>",
-                   help="Type of entity (topics/clients/users/brokers/broker-loggers)")
+                   help="Type of entity (topics/clients/users/brokers/broker-loggers/ips)")
     p.add_argument("--entity-name", action="append", metavar="<String>",
                    help="Name of entity (topic name/client id/user principal name/broker id)")
     p.add_argument("--entity-default", action="store_true",
@@ -45,6 +46,9 @@ def build_parser() -> ToolParser:
     p.add_argument("--broker-logger", metavar="<String: broker-id>", help="The broker's ID for its logger config.")
     p.add_argument("--user", metavar="<String: user-principal>", help="The user's principal name.")
     p.add_argument("--client", metavar="<String: client-id>", help="The client's ID.")
+    p.add_argument("--ip", metavar="<String: ip>", help="The IP address.")
+    p.add_argument("--force", action="store_true", help="Suppress console prompts (accepted; these tools never "
+                                                          "prompt).")
     p.add_argument("--add-config", metavar="<String>",
                    help="Key Value pairs of configs to add. Square brackets can be used to group values which "
                         "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.")
@@ -87,7 +91,7 @@ def parse_add_config(text: str) -> dict:
 def entity(opts) -> tuple[str, str | None]:
     """(entity type, entity name or None for the default)."""
     shortcuts = [("topics", opts.topic), ("brokers", opts.broker), ("broker-loggers", opts.broker_logger),
-                 ("users", opts.user), ("clients", opts.client)]
+                 ("users", opts.user), ("clients", opts.client), ("ips", opts.ip)]
     given = [(t, n) for t, n in shortcuts if n is not None]
     if opts.broker_defaults:
         given.append(("brokers", None))
@@ -115,7 +119,7 @@ def line(c) -> str:
 
 
 async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) -> None:
-    if etype in ("users", "clients"):
+    if etype in QUOTA_TYPES:
         return await quota_call(describe_quotas(cluster, etype, name))
     if etype == "topics":
         names = [name] if name else sorted(n for n in await admin.list_topics())
@@ -156,7 +160,7 @@ async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> No
     overlap = set(adds) & set(deletes)
     if overlap:
         raise ToolError(f"Invalid entity config: the same config can't be added and deleted: {', '.join(overlap)}")
-    if etype in ("users", "clients"):
+    if etype in QUOTA_TYPES:
         return await quota_call(alter_quotas(cluster, etype, name, adds, deletes))
     ops = [(k, OP_SET, v) for k, v in adds.items()] + [(k, OP_DELETE, None) for k in deletes]
     if etype == "topics":
@@ -172,17 +176,17 @@ async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> No
               else "Completed updating default config for brokers in the cluster.")
 
 
-QUOTA_ENTITY = {"users": "user", "clients": "client-id"}
+QUOTA_ENTITY = {"users": "user", "clients": "client-id", "ips": "ip"}
 
 
 async def quota_call(coroutine):
-    """Users and clients have only quota configs, served by Describe/AlterClientQuotas (KIP-546). A
+    """Users, clients and ips have only quota configs, served by Describe/AlterClientQuotas (KIP-546). A
     broker without those APIs (this project's broker has no quotas yet) gets one clear line."""
     try:
         return await coroutine
     except UnsupportedVersionError:
         raise ToolError("The broker does not support client quotas (DescribeClientQuotas/AlterClientQuotas), "
-                        "so --entity-type users and clients are not available on it") from None
+                        "so --entity-type users, clients and ips are not available on it") from None
 
 
 async def describe_quotas(cluster, etype: str, name: str | None) -> None:
