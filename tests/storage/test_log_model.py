@@ -2,7 +2,10 @@
 DeleteRecords / clean and unclean reopen, checked after every step against an in-memory model.
 
 The model is a list of batches (base_offset, [(offset, timestamp, value)]) plus the log start
-offset and high watermark.  Where the real log decides something the model cannot know in
+offset and high watermark; batches an idempotent producer wrote are also remembered with their
+sequences, so a retry of the producer's last batch must come back as a duplicate with its
+original offsets (producer state survives reopen, truncation and retention), and its next
+sequence must follow the last batch of it still in the log.  Where the real log decides something the model cannot know in
 advance (which whole segments retention removes), the model follows the log's new
 log_start_offset and checks everything else.
 """
@@ -50,6 +53,8 @@ class LogModel(RuleBasedStateMachine):
         self.log_start = 0
         self.hw = 0
         self.ts = BASE_TS
+        self.idempotent = {}               # base_offset -> (first_seq, values) of producer PID
+        self.next_seq = 0                  # used when no batch of PID is left in the log
 
     def teardown(self):
         self.log.close()
@@ -74,6 +79,38 @@ class LogModel(RuleBasedStateMachine):
         assert (info.first_offset, info.last_offset) == (base, base + len(values) - 1)
         self.batches.append((base, [(base + i, self.ts, v) for i, v in enumerate(values)]))
 
+    def _last_idempotent(self):
+        """(base_offset, first_seq, values) of PID's last batch still in the log, or None."""
+        present = [b for b, recs in self.batches
+                   if b in self.idempotent and recs[-1][0] >= self.log_start]
+        if not present:
+            return None
+        base = max(present)
+        return (base, *self.idempotent[base])
+
+    @rule(values=st.lists(st.binary(max_size=40), min_size=1, max_size=4))
+    def append_idempotent(self, values):
+        last = self._last_idempotent()
+        seq = last[1] + len(last[2]) if last else self.next_seq
+        info = self.log.append_as_leader(_idempotent_batch(seq, self.ts, values), leader_epoch=0)
+        base = self.end
+        assert not info.duplicate
+        assert (info.first_offset, info.last_offset) == (base, base + len(values) - 1)
+        self.batches.append((base, [(base + i, self.ts, v) for i, v in enumerate(values)]))
+        self.idempotent[base] = (seq, values)
+        self.next_seq = seq + len(values)
+
+    @precondition(lambda self: self.idempotent)
+    @rule()
+    def retry_last_idempotent(self):
+        last = self._last_idempotent()
+        if last is None:
+            return
+        base, seq, values = last
+        info = self.log.append_as_leader(_idempotent_batch(seq, self.ts, values), leader_epoch=0)
+        assert info.duplicate, "a retried batch was appended again"
+        assert (info.first_offset, info.last_offset) == (base, base + len(values) - 1)
+
     @rule()
     def roll(self):
         self.log.roll()
@@ -86,6 +123,7 @@ class LogModel(RuleBasedStateMachine):
         target = data.draw(st.sampled_from(bases))
         self.log.truncate_to(target)
         self.batches = [b for b in self.batches if b[0] < target]
+        self.idempotent = {b: v for b, v in self.idempotent.items() if b < target}
         self.hw = min(self.hw, target)
 
     @rule(jump=st.integers(0, 50))
@@ -95,6 +133,7 @@ class LogModel(RuleBasedStateMachine):
         self.log.truncate_fully_and_start_at(new_start)
         self.log.delete_expired_files()
         self.batches = []
+        self.idempotent = {}
         self.log_start = self.hw = new_start
 
     @rule(fraction=st.floats(0, 1))
@@ -174,6 +213,16 @@ class LogModel(RuleBasedStateMachine):
                   if r.offset >= self.log_start]
         expected = [r for _, recs in self.batches for r in recs if r[0] >= self.log_start]
         assert actual == expected
+
+
+PID = 7
+
+
+def _idempotent_batch(sequence, timestamp, values):
+    builder = RecordBatchBuilder(producer_id=PID, producer_epoch=0, base_sequence=sequence)
+    for value in values:
+        builder.append(timestamp, None, value)
+    return builder.build()
 
 
 TestLogModel = LogModel.TestCase
