@@ -27,7 +27,8 @@ The GroupManager (coordinator/group/manager.py) decides; this module only carrie
 - Loading: `load_partition(p)` reads a `__consumer_offsets` partition from its log start and
   replays every record into the manager (the same `replay` the live path uses); requests for
   groups of a partition being loaded get COORDINATOR_LOAD_IN_PROGRESS, for a partition this
-  broker does not lead NOT_COORDINATOR.
+  broker does not lead NOT_COORDINATOR. `unload_partition(p)` is the reverse, for a broker that
+  stops leading p (its groups are forgotten; parked requests answered NOT_COORDINATOR).
 
 Concurrency contract: every method runs on the event loop thread. Loading reads the log
 synchronously on the loop (the internal topic is small and compacted); appends are page-cache
@@ -136,7 +137,7 @@ class GroupCoordinator:
         self._loop = asyncio.get_running_loop()
         self._running = True
         for p in range(self.num_partitions):
-            if self.replica_manager.get_partition(OFFSETS_TOPIC, p) is not None:
+            if self._leads(p):
                 self.load_partition(p)
         interval = self.manager.config.offsets_retention_check_interval_ms
         self._arm(("expire-offsets",), self.time.ms() + interval)
@@ -175,6 +176,17 @@ class GroupCoordinator:
         finally:
             self._loading.discard(p)
 
+    def unload_partition(self, p: int) -> int:
+        """The broker is no longer the leader of `__consumer_offsets`-p (Kafka's onResignation):
+        its groups are dropped from memory and their requests answered NOT_COORDINATOR. Returns
+        the number of groups unloaded. On the loop."""
+        self._loaded.discard(p)
+        gone = [g for g in self.manager.groups if self.partition_for(g) == p]
+        self._apply(self.manager.unload(gone, self.time.ms()), None)
+        if gone:
+            log.info("Unloaded %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, p)
+        return len(gone)
+
     # -------------------------------------------------------------------------- lookups
     def partition_for(self, group_id: str) -> int:
         p = self._partition_cache.get(group_id)
@@ -197,6 +209,8 @@ class GroupCoordinator:
         if part is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE if not self.offsets_topic_exists() \
                 else ErrorCode.NOT_COORDINATOR
+        if not getattr(part, "is_leader", True):
+            return ErrorCode.NOT_COORDINATOR         # a follower replica (or unloaded)
         # Became leader after start-up (the topic was just created): load now.
         self.load_partition(p)
         return ErrorCode.NONE if p in self._loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -211,6 +225,10 @@ class GroupCoordinator:
         self.num_partitions = count
         self._partition_cache.clear()
         return True
+
+    def _leads(self, p: int) -> bool:
+        part = self.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        return part is not None and getattr(part, "is_leader", True)
 
     def offsets_topic_exists(self) -> bool:
         return any(self.replica_manager.get_partition(OFFSETS_TOPIC, p) is not None

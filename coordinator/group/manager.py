@@ -641,6 +641,27 @@ class GroupManager(OffsetOperations):
                     member.sync_token = None
         return result
 
+    def unload(self, group_ids, now_ms: int) -> Result:
+        """The broker stopped leading these groups' partition (Kafka's onGroupUnloaded): each
+        goes Dead and is forgotten; parked JoinGroup/SyncGroup requests are answered with
+        NOT_COORDINATOR so their clients look for the new coordinator. Their timers find no
+        group and do nothing; loading the partition again rebuilds them from the log."""
+        result = Result()
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                continue
+            for member in group.members.values():
+                if member.join_token is not None:
+                    result.completions.append(
+                        (member.join_token, JoinResponse(E.NOT_COORDINATOR, member.member_id)))
+                    group.set_join_token(member, None)
+                if member.sync_token is not None:
+                    result.completions.append((member.sync_token, SyncResponse(E.NOT_COORDINATOR)))
+                    member.sync_token = None
+            group.transition_to(S.DEAD, now_ms)
+        return result
+
     def _replay_group(self, key, value, now_ms: int) -> None:
         replay_group(self.groups, key, value, now_ms)
 

@@ -187,3 +187,35 @@ def test_group_settings_come_from_the_broker_config():
             config.max_session_timeout_ms, config.initial_rebalance_delay_ms,
             config.offsets_retention_ms, config.offsets_commit_timeout_ms,
             config.offsets_load_buffer_size) == (10, 3, 100, 200, 0, 120_000, 1234, 4096)
+
+
+def test_unloading_a_partition_answers_parked_requests_and_reload_rebuilds_the_groups():
+    """Kafka's onResignation / onElection: groups of a partition this broker no longer leads
+    are dropped (parked joins answered NOT_COORDINATOR); leading it again reloads them."""
+    async def scenario():
+        rm = FakeReplicaManager(range(50))
+        c = coordinator(rm)
+        await c.startup()
+        stable = await join_member(c, "kept", session=5000)
+        await c.execute("sync_group", "kept", stable.generation_id, stable.member_id, None,
+                        None, None, {stable.member_id: b"a"}, parked=True)
+        await c.execute("commit_offsets", "kept", stable.member_id, None,
+                        stable.generation_id, [("t", 0, 42, -1, "")])
+        # a second member's join is parked in the rebalance it starts
+        first = await join(c, "kept", session=5000)
+        parked = asyncio.ensure_future(join(c, "kept", member_id=first.member_id, session=5000))
+        await asyncio.sleep(0.01)
+        assert not parked.done()
+        p = c.partition_for("kept")
+        rm.get_partition("__consumer_offsets", p).is_leader = False
+        assert c.unload_partition(p) == 1
+        assert (await parked).error == E.NOT_COORDINATOR
+        assert c.manager.group("kept") is None
+        assert c.coordinator_error("kept") == E.NOT_COORDINATOR
+        rm.get_partition("__consumer_offsets", p).is_leader = True
+        assert c.coordinator_error("kept") == E.NONE            # loads it again
+        group = c.manager.group("kept")
+        assert group.state.value == "Stable" and list(group.members) == [stable.member_id]
+        assert group.offsets[("t", 0)].offset == 42
+        c.shutdown()
+    run(scenario())
