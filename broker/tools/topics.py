@@ -139,6 +139,10 @@ async def run(opts) -> int:
         elif opts.alter:
             await alter(admin, topics, names, opts)
         elif opts.delete:
+            internal = [n for n in names if topics[n].is_internal or n in INTERNAL_TOPICS]
+            if internal:    # the guard of Kafka's ZooKeeper-era TopicCommand, kept: the broker may not refuse
+                raise ToolError(f"Topic {internal[0]} is a kafka internal topic and is not allowed to be marked "
+                                "for deletion.")
             results = await admin.delete_topics(names)
             for name in names:
                 code, message = results.get(name, (0, None))

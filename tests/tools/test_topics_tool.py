@@ -1,5 +1,10 @@
 """kafka-topics against a live broker: Kafka's describe format, create/alter/delete, errors."""
+import asyncio
 import re
+
+from broker.client.cluster import ClusterClient
+from broker.client.consumer import Consumer
+from broker.client.types import TopicPartition
 
 TOPIC_LINE = re.compile(r"^Topic: (\S+)\tTopicId: ([A-Za-z0-9_-]{22})\tPartitionCount: (\d+)\tReplicationFactor: (\d+)"
                         r"\tConfigs: (.*)$")
@@ -94,3 +99,18 @@ def test_create_argument_checks_match_kafka(tools_broker, tool):
     assert (r.code, r.out) == (0, "")      # the only partition has a live leader
     r = tool("topics", "--bootstrap-server", b, "--list", "--exclude-internal")
     assert "chk" in r.lines and not any(l.startswith("__") for l in r.lines)
+
+
+def test_internal_topics_are_not_deleted(tools_broker, tool):
+    b = tools_broker.bootstrap
+
+    async def commit():     # makes sure __consumer_offsets exists
+        async with ClusterClient(b) as cluster:
+            await Consumer(cluster, group_id="g-internal").commit({TopicPartition("chk", 0): 0})
+    asyncio.run(commit())
+    r = tool("topics", "--bootstrap-server", b, "--delete", "--topic", "__consumer_offsets")
+    assert (r.code, r.err) == (1, "Error while executing topic command : Topic __consumer_offsets is a kafka internal "
+                                  "topic and is not allowed to be marked for deletion.\n")
+    r = tool("topics", "--bootstrap-server", b, "--delete", "--topic", "__.*", "--exclude-internal", "--if-exists")
+    assert r.code == 0, r
+    assert "__consumer_offsets" in tool("topics", "--bootstrap-server", b, "--list").lines
