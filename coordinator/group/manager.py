@@ -221,7 +221,8 @@ class GroupManager(OffsetOperations):
         """KIP-345: a known group.instance.id joined with an unknown member id (a restart)."""
         current_leader = group.leader_id
         member = group.members[old_id]
-        result = self._fence(group, member)
+        # the replaced incarnation's parked requests: it is a zombie now
+        result = self._answer_parked(group, member, E.FENCED_INSTANCE_ID)
         old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         self._rename_member(group, member, new_id)
         result.timers.append(self._schedule_heartbeat(group, member, now_ms))
@@ -279,15 +280,16 @@ class GroupManager(OffsetOperations):
             return result.absorb(self._try_complete_join(group, now_ms))
         raise AssertionError(f"static member in a {group.state.value} group {group.group_id}")
 
-    def _fence(self, group: Group, member: Member) -> Result:
-        """Answers a replaced static member's parked requests with FENCED_INSTANCE_ID."""
+    @staticmethod
+    def _answer_parked(group: Group, member: Member, error: int) -> Result:
+        """Answers the member's parked JoinGroup/SyncGroup (if any) with `error`."""
         result = Result()
         if member.join_token is not None:
             result.completions.append(
-                (member.join_token, JoinResponse(E.FENCED_INSTANCE_ID, member.member_id)))
+                (member.join_token, JoinResponse(error, member.member_id)))
             group.set_join_token(member, None)
         if member.sync_token is not None:
-            result.completions.append((member.sync_token, SyncResponse(E.FENCED_INSTANCE_ID)))
+            result.completions.append((member.sync_token, SyncResponse(error)))
             member.sync_token = None
         return result
 
@@ -588,13 +590,7 @@ class GroupManager(OffsetOperations):
 
     def _drop_member(self, group: Group, member: Member) -> Result:
         """Removes a member, answering any parked request of it with UNKNOWN_MEMBER_ID."""
-        result = Result()
-        if member.join_token is not None:
-            result.completions.append(
-                (member.join_token, JoinResponse(E.UNKNOWN_MEMBER_ID, member.member_id)))
-        if member.sync_token is not None:
-            result.completions.append((member.sync_token, SyncResponse(E.UNKNOWN_MEMBER_ID)))
-            member.sync_token = None
+        result = self._answer_parked(group, member, E.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)
         member.heartbeat_deadline_ms = None
         return result
@@ -632,13 +628,7 @@ class GroupManager(OffsetOperations):
         result = Result()
         for group in self.groups.values():
             for member in group.members.values():
-                if member.join_token is not None:
-                    result.completions.append(
-                        (member.join_token, JoinResponse(error, member.member_id)))
-                    group.set_join_token(member, None)
-                if member.sync_token is not None:
-                    result.completions.append((member.sync_token, SyncResponse(error)))
-                    member.sync_token = None
+                result.absorb(self._answer_parked(group, member, error))
         return result
 
     def unload(self, group_ids, now_ms: int) -> Result:
@@ -652,13 +642,7 @@ class GroupManager(OffsetOperations):
             if group is None:
                 continue
             for member in group.members.values():
-                if member.join_token is not None:
-                    result.completions.append(
-                        (member.join_token, JoinResponse(E.NOT_COORDINATOR, member.member_id)))
-                    group.set_join_token(member, None)
-                if member.sync_token is not None:
-                    result.completions.append((member.sync_token, SyncResponse(E.NOT_COORDINATOR)))
-                    member.sync_token = None
+                result.absorb(self._answer_parked(group, member, E.NOT_COORDINATOR))
             group.transition_to(S.DEAD, now_ms)
         return result
 
