@@ -92,6 +92,33 @@ def test_roll_on_segment_ms_and_full_index(tmp_path):
     check_log(small)
 
 
+
+def test_roll_on_segment_jitter(tmp_path):
+    clock = Clock()
+    log_ = open_log(tmp_path / "t-0", clock, segment_ms=1000, segment_jitter_ms=400)
+    jitter = log_.active_segment.roll_jitter_ms
+    assert 0 <= jitter < 400
+    log_.append_as_leader(producer_batch([b"a"], timestamp=NOW), 0)
+    log_.append_as_leader(producer_batch([b"b"], timestamp=NOW + 1000 - jitter), 0)
+    assert len(log_.segments) == 1
+    log_.append_as_leader(producer_batch([b"c"], timestamp=NOW + 1001 - jitter), 0)
+    assert [s.base_offset for s in log_.segments] == [0, 2]
+    assert 0 <= log_.active_segment.roll_jitter_ms < 400     # drawn again for each segment
+
+
+def test_roll_when_a_relative_offset_would_overflow_the_index(tmp_path):
+    """A follower copying a compacted log can jump past base_offset + 2**31 - 1: the index's
+    int32 relative offset cannot hold that, so the log rolls at the batch (as Kafka does)."""
+    log_ = open_log(tmp_path / "t-0")
+    log_.append_as_follower(make_batch(0, [b"a", b"b"]))
+    far = 2**31 + 10
+    log_.append_as_follower(make_batch(far, [b"c"]))
+    assert [s.base_offset for s in log_.segments] == [0, far]
+    assert log_.log_end_offset == far + 1
+    assert log_.read(2, 10_000).first_offset == far          # the gap reads as the next batch
+    assert log_.read(far, 1).records.read_bytes() == make_batch(far, [b"c"])
+    assert all(segment.index_sanity_errors() == [] for segment in log_.segments)
+
 def test_read_bounds(tmp_path):
     log_ = open_log(tmp_path / "t-0")
     sizes = []
