@@ -117,6 +117,44 @@ def error_text(code) -> str:
     return ERROR_TEXTS.get(code, ErrorCode(code).name)
 
 
+# Kafka consumer properties the built-in Consumer honours: property -> (keyword, parser).
+CONSUMER_PROPERTIES = {
+    "group.instance.id": ("group_instance_id", str),
+    "auto.offset.reset": ("auto_offset_reset", str),
+    "enable.auto.commit": ("enable_auto_commit", lambda v: v.strip().lower() == "true"),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
+    "isolation.level": ("isolation_level", str),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "max.poll.records": ("max_poll_records", int),
+    "session.timeout.ms": ("session_timeout_ms", int),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
+    "max.poll.interval.ms": ("max_poll_interval_ms", int),
+    "exclude.internal.topics": ("exclude_internal_topics", lambda v: v.strip().lower() == "true"),
+    "partition.assignment.strategy": ("assignors", lambda v: [s.strip().rsplit(".", 1)[-1] for s in v.split(",")
+                                                              if s.strip()]),
+}
+# Kafka's class names for the assignors, as partition.assignment.strategy may give them.
+ASSIGNOR_CLASSES = {"RangeAssignor": "range", "RoundRobinAssignor": "roundrobin", "StickyAssignor": "sticky",
+                    "CooperativeStickyAssignor": "cooperative-sticky"}
+
+
+def consumer_kwargs(props: dict) -> dict:
+    """Consumer keyword arguments from Kafka consumer properties (others are ignored)."""
+    out = {}
+    for prop, (keyword, parse) in CONSUMER_PROPERTIES.items():
+        if prop in props:
+            try:
+                out[keyword] = parse(props[prop])
+            except ValueError:
+                raise ToolError(f"Invalid value {props[prop]} for configuration {prop}") from None
+    if "assignors" in out:
+        out["assignors"] = [ASSIGNOR_CLASSES.get(a, a) for a in out["assignors"]]
+    return out
+
+
 def describe_error(e: BaseException) -> str:
     if isinstance(e, KafkaError):
         return e.message or ErrorCode(e.error_code).name

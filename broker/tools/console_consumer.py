@@ -26,8 +26,8 @@ from broker.client.cluster import ClusterClient
 from broker.client.consumer import Consumer
 from broker.client.types import TopicPartition
 from broker.tools import formatters
-from broker.tools.common import (ToolError, ToolParser, client_kwargs, compile_pattern, main_entry, parse_key_values,
-                                 read_properties)
+from broker.tools.common import (ToolError, ToolParser, client_kwargs, compile_pattern, consumer_kwargs, main_entry,
+                                 parse_key_values, read_properties)
 
 DEFAULT_FORMATTERS = ("kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter")
 NOOP_FORMATTERS = ("kafka.tools.NoOpMessageFormatter", "org.apache.kafka.tools.consumer.NoOpMessageFormatter")
@@ -220,14 +220,10 @@ async def run(opts) -> int:
     started = False     # the count is reported once consuming began (a setup failure stays one line)
     out = sys.stdout.buffer
     async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
-        consumer = Consumer(cluster, group_id=group, auto_offset_reset=reset, enable_auto_commit=auto_commit,
-                            isolation_level=opts.isolation_level,
-                            max_partition_fetch_bytes=int(props.get("max.partition.fetch.bytes", 1048576)),
-                            fetch_max_wait_ms=int(props.get("fetch.max.wait.ms", 500)),
-                            session_timeout_ms=int(props.get("session.timeout.ms", 45000)),
-                            heartbeat_interval_ms=int(props.get("heartbeat.interval.ms", 3000)),
-                            assignors=[s.strip() for s in props.get("partition.assignment.strategy",
-                                                                    "range,cooperative-sticky").split(",")])
+        settings = dict(isolation_level=opts.isolation_level, assignors=["range", "cooperative-sticky"])
+        settings.update(consumer_kwargs(props))
+        settings.update(group_id=group, auto_offset_reset=reset, enable_auto_commit=auto_commit)
+        consumer = Consumer(cluster, **settings)
         try:
             if opts.partition is not None:
                 tp = TopicPartition(opts.topic, opts.partition)

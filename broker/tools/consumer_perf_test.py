@@ -15,7 +15,7 @@ import time
 
 from broker.client.cluster import ClusterClient
 from broker.client.consumer import Consumer
-from broker.tools.common import ToolError, ToolParser, client_kwargs, main_entry, read_properties
+from broker.tools.common import ToolError, ToolParser, client_kwargs, consumer_kwargs, main_entry, read_properties
 
 MB = 1024 * 1024
 
@@ -79,9 +79,11 @@ async def run(opts) -> int:
         print(header_detailed if opts.show_detailed_stats else header_summary, flush=True)
     async with ClusterClient(bootstrap, **client_kwargs(props)) as cluster:
         await cluster.topic_metadata(opts.topic)
-        consumer = Consumer(cluster, group_id=group, auto_offset_reset="latest" if opts.from_latest else "earliest",
-                            enable_auto_commit=props.get("enable.auto.commit", "true") == "true",
-                            max_partition_fetch_bytes=opts.fetch_size, max_poll_records=5000)
+        settings = dict(max_poll_records=5000)
+        settings.update(consumer_kwargs(props))
+        settings.update(group_id=group, auto_offset_reset="latest" if opts.from_latest else "earliest",
+                        max_partition_fetch_bytes=opts.fetch_size)
+        consumer = Consumer(cluster, **settings)
         consumer.subscribe([opts.topic])
         start_ms = time.time() * 1000
         join_start = time.monotonic()

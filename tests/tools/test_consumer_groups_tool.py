@@ -196,3 +196,26 @@ def test_reset_current_duration_and_multi_group_file(tools_broker, tool, tmp_pat
     r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic", "modes",
              "--to-earliest", "--to-latest")
     assert r.code == 1 and r.err.startswith("Error: Option [reset-offsets] requires one of the following scenarios")
+
+
+def test_static_member_shows_group_instance_id(tools_broker, tool, script):
+    """A console consumer with group.instance.id (and a Kafka assignor class name) stays a member after
+    it exits, as static members do; --members then has Kafka's GROUP-INSTANCE-ID column (width >= 17)."""
+    b = tools_broker.bootstrap
+    produce(b, "static", {0: 2})
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "static", "--group", "g-static",
+               "--from-beginning", "--max-messages", 2, "--timeout-ms", 10000,
+               "--consumer-property", "group.instance.id=inst-1", "--consumer-property", "client.id=static-cli",
+               "--consumer-property", "partition.assignment.strategy=org.apache.kafka.clients.consumer.RoundRobinAssignor")
+    assert r.lines == ["v0", "v1"], r
+    r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-static", "--members")
+    assert r.code == 0, r
+    header, row = r.lines[1], r.lines[2]
+    member = row.split()[1]
+    assert member.startswith("inst-1-")
+    widths = (15, len(member), 17, 15, 15, 15)
+    assert header == "".join(f"{h:<{w}} " for h, w in zip(
+        ("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"), widths))
+    assert row.split()[2:] == ["inst-1", "/127.0.0.1", "static-cli", "1"]
+    r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-static", "--state")
+    assert r.lines[2].split()[3:] == ["roundrobin", "Stable", "1"]
