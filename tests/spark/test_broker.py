@@ -201,3 +201,52 @@ def test_export_equals_consumer_rows(spark, live_broker, tmp_path):
                    r["key"] and r["key"].decode(), r["value"].decode(),
                    [(k, base64.b64encode(v).decode()) for k, v in r["headers"]]) for r in rows)
     assert got == want
+
+
+@pytest.mark.slow
+def test_reads_a_consistent_prefix_while_the_broker_appends(spark, live_broker):
+    """A producer keeps appending (small segments roll all the time) while queries run: each query
+    returns exactly the records of offsets [0, n) that the broker acknowledged, n growing."""
+    import threading
+    broker, _, _, _ = live_broker
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic("live", 1, 1, config={"segment.bytes": "16384"})]).values():
+        future.result(30)
+    delivered, errors, stop = {}, [], threading.Event()
+
+    def on_delivery(err, msg):
+        if err is None:
+            delivered[msg.offset()] = msg.value()
+        else:
+            errors.append(err)
+
+    def produce():
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2, "batch.size": 4096,
+                      "enable.idempotence": True})
+        deadline, n = time.monotonic() + 90, 0
+        while not stop.is_set() and time.monotonic() < deadline and n < 200_000:
+            p.produce("live", value=b"live-%d" % n, key=b"k%d" % (n % 7), partition=0, on_delivery=on_delivery)
+            n += 1
+            if n % 50 == 0:
+                p.poll(0.005)
+        p.flush(30)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    results = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(results) < 3 and time.monotonic() < deadline:
+            rows = (spark.read.format("kafkalog").option("logDirs", broker.log_dir).option("topics", "live")
+                    .load().select("offset", "value").collect())
+            if rows and (not results or len(rows) > len(results[-1])):
+                results.append({r.offset: r.value for r in rows})
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert not errors and not thread.is_alive()
+    assert len(results) >= 2, "the reads did not see the log grow"
+    for got in results:
+        assert sorted(got) == list(range(len(got)))
+        assert got == {o: delivered[o] for o in got}
