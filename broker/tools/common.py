@@ -141,15 +141,54 @@ ASSIGNOR_CLASSES = {"RangeAssignor": "range", "RoundRobinAssignor": "roundrobin"
                     "CooperativeStickyAssignor": "cooperative-sticky"}
 
 
-def consumer_kwargs(props: dict) -> dict:
-    """Consumer keyword arguments from Kafka consumer properties (others are ignored)."""
+def _acks(value: str) -> int:
+    value = value.strip()
+    if value not in ("all", "-1", "0", "1"):
+        raise ToolError(f"Invalid value {value} for configuration acks: String must be one of: all, -1, 0, 1")
+    return -1 if value == "all" else int(value)
+
+
+def _codec(value: str) -> str:
+    from broker.client.producer import CODECS
+    if value not in CODECS:
+        raise ToolError(f"Invalid value {value} for configuration compression.type: "
+                        f"String must be one of: {', '.join(CODECS)}")
+    return value
+
+
+# Kafka producer properties the built-in Producer honours: property -> (keyword, parser).
+PRODUCER_PROPERTIES = {
+    "acks": ("acks", _acks),
+    "compression.type": ("compression_type", _codec),
+    "linger.ms": ("linger_ms", int),
+    "batch.size": ("batch_size", int),
+    "max.request.size": ("max_request_size", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "delivery.timeout.ms": ("delivery_timeout_ms", int),
+    "max.in.flight.requests.per.connection": ("max_in_flight", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+}
+
+
+def producer_kwargs(props: dict) -> dict:
+    """Producer keyword arguments from Kafka producer properties (others are ignored)."""
+    return _kwargs(props, PRODUCER_PROPERTIES)
+
+
+def _kwargs(props: dict, table: dict) -> dict:
     out = {}
-    for prop, (keyword, parse) in CONSUMER_PROPERTIES.items():
+    for prop, (keyword, parse) in table.items():
         if prop in props:
             try:
-                out[keyword] = parse(props[prop])
+                out[keyword] = parse(str(props[prop]))
             except ValueError:
                 raise ToolError(f"Invalid value {props[prop]} for configuration {prop}") from None
+    return out
+
+
+def consumer_kwargs(props: dict) -> dict:
+    """Consumer keyword arguments from Kafka consumer properties (others are ignored)."""
+    out = _kwargs(props, CONSUMER_PROPERTIES)
     if "assignors" in out:
         out["assignors"] = [ASSIGNOR_CLASSES.get(a, a) for a in out["assignors"]]
     return out

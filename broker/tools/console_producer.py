@@ -14,8 +14,9 @@ import asyncio
 import sys
 
 from broker.client.cluster import ClusterClient
-from broker.client.producer import CODECS, Producer
-from broker.tools.common import ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, read_properties
+from broker.client.producer import Producer
+from broker.tools.common import (ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, producer_kwargs,
+                                 read_properties)
 
 
 def build_parser() -> ToolParser:
@@ -125,24 +126,25 @@ class LineReader:
         return self._null(key), self._null(value), headers
 
 
+# Flag -> the producer property it sets (Kafka's ConsoleProducer merges them this way).
+FLAG_PROPERTIES = {"request_required_acks": "acks", "compression_codec": "compression.type", "timeout": "linger.ms",
+                   "batch_size": "batch.size", "request_timeout_ms": "request.timeout.ms",
+                   "retry_backoff_ms": "retry.backoff.ms"}
+
+
 def producer_settings(opts) -> tuple[dict, dict]:
-    props = read_properties(opts.producer_config) if opts.producer_config else {}
+    """(Producer keyword arguments, all properties). As Kafka merges them: a flag given on the command
+    line wins, then --producer-property, then --producer.config, then the flags' defaults."""
+    parser = build_parser()
+    props = {prop: parser.get_default(dest) for dest, prop in FLAG_PROPERTIES.items()}
+    props["compression.type"] = "none"
+    props.update(read_properties(opts.producer_config) if opts.producer_config else {})
     props.update(parse_key_values(opts.producer_property, "producer property"))
-    acks = str(props.get("acks", opts.request_required_acks)).strip()
-    if acks not in ("all", "-1", "0", "1"):
-        raise ToolError(f"Invalid value {acks} for configuration acks: String must be one of: all, -1, 0, 1")
-    acks = -1 if acks == "all" else int(acks)
-    codec = props.get("compression.type", opts.compression_codec or "none")
-    if codec not in CODECS:
-        raise ToolError(f"Invalid value {codec} for configuration compression.type: "
-                        f"String must be one of: {', '.join(CODECS)}")
-    settings = dict(acks=acks, compression_type=codec,
-                    linger_ms=int(props.get("linger.ms", opts.timeout)),
-                    batch_size=int(props.get("batch.size", opts.batch_size)),
-                    request_timeout_ms=int(props.get("request.timeout.ms", opts.request_timeout_ms)),
-                    retry_backoff_ms=int(props.get("retry.backoff.ms", opts.retry_backoff_ms)),
-                    max_request_size=int(props.get("max.request.size", 1048576)))
-    return settings, props
+    for dest, prop in FLAG_PROPERTIES.items():
+        value = getattr(opts, dest)
+        if value is not None and value != parser.get_default(dest):
+            props[prop] = value
+    return producer_kwargs(props), props
 
 
 async def run(opts) -> int:

@@ -15,8 +15,9 @@ import random
 import time
 
 from broker.client.cluster import ClusterClient
-from broker.client.producer import CODECS, Producer
-from broker.tools.common import ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, read_properties
+from broker.client.producer import Producer
+from broker.tools.common import (ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, producer_kwargs,
+                                 read_properties)
 
 MB = 1024 * 1024
 
@@ -126,16 +127,12 @@ async def run(opts) -> int:
     if not bootstrap:
         raise ToolError("Either --bootstrap-server or --producer-props bootstrap.servers must be specified")
     items = payloads(opts)
-    acks = props.get("acks", "all")
-    codec = props.get("compression.type", "none")
-    if codec not in CODECS:
-        raise ToolError(f"Invalid value {codec} for configuration compression.type")
+    settings = dict(acks=-1, linger_ms=0)
+    settings.update(producer_kwargs(props))
     stats = Stats(opts.num_records)
     rng = random.Random()
     async with ClusterClient(bootstrap, **client_kwargs(props)) as cluster:
-        producer = Producer(cluster, acks=-1 if acks == "all" else int(acks), compression_type=codec,
-                            linger_ms=int(props.get("linger.ms", 0)), batch_size=int(props.get("batch.size", 16384)),
-                            max_request_size=int(props.get("max.request.size", 1048576)))
+        producer = Producer(cluster, **settings)
         start = time.monotonic()
         pending = set()
         failures = []

@@ -113,3 +113,32 @@ def test_custom_separators_and_non_ascii(tools_broker, script):
                "--max-messages", 2, "--property", "print.key=true", "--property", "print.value=false",
                "--property", "line.separator=\\n--\\n")
     assert r.out == "clé\n--\nk2\n--\n", r
+
+
+def test_producer_settings_merge_like_kafka(tmp_path):
+    """A flag given on the command line wins, then --producer-property, then --producer.config, then
+    the flags' defaults (Kafka's ConsoleProducer merge); bad values are one-line errors."""
+    from broker.tools.common import ToolError
+    from broker.tools.console_producer import build_parser, producer_settings
+
+    def settings(*argv):
+        argv = ["--bootstrap-server", "x", "--topic", "t", *map(str, argv)]
+        return producer_settings(build_parser().parse_args(argv))[0]
+    config = tmp_path / "producer.properties"
+    config.write_text("compression.type=snappy\nlinger.ms=7\nacks=1\n")
+    assert settings()["compression_type"] == "none" and settings()["acks"] == -1 and settings()["linger_ms"] == 1000
+    assert settings("--compression-codec")["compression_type"] == "gzip"
+    s = settings("--producer.config", config)
+    assert (s["compression_type"], s["linger_ms"], s["acks"]) == ("snappy", 7, 1)
+    s = settings("--producer.config", config, "--producer-property", "compression.type=lz4", "--timeout", 3)
+    assert (s["compression_type"], s["linger_ms"]) == ("lz4", 3)
+    s = settings("--compression-codec", "zstd", "--producer-property", "compression.type=lz4",
+                 "--producer-property", "max.in.flight.requests.per.connection=1")
+    assert (s["compression_type"], s["max_in_flight"]) == ("zstd", 1)
+    for bad in (["--producer-property", "batch.size=big"], ["--producer-property", "acks=2"]):
+        try:
+            settings(*bad)
+        except ToolError as e:
+            assert "Invalid value" in str(e) and "\n" not in str(e)
+        else:
+            raise AssertionError(bad)
