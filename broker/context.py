@@ -22,3 +22,8 @@ class RequestContext:
         return (f"RequestContext(api_key={self.api_key}, api_version={self.api_version}, "
                 f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, "
                 f"connection={self.connection_id})")
+
+
+class CloseConnection(Exception):
+    """Raised by a handler that wants its connection closed instead of answered (Produce with
+    acks=0 that failed); the message says why and goes to the log."""

@@ -6,8 +6,10 @@ broker does not serve) - except ApiVersions at an unsupported version, which Kaf
 with UNSUPPORTED_VERSION and its list of versions (`UnsupportedApiVersions`).
 
 `run_handler(broker, ctx, module, request)` awaits the handler. A `KafkaError` escaping it is an
-expected refusal: every topic/partition of the answer gets its code. Any other exception is a
-bug: logged with its traceback, answered with UNKNOWN_SERVER_ERROR.
+expected refusal: every topic/partition of the answer gets its code. A `CloseConnection`
+becomes `BadRequest`: the handler asks for the connection to be closed (Produce with acks=0 that
+failed). Any other exception is a bug: logged with its traceback, answered with
+UNKNOWN_SERVER_ERROR.
 
 `error_response(api_key, version, request, code)` is Kafka's AbstractRequest.getErrorResponse:
 the response shaped after the request with the code in every error field. APIs with
@@ -23,6 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.exceptions import ProtocolError
 from protocol.headers import parse_request_header
 
+from broker.context import CloseConnection
 from broker.handlers import HANDLERS
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,8 @@ def decode_request(frame):
 async def run_handler(broker, ctx, module, request):
     try:
         return await module.handle(broker, ctx, request)
+    except CloseConnection as exc:
+        raise BadRequest(str(exc)) from None
     except KafkaError as exc:
         code = exc.error_code
         log.debug("%s answered %s: %s", API_SPECS[ctx.api_key].name, code.name, exc.message)

@@ -1,7 +1,8 @@
 """Produce (api key 0), versions 0-11.
 
 Behaviour:
-- acks 0 / 1 / -1. acks=0 appends and sends nothing back (the client does not read a response).
+- acks 0 / 1 / -1. acks=0 appends and sends nothing back (the client does not read a response);
+  if any partition failed, the connection is closed instead, as Kafka does.
   acks=-1 appends, then waits in the produce purgatory until the high watermark covers every
   partition's append (immediate with one replica) or timeout_ms passes -> REQUEST_TIMED_OUT for
   the partitions not covered. Any other acks value -> INVALID_REQUIRED_ACKS for every partition.
@@ -28,6 +29,7 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceResponse
 
+from broker.context import CloseConnection
 from broker.replica_manager import INTERNAL_TOPICS, AppendResult
 
 API_KEY = ApiKey.PRODUCE
@@ -73,6 +75,7 @@ async def handle(broker, ctx, request):
     results = (replica_manager.append_records(entries, acks, produce_version=ctx.api_version)
                if entries else {})
     if acks == 0:
+        _close_if_failed(ctx.api_version, results, early, forced_error)
         return None
     await replica_manager.wait_for_acks(results, acks, request.timeout_ms)
     return _response(request, ctx.api_version, results, early, forced_error)
@@ -84,6 +87,27 @@ async def handle(broker, ctx, request):
 _NO_BATCH = AppendResult(ErrorCode.INVALID_RECORD,
                          "Produce requests from version 3 must have at least one complete record "
                          "batch per partition")
+
+
+def _close_if_failed(version, results, early, forced_error) -> None:
+    """acks=0 has no answer to carry an error: like Kafka, close the connection so the client
+    notices (it reconnects and refreshes its metadata)."""
+    codes = {key: _final(r, version).error_code for key, r in results.items()}
+    codes.update(early)
+    failed = [f"{t}-{p}: {ErrorCode(code).name}" for (t, p), code in codes.items()
+              if code != ErrorCode.NONE]
+    if forced_error is not None:
+        failed.append(f"every partition: {forced_error.name}")
+    if failed:
+        raise CloseConnection("error during produce request with acks=0: "
+                              + ", ".join(failed[:5]))
+
+
+def _final(result, version):
+    """The result to report: an append that wrote nothing is INVALID_RECORD from v3."""
+    if result.error_code == ErrorCode.NONE and result.base_offset < 0 and version >= 3:
+        return _NO_BATCH
+    return result
 
 
 def _response(request, version, results, early, forced_error) -> ProduceResponse:
@@ -103,8 +127,7 @@ def _response(request, version, results, early, forced_error) -> ProduceResponse
                                             base_offset=-1, log_append_time_ms=-1,
                                             log_start_offset=-1))
                 continue
-            if result.error_code == ErrorCode.NONE and result.base_offset < 0 and version >= 3:
-                result = _NO_BATCH
+            result = _final(result, version)
             failed = result.error_code != ErrorCode.NONE
             partitions.append(Partition(
                 index=partition_data.index,

@@ -162,6 +162,35 @@ async def test_missing_topic_with_auto_create_off(setup):
 
 # -- the connection is closed -----------------------------------------------------------------
 
+@pytest.mark.parametrize("topic,records", [("keep", corrupt_crc()), ("ghost", batch()),
+                                           ("keep", b"")], ids=["corrupt", "missing", "empty"])
+async def test_failed_acks_zero_produce_closes_the_connection(setup, topic, records):
+    """acks=0 has no answer to carry the error: Kafka closes the connection instead."""
+    broker, _, before = setup
+    client = await RawClient.connect(broker.port)
+    request = produce(topic, records)
+    request.acks = 0
+    client.send(request, 9)
+    assert await client.is_closed()
+    assert stored(broker) == before
+    await client.close()
+
+
+async def test_acks_zero_produce_keeps_the_connection(setup):
+    broker, _, _ = setup
+    client = await RawClient.connect(broker.port)
+    created = await client.request(CreateTopicsRequest(topics=[
+        CreateTopicsRequest.CreatableTopic(name="zero", num_partitions=1, replication_factor=1)],
+        timeout_ms=5000), 5)
+    assert created.topics[0].error_code == 0
+    request = produce("zero", batch())
+    request.acks = 0
+    client.send(request, 9)                       # no answer: the next one comes first
+    assert (await client.request(ApiVersionsRequest(), 2)).error_code == 0
+    assert broker.replica_manager.get_partition("zero", 0).log_end_offset == 3
+    await client.close()
+
+
 def _header(api_key, version, correlation_id=1) -> bytes:
     return struct.pack(">hhih", api_key, version, correlation_id, 4) + b"evil"
 
