@@ -58,20 +58,25 @@ def test_exception_inside_the_block_releases_port_and_dir():
 
 
 def test_failing_test_releases_port_and_dir(tmp_path):
-    """A test using the plugin's fixture fails mid-way in a separate pytest run; afterwards its
-    broker's port is closed and its temporary dir is gone."""
+    """A test using the plugin's fixture fails mid-way in a separate pytest run (in a bare dir:
+    the fixture and the marker come from the entry point alone); afterwards its broker's port
+    is closed and its temporary dir is gone."""
     record = tmp_path / "seen.json"
     (tmp_path / "test_fails.py").write_text(textwrap.dedent(f"""
         import json
+        import pytest
 
+        @pytest.mark.kafka_broker_config(num_partitions=2)
         def test_fails_mid_way(kafka_broker):
             kafka_broker.produce("t", [b"x"])
+            assert kafka_broker.broker.config.get("num.partitions") == 2
             with open({str(record)!r}, "w") as f:
                 json.dump({{"port": kafka_broker.port, "dir": kafka_broker.data_dir}}, f)
             assert False, "failing on purpose"
         """))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_fails.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--strict-markers",
+         "test_fails.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "failing on purpose" in result.stdout
@@ -135,5 +140,5 @@ def test_twenty_brokers_in_a_row_leak_nothing():
     assert threading.active_count() == threads
     assert open_fds() <= fds + 2             # tolerance for unrelated lazily opened files
     # 20 brokers with a topic each; a leak of a broker's state (logs, indexes, maps) would
-    # show as several MB per cycle. Allocator noise stays well under this bound.
-    assert rss_bytes() - rss < 40 * 1024 * 1024
+    # show as several MB per cycle; measured growth over 20 cycles is ~0.5 MB.
+    assert rss_bytes() - rss < 10 * 1024 * 1024
