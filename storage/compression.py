@@ -127,7 +127,8 @@ def _xerial_compress(data):
     view = memoryview(data)
     parts = [XERIAL_HEADER]
     for pos in range(0, len(view), XERIAL_BLOCK_SIZE):
-        block = bytes(cramjam.snappy.compress_raw(view[pos:pos + XERIAL_BLOCK_SIZE]))
+        # cramjam's Buffer goes straight into the join: no bytes() copy per block.
+        block = cramjam.snappy.compress_raw(view[pos:pos + XERIAL_BLOCK_SIZE])
         parts.append(struct.pack(">i", len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -145,7 +146,7 @@ def _snappy_decompress(data):
         pos += 4
         if n < 0 or pos + n > end:
             raise CorruptRecordError("truncated xerial snappy block")
-        out.append(bytes(cramjam.snappy.decompress_raw(view[pos:pos + n])))
+        out.append(cramjam.snappy.decompress_raw(view[pos:pos + n]))    # joined below, not copied
         pos += n
     return b"".join(out)
 
