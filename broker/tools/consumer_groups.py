@@ -366,16 +366,6 @@ class GroupsTool:
 
     async def reset(self) -> None:
         o = self.opts
-        scenarios = [o.to_offset is not None, o.to_earliest, o.to_latest, o.to_current, o.shift_by is not None,
-                     o.to_datetime is not None, o.by_duration is not None, o.from_file is not None]
-        if sum(scenarios) != 1:
-            raise ToolError("Option [reset-offsets] requires one of the following scenarios: [to-offset], "
-                            "[to-earliest], [to-latest], [to-current], [shift-by], [to-datetime], [by-duration], "
-                            "[from-file]")
-        if o.dry_run and o.execute:
-            raise ToolError("Option [reset-offsets] only accepts one of [execute], [dry-run]")
-        if not o.from_file and not o.all_topics and not o.topic:
-            raise ToolError("One of the reset scopes should be defined: --all-topics, --topic.")
         results = {}
         for group_id in await self.group_ids():
             group = await self.admin.describe_group(group_id)
@@ -486,9 +476,62 @@ class GroupsTool:
         return out
 
 
+SCOPES = "[group], [all-groups]"
+
+
+def check_args(opts) -> None:
+    """Kafka's ConsumerGroupCommandOptions.checkArgs, same messages (before any connection)."""
+    action = next(a for a in ("list", "describe", "delete", "reset_offsets", "delete_offsets") if getattr(opts, a))
+    flag = "[" + action.replace("_", "-") + "]"
+    has_scope = bool(opts.group) or opts.all_groups
+    for name, allowed in (("members", ("describe",)), ("offsets", ("describe",)), ("verbose", ("describe",)),
+                          ("state", ("describe", "list"))):
+        if getattr(opts, name) not in (None, False) and action not in allowed:
+            raise ToolError(f"Option(s) [{name}] are unavailable given other options on the command line")
+    if action == "describe":
+        if not has_scope:
+            raise ToolError(f"Option [describe] takes one of these options: {SCOPES}")
+        if sum((opts.members, opts.offsets, opts.state is not None)) > 1:
+            raise ToolError("Option [describe] takes at most one of these options: [members], [offsets], [state]")
+        if opts.state:
+            raise ToolError("Option [describe] does not take a value for [state]")
+    if action == "delete":
+        if not has_scope:
+            raise ToolError(f"Option [delete] takes one of these options: {SCOPES}")
+        if opts.topic:
+            raise ToolError("The consumer does not support topic-specific offset deletion from a consumer group.")
+    if action == "delete_offsets" and (not opts.group or not opts.topic):
+        raise ToolError("Option [delete-offsets] takes the following options: [group], [topic]")
+    if action == "reset_offsets":
+        if opts.dry_run and opts.execute:
+            raise ToolError("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
+        if not has_scope:
+            raise ToolError(f"Option [reset-offsets] takes one of these options: {SCOPES}")
+        o = opts
+        scenarios = [o.to_offset is not None, o.to_earliest, o.to_latest, o.to_current, o.shift_by is not None,
+                     o.to_datetime is not None, o.by_duration is not None, o.from_file is not None]
+        if sum(scenarios) != 1:
+            raise ToolError("Option [reset-offsets] requires one of the following scenarios: [to-offset], "
+                            "[to-earliest], [to-latest], [to-current], [shift-by], [to-datetime], [by-duration], "
+                            "[from-file]")
+        if not o.from_file and not o.all_topics and not o.topic:
+            raise ToolError("One of the reset scopes should be defined: --all-topics, --topic.")
+    if opts.group and opts.all_groups:
+        raise ToolError('Option "[group]" can\'t be used with option "[all-groups]"')
+    if opts.group and action == "list":
+        raise ToolError('Option "[group]" can\'t be used with option "[list]"')
+    if opts.topic and action in ("list", "describe"):
+        raise ToolError(f'Option "[topic]" can\'t be used with option "{flag}"')
+
+
 async def run(opts) -> int:
-    if opts.all_groups and opts.group:
-        raise ToolError("Option [all-groups] cannot be used with [group]")
+    check_args(opts)
+    if opts.reset_offsets and not opts.dry_run and not opts.execute:
+        sys.stderr.write("WARN: No action will be performed as the --execute option is missing.In a future major "
+                         "release, the default behavior of this command will be to prompt the user before executing "
+                         "the reset rather than doing a dry run. You should add the --dry-run option explicitly if you "
+                         "are scripting this command and want to keep the current default behavior without "
+                         "prompting.\n")
     props = read_properties(opts.command_config) if opts.command_config else {}
     kwargs = client_kwargs(props)
     kwargs.setdefault("default_api_timeout_ms", max(opts.timeout, 1000))

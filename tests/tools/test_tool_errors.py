@@ -102,3 +102,27 @@ def test_bad_flags_and_values_through_the_scripts(script):
     assert r.code == 0 and r.out.strip() and r.err == ""
     r = script("kafka-producer-perf-test.sh", "--help")
     assert r.code == 0 and "--num-records" in r.out and "--producer-props" in r.out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--describe"], "Option [describe] takes one of these options: [group], [all-groups]"),
+    (["--describe", "--group", "g", "--members", "--state"],
+     "Option [describe] takes at most one of these options: [members], [offsets], [state]"),
+    (["--describe", "--group", "g", "--state", "Stable"], "Option [describe] does not take a value for [state]"),
+    (["--delete", "--group", "g", "--topic", "t"],
+     "The consumer does not support topic-specific offset deletion from a consumer group."),
+    (["--delete-offsets", "--group", "g"], "Option [delete-offsets] takes the following options: [group], [topic]"),
+    (["--reset-offsets", "--group", "g", "--topic", "t", "--to-earliest", "--dry-run", "--execute"],
+     "Option [reset-offsets] only accepts one of [execute] and [dry-run]"),
+    (["--reset-offsets", "--all-topics", "--to-earliest"],
+     "Option [reset-offsets] takes one of these options: [group], [all-groups]"),
+    (["--reset-offsets", "--group", "g", "--to-earliest"],
+     "One of the reset scopes should be defined: --all-topics, --topic."),
+    (["--list", "--members"], "Option(s) [members] are unavailable given other options on the command line"),
+    (["--list", "--group", "g"], 'Option "[group]" can\'t be used with option "[list]"'),
+    (["--describe", "--group", "g", "--all-groups"], 'Option "[group]" can\'t be used with option "[all-groups]"'),
+])
+def test_consumer_groups_argument_checks_as_kafka(tool, argv, message):
+    """Kafka's checkArgs messages, before any connection (the port is closed: no network needed)."""
+    r = tool("consumer_groups", "--bootstrap-server", f"127.0.0.1:{dead_port()}", *argv)
+    assert (r.code, r.out, r.err) == (1, "", f"Error: {message}\n")
