@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan,
@@ -178,6 +179,29 @@ class KafkaLogReader(DataSourceReader):
         self.partition_range = _Range()
         self.offset_range = _Range()
         self.ts_range = _Range()
+        self._check_options()
+
+    def _check_options(self) -> None:
+        """Bad options fail the query at planning with a message naming the option."""
+        o = self.options
+        choices = {"isolation": ("read_uncommitted", "read_committed"), "view": ("records", "batches")}
+        for name, allowed in choices.items():
+            if o.get(name, allowed[0]) not in allowed:
+                raise ValueError(f"kafkalog option {name}: expected one of {', '.join(allowed)}, got {o[name]!r}")
+        for name in ("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp"):
+            _parse_offsets(o.get(name.lower()), None, name)
+        raw = o.get("maxsplitbytes", str(DEFAULT_MAX_SPLIT_BYTES))
+        if not str(raw).strip().isdigit() or int(raw) <= 0:
+            raise ValueError(f"kafkalog option maxSplitBytes: expected a positive number of bytes, got {raw!r}")
+        pattern = o.get("topicpattern", o.get("subscribepattern"))
+        if pattern:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"kafkalog option topicPattern: {pattern!r} is not a valid regex: {exc}") from None
+        for log_dir in self._log_dirs():
+            if not os.path.isdir(log_dir):
+                raise ValueError(f"kafkalog option logDirs: {log_dir!r} is not a directory")
 
     # -- filter pushdown ---------------------------------------------------------------------------
     def pushFilters(self, filters):
@@ -233,10 +257,10 @@ class KafkaLogReader(DataSourceReader):
                 if self.partition_range.contains(log.partition)]
         read_committed = self.options.get("isolation", "read_uncommitted") == "read_committed"
         target = int(self.options.get("maxsplitbytes", DEFAULT_MAX_SPLIT_BYTES))
-        starting = _parse_offsets(self.options.get("startingoffsets", "earliest"), EARLIEST)
-        ending = _parse_offsets(self.options.get("endingoffsets", "latest"), LATEST)
-        starting_ts = _parse_offsets(self.options.get("startingtimestamp"), None)
-        ending_ts = _parse_offsets(self.options.get("endingtimestamp"), None)
+        starting = _parse_offsets(self.options.get("startingoffsets", "earliest"), EARLIEST, "startingOffsets")
+        ending = _parse_offsets(self.options.get("endingoffsets", "latest"), LATEST, "endingOffsets")
+        starting_ts = _parse_offsets(self.options.get("startingtimestamp"), None, "startingTimestamp")
+        ending_ts = _parse_offsets(self.options.get("endingtimestamp"), None, "endingTimestamp")
         result = []
         for log in logs:
             end = log.committed_end
@@ -297,7 +321,7 @@ def _bool(value) -> bool:
     return str(value).strip().lower() in ("true", "1", "yes")
 
 
-def _parse_offsets(raw, default):
+def _parse_offsets(raw, default, name: str = "offsets"):
     """Returns log -> requested value (offset, timestamp or sentinel) for one of the offset options."""
     if raw is None:
         return lambda log: default
@@ -308,7 +332,14 @@ def _parse_offsets(raw, default):
         return lambda log: LATEST
     if raw.lstrip("-").isdigit():
         return lambda log: int(raw)
-    per_partition = json.loads(raw)
+    try:
+        per_partition = json.loads(raw)
+        if not isinstance(per_partition, dict) or not all(
+                isinstance(v, dict) and all(isinstance(x, int) for x in v.values()) for v in per_partition.values()):
+            raise ValueError("not a topic -> partition -> number object")
+    except ValueError as exc:
+        raise ValueError(f'kafkalog option {name}: expected earliest, latest, a number or JSON like '
+                         f'{{"topic": {{"0": 42}}}}, got {raw!r} ({exc})') from None
 
     def lookup(log):
         value = per_partition.get(log.topic, {}).get(str(log.partition))

@@ -214,3 +214,21 @@ def test_timestamp_options_per_partition(spark, sample_dir):
         got[r["partition"]].append(r["offset"])
     # p0: [10, 13); p1: no start -> earliest, end at 3; p2: from 101 to the end.
     assert dict(got) == {0: [10, 11, 12], 1: [0, 1, 2], 2: list(range(101, len(events[2])))}
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"isolation": "read_comitted"}, "option isolation"),
+    ({"startingOffsets": "{not json"}, "option startingOffsets"),
+    ({"endingOffsets": '{"events": 5}'}, "option endingOffsets"),
+    ({"topicPattern": "(unclosed"}, "option topicPattern"),
+    ({"maxSplitBytes": "0"}, "option maxSplitBytes"),
+])
+def test_bad_options_fail_with_a_clear_message(spark, sample_dir, options, message):
+    log_dir, _ = sample_dir
+    with pytest.raises(Exception, match=message):
+        read(spark, log_dir, **options).count()
+
+
+def test_missing_log_dir_fails_with_a_clear_message(spark, tmp_path):
+    with pytest.raises(Exception, match="is not a directory"):
+        read(spark, tmp_path / "nope").count()
