@@ -37,7 +37,9 @@ the record is in the log. The transient rebalance state (who has rejoined, parke
 lives only in memory, as in Kafka.
 
 Behaviour follows Apache Kafka 3.x's GroupCoordinator (classic protocol) step for step; where it
-differs it says so (ties in protocol votes, answering replaced parked requests).
+differs it says so (ties in protocol votes, answering replaced parked requests). The offset
+operations are in coordinator/offsets.py and a static member's restart in group/static.py, both
+mixed into GroupManager.
 """
 import uuid
 
@@ -46,6 +48,7 @@ from protocol.errors import ErrorCode
 from coordinator.group.model import Group, Member
 from coordinator.group.persistence import group_record, replay_group
 from coordinator.group.state import CAN_REBALANCE, GroupState
+from coordinator.group.static import StaticMembership
 from coordinator.offsets import OffsetOperations, map_append_error
 from coordinator.results import (UNKNOWN_MEMBER_ID, Append, GroupConfig, JoinResponse,
                                  LeaveResponse, Result, SyncResponse)
@@ -59,7 +62,7 @@ def default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class GroupManager(OffsetOperations):
+class GroupManager(StaticMembership, OffsetOperations):
     """All groups of this coordinator. Concurrency: on the loop (single-threaded)."""
 
     def __init__(self, config: GroupConfig | None = None, member_id_factory=default_member_id):
@@ -215,71 +218,6 @@ class GroupManager(OffsetOperations):
             return self._try_complete_join(group, now_ms)
         return Result()
 
-    def _replace_static_member(self, group, old_id, new_id, protocols, rebalance_timeout_ms,
-                               session_timeout_ms, token, now_ms,
-                               supports_skip_assignment=False) -> Result:
-        """KIP-345: a known group.instance.id joined with an unknown member id (a restart)."""
-        current_leader = group.leader_id
-        member = group.members[old_id]
-        # the replaced incarnation's parked requests: it is a zombie now
-        result = self._answer_parked(group, member, E.FENCED_INSTANCE_ID)
-        old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
-        self._rename_member(group, member, new_id)
-        result.timers.append(self._schedule_heartbeat(group, member, now_ms))
-        member.protocols = protocols
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_timeout_ms = session_timeout_ms
-        group.set_join_token(member, token)
-
-        if group.state is S.STABLE:
-            if group.select_protocol() != group.protocol_name:
-                return result.absorb(self._prepare_rebalance(group, now_ms))
-            # Same protocol: no rebalance. Persist the new member id and hand the member its
-            # generation back. Before v9 the old leader id is returned, so a restarted leader
-            # does not compute an assignment a stable group would not send; v9+ says
-            # skip_assignment instead.
-            generation = group.generation_id
-            assignments = {m.member_id: m.assignment for m in group.members.values()}
-            record = group_record(group, now_ms, assignments)
-
-            def on_append(error: int, now: int) -> Result:
-                follow = Result()
-                if member.join_token is None:        # answered meanwhile (fenced again, removed)
-                    return follow
-                if error != E.NONE or group.generation_id != generation:
-                    member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
-                    if group.members.get(new_id) is member:
-                        self._rename_member(group, member, old_id)
-                        follow.timers.append(self._schedule_heartbeat(group, member, now))
-                    token_ = member.join_token
-                    group.set_join_token(member, None)
-                    code = map_append_error(error) if error != E.NONE else E.REBALANCE_IN_PROGRESS
-                    follow.completions.append((token_, JoinResponse(code)))
-                    return follow
-                token_ = member.join_token
-                group.set_join_token(member, None)
-                follow.timers.append(self._schedule_heartbeat(group, member, now))
-                if supports_skip_assignment:
-                    # v9+: the leader learns it leads (and gets the members, to keep watching
-                    # metadata) but must not run its assignor (KIP-814's skip_assignment).
-                    answer = self._join_response(group, member, with_members=True)
-                    answer.skip_assignment = group.is_leader(new_id)
-                else:
-                    answer = JoinResponse(
-                        E.NONE, member_id=new_id, generation_id=generation,
-                        protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                        leader=current_leader or "")
-                follow.completions.append((token_, answer))
-                return follow
-            result.appends.append(Append([record], on_append))
-            return result
-        if group.state is S.COMPLETING_REBALANCE:
-            # Its assignment would be computed for the old id: run another rebalance.
-            return result.absorb(self._prepare_rebalance(group, now_ms))
-        if group.state is S.PREPARING_REBALANCE:
-            return result.absorb(self._try_complete_join(group, now_ms))
-        raise AssertionError(f"static member in a {group.state.value} group {group.group_id}")
-
     @staticmethod
     def _answer_parked(group: Group, member: Member, error: int) -> Result:
         """Answers the member's parked JoinGroup/SyncGroup (if any) with `error`."""
@@ -292,19 +230,6 @@ class GroupManager(OffsetOperations):
             result.completions.append((member.sync_token, SyncResponse(error)))
             member.sync_token = None
         return result
-
-    @staticmethod
-    def _rename_member(group: Group, member: Member, new_id: str) -> None:
-        old_id = member.member_id
-        del group.members[old_id]
-        member.member_id = new_id
-        group.members[new_id] = member
-        group.static_members[member.group_instance_id] = new_id
-        if group.leader_id == old_id:
-            group.leader_id = new_id
-        if old_id in group.pending_sync:
-            group.pending_sync.discard(old_id)
-            group.pending_sync.add(new_id)
 
     # ---------------------------------------------------------------------------- rebalancing
     def _prepare_rebalance(self, group: Group, now_ms: int) -> Result:
