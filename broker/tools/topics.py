@@ -28,7 +28,7 @@ DEFAULT_CONFIG_SOURCE = 5
 def build_parser() -> ToolParser:
     p = ToolParser("kafka-topics.sh", "Create, delete, describe, or change a topic.")
     add_bootstrap(p, required=True)
-    actions = p.add_mutually_exclusive_group(required=True)
+    actions = p.add_argument_group("actions (exactly one)")
     actions.add_argument("--create", action="store_true", help="Create a new topic.")
     actions.add_argument("--list", action="store_true", help="List all available topics.")
     actions.add_argument("--describe", action="store_true", help="List details for the given topics.")
@@ -228,8 +228,10 @@ async def alter(admin: Admin, topics: dict, names: list, opts) -> None:
 
 def main(argv=None):
     opts = build_parser().parse_args(argv)
-    if (opts.create or opts.alter) and opts.topic is None:
-        raise ToolError("Missing required argument \"[topic]\"")
+    if sum((opts.create, opts.list, opts.describe, opts.alter, opts.delete)) != 1:
+        raise ToolError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
+    if not (opts.list or opts.describe) and opts.topic is None and not (opts.delete and opts.topic_id):
+        raise ToolError("Missing required argument \"[topic]\"")      # never "delete every topic"
     if opts.create and opts.replica_assignment:
         for flag, given in (("partitions", opts.partitions), ("replication-factor", opts.replication_factor)):
             if given is not None:

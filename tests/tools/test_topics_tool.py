@@ -90,6 +90,12 @@ def test_create_argument_checks_match_kafka(tools_broker, tool):
     r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "chk", "--config", "a=b=c")
     assert (r.code, r.err) == (1, prefix + "requirement failed: Invalid topic config: all configs to be added must "
                                            "be in the format \"key=val\".\n")
+    r = tool("topics", "--bootstrap-server", b, "--delete")     # never "delete every topic"
+    assert (r.code, r.err) == (1, prefix + "Missing required argument \"[topic]\"\n")
+    for argv in ([], ["--list", "--describe"]):
+        r = tool("topics", "--bootstrap-server", b, *argv)
+        assert (r.code, r.err) == (1, prefix + "Command must include exactly one action: --list, --describe, "
+                                               "--create, --alter or --delete\n")
     r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "chk", "--config", "retention.ms = 5000")
     assert r.code == 0, r
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "chk")
