@@ -261,9 +261,10 @@ class EmbeddedBroker:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def _call(self, coro, timeout: float | None = None):
-        if self._loop is None:
+        if self._loop is None or threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError("the embedded broker is not running")
+            raise RuntimeError("the embedded broker is not running" if self._loop is None else
+                               "blocking helper called on the broker's own loop thread")
         return self._submit(coro).result(timeout)
 
     # -- lifecycle
