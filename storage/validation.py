@@ -47,7 +47,8 @@ from storage.compression import CODEC_BY_NAME, Codec, CorruptRecordError
 from storage.legacy import iter_messages
 from storage.record_batch import (CREATE_TIME, HEADER_SIZE, LOG_APPEND_TIME, MAGIC_V2,
                                   NO_TIMESTAMP, RecordBatchBuilder, RecordBatchView, iter_batches)
-from storage.records import decode_records, scan_records
+from storage.record_scan import scan_records_fast
+from storage.records import decode_records
 
 ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
@@ -235,7 +236,7 @@ def _validate_v2(view, entries, next_offset, leader_epoch, now_ms, settings, ori
             max_ts = max(timestamps, default=NO_TIMESTAMP)
         elif codec == Codec.NONE:
             try:
-                consecutive, min_ts, max_ts, max_index = scan_records(
+                consecutive, min_ts, max_ts, max_index = scan_records_fast(
                     view[batch.position + HEADER_SIZE:batch.position + batch.size_in_bytes],
                     batch.records_count, batch.base_timestamp)
             except CorruptRecordError as e:

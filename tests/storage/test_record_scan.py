@@ -1,0 +1,85 @@
+"""storage.record_scan.scan_records_fast must answer exactly as scan_records, or raise the same
+CorruptRecordError, for well-formed and damaged records sections alike."""
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage.compression import CorruptRecordError
+from storage.record_batch import HEADER_SIZE, RecordBatchBuilder
+from storage.record_scan import MIN_RECORDS, scan_records_fast
+from storage.records import scan_records
+
+NOW = 1_700_000_000_000
+
+
+def _section(count, value_size=100, keys=False, headers=False, offsets=None, ts_step=1):
+    b = RecordBatchBuilder()
+    for i in range(count):
+        kwargs = {}
+        if headers and i % 7 == 3:
+            kwargs["headers"] = [("h", b"x")]
+        if offsets is not None:
+            kwargs["offset"] = offsets[i]
+        b.append(NOW + (i * ts_step) % 5000, b"key-%d" % i if keys else None,
+                 b"v" * (value_size + i % 3), **kwargs)
+    data = b.build()
+    return bytearray(data[HEADER_SIZE:]), count
+
+
+def _outcome(fn, data, count):
+    try:
+        return fn(memoryview(bytes(data)), count, NOW)
+    except CorruptRecordError as exc:
+        return ("corrupt", type(exc))
+
+
+@pytest.mark.parametrize("count", [1, MIN_RECORDS - 1, MIN_RECORDS, 500])
+@pytest.mark.parametrize("shape", [
+    {}, {"keys": True}, {"headers": True}, {"value_size": 5000}, {"value_size": 0},
+    {"ts_step": -3}, {"value_size": 200_000},
+])
+def test_same_answer_on_well_formed_sections(count, shape):
+    if shape.get("value_size", 0) >= 200_000 and count > MIN_RECORDS:
+        pytest.skip("keeps the test small")
+    data, n = _section(count, **shape)
+    assert _outcome(scan_records_fast, data, n) == _outcome(scan_records, data, n)
+
+
+def test_irregular_offset_deltas_are_reported():
+    offsets = [i if i < 50 else i + 1 for i in range(100)]      # a gap after 49
+    data, n = _section(100, offsets=offsets)
+    assert scan_records_fast(memoryview(data), n, NOW)[0] is False
+    assert _outcome(scan_records_fast, data, n) == _outcome(scan_records, data, n)
+
+
+def test_count_mismatch_and_trailing_bytes():
+    data, n = _section(200)
+    for count in (n - 1, n + 1):
+        assert _outcome(scan_records_fast, data, count) == _outcome(scan_records, data, count)
+    assert _outcome(scan_records_fast, data + b"\x00", n) == \
+        _outcome(scan_records, data + b"\x00", n)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32), flips=st.integers(1, 4), count=st.sampled_from([64, 130]),
+       keys=st.booleans())
+def test_same_answer_on_damaged_sections(seed, flips, count, keys):
+    data, n = _section(count, value_size=20, keys=keys)
+    rng = random.Random(seed)
+    for _ in range(flips):
+        data[rng.randrange(len(data))] = rng.randrange(256)
+    assert _outcome(scan_records_fast, data, n) == _outcome(scan_records, data, n)
+
+
+@pytest.mark.parametrize("shape", [{}, {"keys": True}, {"value_size": 1024}])
+def test_well_formed_sections_do_not_fall_back(monkeypatch, shape):
+    import storage.record_scan as record_scan
+    expected = scan_records(memoryview(_section(300, **shape)[0]), 300, NOW)
+
+    def fail(*args):
+        raise AssertionError("fell back to the per-record scan")
+    monkeypatch.setattr(record_scan, "scan_records", fail)
+    data, n = _section(300, **shape)
+    assert scan_records_fast(memoryview(data), n, NOW) == expected
