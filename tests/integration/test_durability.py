@@ -7,6 +7,7 @@ and restarted on the same log dir and port (recovery without the clean-shutdown 
 producer reconnects and carries on. Afterwards every acknowledged message must be readable and
 each partition must hold contiguous offsets from 0 (recovery cut any torn tail cleanly).
 """
+import os
 import time
 
 import pytest
@@ -44,10 +45,13 @@ def consume_all(bootstrap, topic):
     return out, ends
 
 
-@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
-def test_sigkill_mid_produce_loses_no_acknowledged_message(broker_process, idempotent):
+@pytest.mark.parametrize("idempotent,stop", [(False, "kill"), (True, "kill"), (True, "term")],
+                         ids=["plain", "idempotent", "idempotent-sigterm"])
+def test_sigkill_mid_produce_loses_no_acknowledged_message(broker_process, idempotent, stop):
     """With an idempotent producer, also no duplicates and the order kept: the producer state
-    (which batches each producer id already wrote) is rebuilt from the log after the crash."""
+    (which batches each producer id already wrote) is rebuilt from the log after the crash.
+    The "term" variant stops the broker gracefully instead (SIGTERM with produce requests in
+    flight): it must exit 0 with the clean-shutdown marker, and the same guarantees hold."""
     from confluent_kafka import Producer
     broker = broker_process()
     create_topic(broker.bootstrap, "durable")
@@ -78,7 +82,11 @@ def test_sigkill_mid_produce_loses_no_acknowledged_message(broker_process, idemp
         if len(acked) >= target:
             if kills == KILLS:
                 break
-            broker.kill()                              # SIGKILL while batches are in flight
+            if stop == "kill":
+                broker.kill()                          # SIGKILL while batches are in flight
+            else:
+                assert broker.stop() == 0
+                assert os.path.exists(os.path.join(broker.log_dir, ".kafka_cleanshutdown"))
             kills += 1
             for _ in range(20):                        # keep producing into the void a moment
                 producer.poll(0.01)
