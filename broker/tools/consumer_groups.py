@@ -58,6 +58,9 @@ def build_parser() -> ToolParser:
     p.add_argument("--state", nargs="?", const="", metavar="[String]",
                    help="When specified with '--describe', includes the state of the group. When specified with "
                         "'--list', it displays the state of all groups; it can also filter by states.")
+    p.add_argument("--type", nargs="?", const="", metavar="[String]",
+                   help="When specified with '--list', it displays the types of all the groups. It can also be used "
+                        "to list groups with specific types (classic, consumer).")
     p.add_argument("--verbose", action="store_true", help="Provide additional information, if any, when "
                                                           "describing the group.")
     p.add_argument("--timeout", type=int, default=5000, metavar="<Long: timeout (ms)>",
@@ -142,6 +145,8 @@ class GroupsTool:
     # --- list ---------------------------------------------------------------------------------
 
     async def list(self) -> None:
+        """Names only; with --state and/or --type (Kafka 3.7's KIP-848 flag) a GROUP [TYPE] [STATE]
+        table. This broker runs the classic protocol only, so every group's type is Classic."""
         states = None
         if self.opts.state:
             states = [s.strip() for s in self.opts.state.split(",")]
@@ -152,15 +157,25 @@ class GroupsTool:
                 raise ToolError(f"Invalid state list '{self.opts.state}'. Valid states are: "
                                 "PreparingRebalance, CompletingRebalance, Stable, Dead, Empty")
             states = [lower[s.lower()] for s in states]
+        types = None
+        if self.opts.type:
+            types = {t.strip().lower() for t in self.opts.type.split(",")}
+            if not types <= {"classic", "consumer"}:
+                raise ToolError(f"Invalid types list '{self.opts.type}'. Valid types are: consumer, classic")
         groups = [g for g in await self.admin.list_groups(states) if g[1] in ("consumer", "")]
-        if self.opts.state is None:
+        if types is not None and "classic" not in types:
+            groups = []
+        if self.opts.state is None and self.opts.type is None:
             for g, _, _ in groups:
                 print(g)
             return
         width = max([15] + [len(g) for g, _, _ in groups]) + 10
-        print(f"{'GROUP':<{width}} {'STATE':<20}")
+        columns = [("TYPE", lambda state: "Classic")] if self.opts.type is not None else []
+        if self.opts.state is not None:
+            columns.append(("STATE", lambda state: state))
+        print(f"{'GROUP':<{width}}" + "".join(f" {name:<20}" for name, _ in columns))
         for g, _, state in groups:
-            print(f"{g:<{width}} {state:<20}")
+            print(f"{g:<{width}}" + "".join(f" {value(state):<20}" for _, value in columns))
 
     # --- describe -----------------------------------------------------------------------------
 
@@ -485,7 +500,7 @@ def check_args(opts) -> None:
     flag = "[" + action.replace("_", "-") + "]"
     has_scope = bool(opts.group) or opts.all_groups
     for name, allowed in (("members", ("describe",)), ("offsets", ("describe",)), ("verbose", ("describe",)),
-                          ("state", ("describe", "list"))):
+                          ("state", ("describe", "list")), ("type", ("list",))):
         if getattr(opts, name) not in (None, False) and action not in allowed:
             raise ToolError(f"Option(s) [{name}] are unavailable given other options on the command line")
     if action == "describe":

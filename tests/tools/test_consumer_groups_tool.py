@@ -145,6 +145,13 @@ def test_members_state_list_and_delete(tools_broker, tool):
     rows = table(offsets.lines)
     assert rows[1][:6] == ["g-live", "live", "0", "2", "2", "0"] and rows[1][6].startswith("member-client-")
     assert table(listed.lines) == [["GROUP", "STATE"], ["g-live", "Stable"]]
+    assert listed.lines[1] == "%-25s %-20s" % ("g-live", "Stable")       # width max(15, longest) + 10
+    r = tool("consumer_groups", "--bootstrap-server", b, "--list", "--type", "--state")
+    width = len(r.lines[0]) - 42     # GROUP column, then " %-20s" twice
+    assert r.lines[0] == "%-*s %-20s %-20s" % (width, "GROUP", "TYPE", "STATE")
+    assert "%-*s %-20s %-20s" % (width, "g-live", "Classic", "Empty") in r.lines     # its member has left
+    r = tool("consumer_groups", "--bootstrap-server", b, "--list", "--type", "consumer")
+    assert r.lines == ["%-25s %-20s" % ("GROUP", "TYPE")]      # every group here is a classic one
     assert busy.code == 1 and busy.err == ("Error: Assignments can only be reset if the group 'g-live' is inactive, "
                                            "but the current state is Stable.\n")
 
