@@ -97,6 +97,16 @@ async def test_metadata_auto_create_uses_num_partitions(start_broker):
     await client.close()
 
 
+async def test_metadata_auto_create_with_too_high_default_replication(start_broker):
+    """default.replication.factor above the live brokers: the topic's error, nothing created."""
+    broker = await start_broker(default_replication_factor=3)
+    client = await RawClient.connect(broker.port)
+    [topic] = (await metadata(client, ["three"])).topics
+    assert topic.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert broker.metadata.get_topic("three") is None
+    await client.close()
+
+
 async def test_metadata_auto_create_disabled(start_broker):
     broker = await start_broker(auto_create_topics_enable="false")
     client = await RawClient.connect(broker.port)
