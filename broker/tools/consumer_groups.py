@@ -6,7 +6,11 @@ and grown to the longest value), a blank line before each table, ``-`` for missi
     GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS [ASSIGNMENT]                            (--members [--verbose])
     GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS                            (--state)
     GROUP TOPIC PARTITION NEW-OFFSET                                                     (--reset-offsets)
-Offsets are reset only while the group has no active members; ``--dry-run`` is the default and
+    TOPIC PARTITION STATUS                                                               (--delete-offsets)
+    GROUP [TYPE] [STATE]                                                                 (--list --state/--type)
+No blank line after a table (Kafka 3.x's printing), and a group without rows prints no table, only
+its state notice on stderr ("Consumer group 'g' has no active members."). Argument checks and their
+messages are Kafka's checkArgs (``check_args``), done before connecting. Offsets are reset only while the group has no active members; ``--dry-run`` is the default and
 ``--execute`` commits. Unlike Kafka (which prints "Error: ..." on stdout and exits 0), a missing group
 or an inactive-group violation ends with one line on stderr and exit status 1 (issue 6's rule).
 """
