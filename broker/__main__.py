@@ -52,21 +52,32 @@ async def run(config: BrokerConfig) -> int:
     from broker.server import Broker
     broker = Broker(config)
     loop = asyncio.get_running_loop()
+    started = False
+    stop_requested = []
+
+    def stop(signame):
+        if stop_requested:
+            return
+        log.info("Received %s, shutting down", signame)
+        stop_requested.append(signame)
+        if started:
+            loop.create_task(broker.shutdown())
+        # Kafka's contract: out within 10 s whatever happens.
+        loop.call_later(HARD_EXIT_AFTER_S, _hard_exit)
+
+    # Installed before start-up, so a signal during log recovery still stops gracefully (the
+    # start finishes, then the shutdown runs) instead of killing the process mid-recovery.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop, sig.name)
     try:
         await broker.start()
     except OSError as exc:
         log.error("Fatal error during start-up: %s", exc)
         await broker.shutdown()
         return 1
-
-    def stop(signame):
-        log.info("Received %s, shutting down", signame)
-        loop.create_task(broker.shutdown())
-        # Kafka's contract: out within 10 s whatever happens.
-        loop.call_later(HARD_EXIT_AFTER_S, _hard_exit)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop, sig.name)
+    started = True
+    if stop_requested:
+        await broker.shutdown()
     await broker.wait_stopped()
     return 0
 

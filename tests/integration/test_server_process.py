@@ -107,6 +107,27 @@ def test_sigint_is_graceful_and_restart_keeps_cluster_id(broker_process):
     assert open(os.path.join(broker.log_dir, "meta.properties")).read() == meta
 
 
+def test_sigterm_during_startup_is_graceful(tmp_path):
+    """A signal as soon as start-up begins (log recovery would be running) still ends in a clean
+    shutdown with exit status 0, not a killed process."""
+    log_dir = tmp_path / "logs"
+    cmd = [sys.executable, "-m", "broker", str(SERVER_PROPERTIES), "--override",
+           f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--override", f"log.dirs={log_dir}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        for line in proc.stderr:
+            if "starting" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert os.path.exists(log_dir / ".kafka_cleanshutdown")
+
+
 def test_invalid_config_stops_startup_with_one_line(tmp_path):
     cmd = [sys.executable, "-m", "broker", str(SERVER_PROPERTIES), "--override",
            "num.partitions=zero", "--override", f"log.dirs={tmp_path}"]
