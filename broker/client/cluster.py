@@ -42,8 +42,9 @@ def parse_bootstrap(servers) -> list[tuple[str, int]]:
     out = []
     for entry in servers:
         entry = entry.strip()
-        host, sep, port = entry.rpartition(":")
-        if not sep or not host or not port.isdigit():
+        # like Kafka's ClientUtils, a listener prefix ("PLAINTEXT://host:port") is allowed and skipped
+        host, sep, port = entry.rpartition("/")[2].rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
             raise ValueError(f"Invalid url in bootstrap.servers: {entry}")
         out.append((host.strip("[]"), int(port)))
     if not out:
