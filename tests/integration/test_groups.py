@@ -202,6 +202,50 @@ def test_consumer_restart_resumes_from_committed_offset(broker_process, workers)
 
 
 @pytest.mark.timeout(120)
+def test_acknowledged_commits_survive_a_broker_sigkill(broker_process):
+    """Commits run back to back while the broker is SIGKILLed: after the restart (log recovery,
+    then the same replay that loads __consumer_offsets) the committed offset is at least the
+    last one the broker acknowledged."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    broker = broker_process(**BROKER)
+    create_topic(broker.bootstrap, "crash", 1)
+
+    def consumer():
+        return Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-crash",
+                         "enable.auto.commit": False, "socket.timeout.ms": 3000,
+                         "session.timeout.ms": 6000})
+    committer = consumer()
+    acked = []
+    stop = threading.Event()
+
+    def commit_loop():
+        for offset in range(1, 1_000_000):
+            if stop.is_set():
+                return
+            try:
+                committer.commit(offsets=[TopicPartition("crash", 0, offset)],
+                                 asynchronous=False)
+            except KafkaException:
+                return
+            acked.append(offset)
+    thread = threading.Thread(target=commit_loop, daemon=True)
+    thread.start()
+    wait_for(lambda: len(acked) >= 50, 30, "50 acknowledged commits")
+    broker.kill()                          # SIGKILL, mid-commit
+    stop.set()
+    last_acked = acked[-1]                 # every acknowledged append happened before this
+    broker.start()                         # (the committer's in-flight commit may now land)
+    thread.join(30)
+    committer.close()
+    reader = consumer()
+    try:
+        [committed] = reader.committed([TopicPartition("crash", 0)], timeout=20)
+    finally:
+        reader.close()
+    assert committed.offset >= last_acked
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("client", ["confluent", "kafka-python", "aiokafka"])
 def test_static_member_restart_gets_its_partitions_back_without_rebalance(broker_process,
                                                                          workers, client):
