@@ -165,6 +165,15 @@ async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> No
     ops = [(k, OP_SET, v) for k, v in adds.items()] + [(k, OP_DELETE, None) for k in deletes]
     if etype == "topics":
         await cluster.topic_metadata(name)
+    if deletes and etype in ("topics", "brokers"):
+        # Kafka's check: only a config that is currently set on the entity can be deleted
+        rtype, wanted = (RESOURCE_TOPIC, 1) if etype == "topics" else (RESOURCE_BROKER, 2 if name is not None else 3)
+        current = await admin.describe_configs(rtype, name or "")
+        present = {c.name for c in current.configs if c.config_source == wanted}
+        invalid = [k for k in deletes if k not in present]
+        if invalid:
+            raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+    if etype == "topics":
         await admin.incremental_alter_configs(RESOURCE_TOPIC, name, ops)
         print(f"Completed updating config for topic {name}.")
     elif etype == "broker-loggers":

@@ -18,6 +18,8 @@ def test_configs_alter_and_describe(tools_broker, tool):
     assert len(r.lines) == 3
     r = tool("configs", "--bootstrap-server", b, "--topic", "cfg", "--alter", "--delete-config", "retention.ms")
     assert r.code == 0
+    r = tool("configs", "--bootstrap-server", b, "--topic", "cfg", "--alter", "--delete-config", "retention.ms,segment.ms")
+    assert (r.code, r.err) == (1, "Error: Invalid config(s): retention.ms,segment.ms\n")   # not set any more / never
     r = tool("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", "cfg", "--describe")
     assert [l.split("=")[0].strip() for l in r.lines[1:]] == ["cleanup.policy"]
     r = tool("configs", "--bootstrap-server", b, "--entity-type", "topics", "--entity-name", "cfg", "--describe",
