@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PARTITIONS = 2
 KILLS = 2

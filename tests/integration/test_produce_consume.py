@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 N = 100_000
 PARTITIONS = 3
