@@ -16,6 +16,7 @@ op = st.one_of(
     st.tuples(st.just("commit"), st.integers(0, CLIENTS - 1)),
     st.tuples(st.just("leave_static"), st.integers(0, CLIENTS - 1)),
     st.tuples(st.just("delete"), st.just(0)),
+    st.tuples(st.just("reload"), st.just(0)),
     st.tuples(st.just("advance"), st.sampled_from([1, 1, 500, 3000, 7000, 20_000])),
 )
 
@@ -94,6 +95,11 @@ def test_random_sequences_keep_invariants_and_answer_everything(ops, delay, star
             h.call("leave_group", G, [("", f"inst-{arg}")])
         elif kind == "delete":
             h.call("delete_groups", [G])
+        elif kind == "reload":               # the partition moves away and back (unload, load)
+            h.apply(h.manager.unload([G], h.now))
+            for record in h.log:
+                h.manager.replay(record, h.now, loading=True)
+            h.apply(h.manager.finish_loading([G], h.now))
         elif kind == "commit":
             h.call("commit_offsets", G, member_ids[arg], None, generations[arg],
                    [("t", arg, 1, -1, "")])
