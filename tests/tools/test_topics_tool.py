@@ -58,6 +58,10 @@ def test_list_filters_and_regex(tools_broker, tool):
     assert [TOPIC_LINE.match(l).group(1) for l in r.lines if l.startswith("Topic:")] == ["alpha-1", "beta"]
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--under-replicated-partitions")
     assert r.out == ""     # one replica, in sync: nothing under-replicated, and no topic header line
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--under-min-isr-partitions")
+    assert r.out == ""
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--at-min-isr-partitions")
+    assert [PARTITION_LINE.match(l).group(1, 2) for l in r.lines] == [("beta", "0")]    # isr 1 == min.insync 1
     # server.properties sets log.retention.hours/log.segment.bytes: like Kafka, those count as overrides
     # (STATIC_BROKER_CONFIG), so the header shows them; --topics-with-overrides prints headers only
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--topics-with-overrides")
