@@ -147,7 +147,13 @@ def producer_settings(opts) -> tuple[dict, dict]:
     return producer_kwargs(props), props
 
 
+LINE_READERS = ("kafka.tools.ConsoleProducer$LineMessageReader", "kafka.tools.LineMessageReader",
+                "org.apache.kafka.tools.LineMessageReader")
+
+
 async def run(opts) -> int:
+    if opts.line_reader is not None and opts.line_reader not in LINE_READERS:
+        raise ToolError(f"Unknown line reader class {opts.line_reader}: only Kafka's LineMessageReader is available")
     bootstrap = opts.bootstrap_server or opts.broker_list
     if not bootstrap:
         raise ToolError("Missing required argument \"[bootstrap-server]\"")

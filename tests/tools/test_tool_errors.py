@@ -98,6 +98,10 @@ def test_bad_flags_and_values_through_the_scripts(script):
                                      "all, -1, 0, 1\n")
     r = script("kafka-topics.sh", "--bootstrap-server", "localhost:1", "--list", "--command-config", "/no/such/file")
     assert r.code != 0 and r.err == "Error while executing topic command : /no/such/file: No such file or directory\n"
+    r = script("kafka-console-producer.sh", "--bootstrap-server", "localhost:1", "--topic", "t",
+               "--line-reader", "com.example.CsvReader")
+    assert r.code != 0 and r.err == ("Error: Unknown line reader class com.example.CsvReader: only Kafka's "
+                                     "LineMessageReader is available\n")
     r = script("kafka-topics.sh", "--version")       # like Kafka, answered before the required flags are checked
     assert r.code == 0 and r.out.strip() and r.err == ""
     r = script("kafka-producer-perf-test.sh", "--help")
