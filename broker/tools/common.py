@@ -16,6 +16,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from broker.client.connection import CLIENT_SOFTWARE_VERSION
 from broker.client.errors import ClientError
+from broker.client.producer import CODECS
 
 
 class ToolError(Exception):
@@ -80,21 +81,23 @@ def compile_pattern(pattern: str) -> re.Pattern:
         raise ToolError(f"Invalid regular expression '{pattern}': {e}") from None
 
 
+# Kafka client properties the ClusterClient honours: property -> (keyword, parser).
+CLIENT_PROPERTIES = {
+    "client.id": ("client_id", str),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "default.api.timeout.ms": ("default_api_timeout_ms", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "retries": ("retries", int),
+}
+
+
 def client_kwargs(props: dict) -> dict:
     """Client settings a tool honours from --command-config / --*-property. Other Kafka client
     properties are accepted and ignored, except a security protocol the client cannot speak."""
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
     if protocol != "PLAINTEXT":
         raise ToolError(f"security.protocol={protocol} is not supported: these tools speak PLAINTEXT only")
-    out = {}
-    if "client.id" in props:
-        out["client_id"] = props["client.id"]
-    for prop, kw in (("request.timeout.ms", "request_timeout_ms"),
-                     ("default.api.timeout.ms", "default_api_timeout_ms"),
-                     ("retry.backoff.ms", "retry_backoff_ms"), ("retries", "retries")):
-        if prop in props:
-            out[kw] = int(props[prop])
-    return out
+    return _kwargs(props, CLIENT_PROPERTIES)
 
 
 # The messages of Kafka's exceptions for the error codes the tools report per partition or group
@@ -149,7 +152,6 @@ def _acks(value: str) -> int:
 
 
 def _codec(value: str) -> str:
-    from broker.client.producer import CODECS
     if value not in CODECS:
         raise ToolError(f"Invalid value {value} for configuration compression.type: "
                         f"String must be one of: {', '.join(CODECS)}")
