@@ -46,7 +46,7 @@ def describe_versions(versions: dict) -> str:
     for key in sorted(set(versions) - known):
         lo, hi = versions[key]
         lines.append(f"UNKNOWN({key}): {lo if lo == hi else f'{lo} to {hi}'}")
-    return "(\n\t" + ",\n\t".join(lines) + ",\n)"
+    return "(\n\t" + ",\n\t".join(lines) + "\n)"      # Kafka's NodeApiVersions: no comma after the last
 
 
 async def run(opts) -> int:
