@@ -199,7 +199,7 @@ def find_tansu() -> tuple[str | None, str]:
 
 def _admin(bootstrap):
     from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 120) -> None:
@@ -290,9 +290,9 @@ def bench_consume(pool, broker, mib, seconds_cap) -> Result:
     filled, _, fill_wall = _run_workers(pool, broker, fill, settle=2.0)
     messages = sum(r["messages"] for r in filled)
     group = f"bench-{int(time.time() * 1000) % 10**8}"
-    calls = [(broker_load.consume, (broker.bootstrap, topic, group, messages,
+    calls = [(broker_load.consume, (broker.bootstrap, topic, group, PARTITIONS // CONSUMERS,
                                     (seconds_cap + 30, {}))) for _ in range(CONSUMERS)]
-    results, broker_cpu, _ = _run_workers(pool, broker, calls, settle=2.0)
+    results, broker_cpu, _ = _run_workers(pool, broker, calls, settle=8.0)
     got = [r for r in results if r["t0"] is not None]
     if not got:
         return Result(None, "no messages consumed")
@@ -569,7 +569,8 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
-    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    """`argv` None = the defaults (bench/__main__.py calls main() with its own argv)."""
+    opts = parse_args(argv or [])
     started = time.monotonic()
     tansu_note = "not run"
     brokers = []
@@ -598,4 +599,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

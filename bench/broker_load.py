@@ -96,17 +96,26 @@ def _at_end(consumer, positions) -> bool:
     return True
 
 
-def consume(bootstrap: str, topic: str, group: str, expected: int, start_at: float,
+def consume(bootstrap: str, topic: str, group: str, share: int, start_at: float,
             timeout_s: float, conf: dict) -> dict:
-    """Consume `topic` from the beginning in consumer group `group` until `expected` messages
-    have arrived across the group (each member stops when its partitions reach their high
-    watermarks) or `timeout_s` passes. Times run from the first to the last message."""
+    """Consume `topic` from the beginning as a member of consumer group `group` that expects
+    `share` partitions, until its partitions reach their high watermarks or `timeout_s` passes.
+    Times run from the first message to the last."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer(dict({"bootstrap.servers": bootstrap, "group.id": group,
                        "auto.offset.reset": "earliest", "enable.auto.commit": False,
                        "session.timeout.ms": 30_000}, **conf))
-    c.subscribe([topic])
-    _sleep_until(start_at)
+    # Hold fetching until the group is settled (every member has its share), so no rebalance
+    # during the measurement makes a member read its partitions again.
+    def on_assign(consumer, partitions):
+        consumer.assign(partitions)
+        consumer.pause(partitions)
+    c.subscribe([topic], on_assign=on_assign)
+    settle_by = start_at + 20
+    while time.monotonic() < settle_by and (time.monotonic() < start_at
+                                            or len(c.assignment()) != share):
+        c.poll(0.05)            # serves the rebalance callbacks; paused, so returns no messages
+    c.resume(c.assignment())
     cpu0 = _cpu()
     deadline = time.monotonic() + timeout_s
     count = nbytes = 0
