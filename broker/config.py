@@ -544,6 +544,14 @@ class BrokerConfig:
             if len(set(names)) != len(names):
                 raise ConfigError(name, ",".join(self.static[name]),
                                   "Each listener must have a different name")
+        advertised = self.static.get("advertised.listeners") or self.static.get("listeners") or []
+        for item in advertised:
+            if Listener.parse(item).host in ("0.0.0.0", "::"):
+                # Kafka refuses it too: clients elsewhere cannot connect to a wildcard address.
+                raise ConfigError("advertised.listeners", ",".join(advertised),
+                                  "advertised.listeners cannot use the nonroutable meta-address "
+                                  f"in {item}; set advertised.listeners to a routable address "
+                                  "(or leave the host empty to advertise this host's name)")
         for item in self.static.get("listeners") or BROKER_CONFIG["listeners"].default:
             listener = Listener.parse(item)
             if listener.name != "PLAINTEXT" and not self._security_of(listener.name) == "PLAINTEXT":

@@ -31,6 +31,17 @@ def test_types_are_parsed():
     assert config.get("log.cleaner.min.cleanable.ratio") == 0.25
 
 
+def test_wildcard_address_cannot_be_advertised():
+    """As Kafka: listeners may bind 0.0.0.0 only with a routable advertised.listeners."""
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig({"listeners": "PLAINTEXT://0.0.0.0:9092"})
+    assert "advertised.listeners" in str(info.value) and "\n" not in str(info.value)
+    config = BrokerConfig({"listeners": "PLAINTEXT://0.0.0.0:9092",
+                           "advertised.listeners": "PLAINTEXT://broker1:9092"})
+    assert config.advertised_listeners[0].host == "broker1"
+    assert BrokerConfig({"listeners": "PLAINTEXT://:9092"}).listeners[0].host == ""
+
+
 @pytest.mark.parametrize("name,value,fragment", [
     ("num.partitions", "0", "at least 1"),
     ("num.partitions", "many", "INT"),
