@@ -125,6 +125,27 @@ _CLEANUP = one_of("compact", "delete")
 _TIMESTAMP_TYPE = one_of("CreateTime", "LogAppendTime")
 _UNUSED = " Accepted for compatibility; this broker does not act on it yet."
 
+
+def throttled_replicas(value):
+    """Kafka's format: "*" or partition:broker pairs ("0:101,1:102")."""
+    if value == ["*"]:
+        return
+    for item in value:
+        partition, sep, broker = item.partition(":")
+        if not (sep and partition.strip().isdigit() and broker.strip().isdigit()):
+            raise ValueError("Must be '*' or a comma-separated list of partitionId:brokerId "
+                             f"pairs, not {item!r}")
+
+
+def gzip_level(value):
+    if value != -1 and not 1 <= value <= 9:
+        raise ValueError("Value must be -1 (the codec's default) or in [1,9]")
+
+
+def no_tiered_storage(value):
+    if value:
+        raise ValueError("Tiered Storage functionality is disabled in the broker")
+
 BROKER_CONFIGS = [
     # --- server basics
     _c("broker.id", "int", -1, None, "high", doc="The broker's id; must be unique in a cluster."),
@@ -337,6 +358,12 @@ TOPIC_CONFIGS = [
                    "delete: drop old segments; compact: keep the last record per key."),
     TopicConfigDef("compression.type", "string", "producer", (("compression.type", 1),),
                    _COMPRESSION, "Final compression of stored batches."),
+    TopicConfigDef("compression.gzip.level", "int", -1, (), gzip_level,
+                   "gzip level when the broker compresses (Kafka 3.8+)." + _UNUSED),
+    TopicConfigDef("compression.lz4.level", "int", 9, (), between(1, 17),
+                   "lz4 level when the broker compresses (Kafka 3.8+)." + _UNUSED),
+    TopicConfigDef("compression.zstd.level", "int", 3, (), between(-131072, 22),
+                   "zstd level when the broker compresses (Kafka 3.8+)." + _UNUSED),
     TopicConfigDef("delete.retention.ms", "long", 86400000,
                    (("log.cleaner.delete.retention.ms", 1),), at_least(0),
                    "How long tombstones stay in a compacted topic."),
@@ -347,8 +374,16 @@ TOPIC_CONFIGS = [
     TopicConfigDef("flush.ms", "long", LONG_MAX, (("log.flush.interval.ms", 1),
                                                  ("log.flush.scheduler.interval.ms", 1)),
                    at_least(0), "Fsync after this long."),
+    TopicConfigDef("follower.replication.throttled.replicas", "list", [], (),
+                   throttled_replicas, "Replicas whose replication is throttled." + _UNUSED),
     TopicConfigDef("index.interval.bytes", "int", 4096, (("log.index.interval.bytes", 1),),
                    at_least(0), "Bytes of log between offset index entries."),
+    TopicConfigDef("leader.replication.throttled.replicas", "list", [], (),
+                   throttled_replicas, "Replicas whose replication is throttled." + _UNUSED),
+    TopicConfigDef("local.retention.bytes", "long", -2, (), at_least(-2),
+                   "Tiered storage: local size limit; -2: retention.bytes." + _UNUSED),
+    TopicConfigDef("local.retention.ms", "long", -2, (), at_least(-2),
+                   "Tiered storage: local age limit; -2: retention.ms." + _UNUSED),
     TopicConfigDef("max.compaction.lag.ms", "long", LONG_MAX,
                    (("log.cleaner.max.compaction.lag.ms", 1),), at_least(1),
                    "Longest time a record stays ineligible for compaction."),
@@ -357,6 +392,8 @@ TOPIC_CONFIGS = [
     TopicConfigDef("message.downconversion.enable", "boolean", True,
                    (("log.message.downconversion.enable", 1),), None,
                    "Down-convert records for old fetch versions."),
+    TopicConfigDef("message.format.version", "string", "3.0-IV1", (), None,
+                   "Deprecated since Kafka 3.0; batches are always stored as v2." + _UNUSED),
     TopicConfigDef("message.timestamp.difference.max.ms", "long", LONG_MAX,
                    (("log.message.timestamp.difference.max.ms", 1),), at_least(0),
                    "Largest difference between a CreateTime timestamp and the broker clock."),
@@ -378,6 +415,9 @@ TOPIC_CONFIGS = [
                    "Fewest in-sync replicas an acks=all produce needs."),
     TopicConfigDef("preallocate", "boolean", False, (("log.preallocate", 1),), None,
                    "Preallocate segment files."),
+    TopicConfigDef("remote.storage.enable", "boolean", False, (), no_tiered_storage,
+                   "Tiered storage; not available in this broker (true is refused, as Kafka "
+                   "does when the broker has tiered storage disabled)."),
     TopicConfigDef("retention.bytes", "long", -1, (("log.retention.bytes", 1),), None,
                    "Largest partition size before old segments are deleted; -1: unlimited."),
     TopicConfigDef("retention.ms", "long", 604800000,

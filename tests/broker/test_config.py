@@ -155,6 +155,26 @@ def test_topic_config_validation():
         validate_topic_configs({"segment.bytes": "1"})
 
 
+def test_kafka_topic_configs_this_broker_does_not_act_on_are_accepted():
+    """Tools that copy a topic's configs from Apache Kafka (mirroring, reassignment throttles)
+    send these; Kafka 3.x validates them, and so does this broker."""
+    assert validate_topic_configs({
+        "message.format.version": "2.8", "follower.replication.throttled.replicas": "*",
+        "leader.replication.throttled.replicas": "0:1,1:0", "local.retention.ms": "-2",
+        "local.retention.bytes": "1000", "remote.storage.enable": "false",
+        "compression.gzip.level": "9", "compression.lz4.level": "17",
+        "compression.zstd.level": "-5"}) == {
+        "message.format.version": "2.8", "follower.replication.throttled.replicas": ["*"],
+        "leader.replication.throttled.replicas": ["0:1", "1:0"], "local.retention.ms": -2,
+        "local.retention.bytes": 1000, "remote.storage.enable": False,
+        "compression.gzip.level": 9, "compression.lz4.level": 17, "compression.zstd.level": -5}
+    for name, value in [("remote.storage.enable", "true"), ("compression.gzip.level", "0"),
+                        ("compression.lz4.level", "18"), ("local.retention.ms", "-3"),
+                        ("leader.replication.throttled.replicas", "0-1")]:
+        with pytest.raises(ConfigError, match=name.replace(".", r"\.")):
+            validate_topic_configs({name: value})
+
+
 def test_table_is_well_formed():
     names = [c.name for c in BROKER_CONFIGS]
     assert len(names) == len(set(names))
