@@ -39,7 +39,8 @@ import crc32c
 
 from storage.compression import Codec, CorruptRecordError, compress, decompress
 from storage.records import (_HEADER_KEY_CACHE, _NULL, _VARINT_TABLE, Record,  # noqa: F401
-                             decode_records, encode_headers, encode_record, encode_varint)
+                             _encode_records_c, decode_records, encode_headers, encode_record,
+                             encode_varint)
 
 MAGIC_V0, MAGIC_V1, MAGIC_V2 = 0, 1, 2
 LOG_OVERHEAD = 12                    # base_offset int64 + batch_length int32
@@ -394,14 +395,15 @@ class RecordBatchBuilder:
         self.is_control = is_control
         self.partition_leader_epoch = partition_leader_epoch
         self._pending = []             # (offset_delta, timestamp, key, value, headers)
-        self._records = []             # encoded: length varint, body, length varint, body...
+        self._records = []             # encoded record bytes, joined by build()
+        self._count = 0                # records in _records
         self._base_timestamp = None
         self._max_timestamp = NO_TIMESTAMP
         self._last_offset_delta = -1
         self._size = 0                 # bytes in _records
 
     def __len__(self):
-        return (len(self._records) >> 1) + len(self._pending)
+        return self._count + len(self._pending)
 
     @property
     def size_in_bytes(self):
@@ -426,19 +428,30 @@ class RecordBatchBuilder:
         """Encode the pending records (storage/records.py layout): each body is one join of
         table-looked-up varints and the key/value; its length varint comes from the table.
 
-        Measured choices (bench/batch_bench.py): the common one-header shape (a str key seen
-        before, a value under 8 KiB) is joined inline instead of calling encode_headers, and the
-        running size and max timestamp are computed once per call with C-level map()s rather
-        than per record."""
+        storage/_records.c encodes the common shapes (bytes or None keys and values, str header
+        keys) when it was built; anything else, or no build, takes the Python loop below.
+        Measured choices there (bench/batch_bench.py): the common one-header shape (a str key
+        seen before, a value under 8 KiB) is joined inline instead of calling encode_headers,
+        and the running size and max timestamp are computed once per call with C-level map()s
+        rather than per record."""
         pending = self._pending
+        base_ts = self._base_timestamp
+        if base_ts is None:
+            base_ts = self._base_timestamp = pending[0][1]
+        self._count += len(pending)
+        encoded = _encode_records_c(pending, base_ts) if _encode_records_c else None
+        if encoded is not None:                     # storage/_records.c, when built
+            data, max_ts = encoded
+            self._records.append(data)
+            self._size += len(data)
+            self._max_timestamp = max(self._max_timestamp, max_ts)
+            pending.clear()
+            return
         table = _VARINT_TABLE
         header_keys = _HEADER_KEY_CACHE
         join = b"".join
         out = []
         append = out.append
-        base_ts = self._base_timestamp
-        if base_ts is None:
-            base_ts = self._base_timestamp = pending[0][1]
         for delta, timestamp, key, value, headers in pending:
             ts_delta = timestamp - base_ts
             if key is None:
@@ -496,7 +509,7 @@ class RecordBatchBuilder:
             self.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(data),
             self.partition_leader_epoch, MAGIC_V2, 0, attributes, self._last_offset_delta,
             base_ts, self._max_timestamp, self.producer_id, self.producer_epoch,
-            self.base_sequence, len(self._records) >> 1))
+            self.base_sequence, self._count))
         crc = crc32c.crc32c(data, crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
         _UINT32.pack_into(header, CRC_OFFSET, crc)
         return bytes(header) + data

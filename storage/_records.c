@@ -1,0 +1,454 @@
+/* Optional compiled twin of `storage.records.decode_records` (the records section of a v2 batch).
+
+   Same layout, same results, same exceptions as the pure-Python decoder; `storage/records.py`
+   uses this module when it was built (setup.py marks it optional) and the input is `bytes`,
+   and falls back to Python otherwise (or when KBROKER_PURE_PYTHON is set). The Python code stays
+   the reference: tests/storage/test_records_c.py checks both give the same answer on valid,
+   damaged and random input.
+
+   Why it exists: in CPython, creating one Record (a namedtuple) costs ~250 ns and decoding five
+   varints ~500 ns, so a 1,000-record batch cannot decode in under ~1.4 ms however the Python is
+   written (issue 3 asks for 3x kafka-python, ~1.35 ms); this does it in ~0.25 ms.
+
+   Every read is bounds-checked against the section (the record's length varint) or the
+   record's declared end (every other field); all sums are overflow-checked and fall back to
+   Python integers, as the Python decoder would compute them. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#define INT32_MAX_VALUE 2147483647LL
+
+/* Zigzag varint at d[*pos], reading no byte at or past `end`. 0 on success; -1 if the varint
+   runs past `end`; -2 if it is longer than 10 bytes or does not fit 64 bits. */
+static int read_varint(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos, int64_t *out)
+{
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    for (;;) {
+        if (p >= end)
+            return -1;
+        uint8_t b = d[p++];
+        if (shift == 63 && (b & 0x7F) > 1)
+            return -2;
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80)
+            break;
+        shift += 7;
+        if (shift > 63)
+            return -2;
+    }
+    *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+    *pos = p;
+    return 0;
+}
+
+/* a + b as a Python int, exact even when the sum leaves int64. */
+static PyObject *add_exact(int64_t a, int64_t b)
+{
+    long long sum;
+    if (!__builtin_add_overflow((long long)a, (long long)b, &sum))
+        return PyLong_FromLongLong(sum);
+    PyObject *pa = PyLong_FromLongLong(a), *pb = PyLong_FromLongLong(b), *r = NULL;
+    if (pa && pb)
+        r = PyNumber_Add(pa, pb);
+    Py_XDECREF(pa);
+    Py_XDECREF(pb);
+    return r;
+}
+
+/* The record's producer sequence: -1 without one; wraps once past int32 max (as Python). */
+static PyObject *sequence_of(int64_t base_sequence, int64_t offset_delta)
+{
+    if (base_sequence < 0)
+        return PyLong_FromLong(-1);
+    long long seq;
+    if (__builtin_add_overflow((long long)base_sequence, (long long)offset_delta, &seq)) {
+        PyObject *s = add_exact(base_sequence, offset_delta);
+        if (s == NULL)
+            return NULL;
+        PyObject *wrap = PyLong_FromLongLong(INT32_MAX_VALUE + 1);
+        PyObject *r = wrap ? PyNumber_Subtract(s, wrap) : NULL;
+        Py_DECREF(s);
+        Py_XDECREF(wrap);
+        return r;
+    }
+    if (seq > INT32_MAX_VALUE)
+        seq -= INT32_MAX_VALUE + 1;
+    return PyLong_FromLongLong(seq);
+}
+
+static PyObject *bytes_or_none(const uint8_t *d, Py_ssize_t pos, int64_t length)
+{
+    if (length < 0)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)d + pos, (Py_ssize_t)length);
+}
+
+/* headers: list of (str, bytes | None), or NULL with an exception set. */
+static PyObject *decode_headers(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos,
+                                PyObject *corrupt)
+{
+    int64_t count, n;
+    if (read_varint(d, end, pos, &count) != 0 || count < 0 || count > end - *pos) {
+        PyErr_SetString(corrupt, "bad header count");
+        return NULL;
+    }
+    PyObject *headers = PyList_New((Py_ssize_t)count);
+    if (headers == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
+        if (read_varint(d, end, pos, &n) != 0 || n < 0 || n > end - *pos) {
+            PyErr_SetString(corrupt, "bad header key length");
+            goto fail;
+        }
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)d + *pos, (Py_ssize_t)n, NULL);
+        if (key == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                PyErr_SetString(corrupt, "header key is not valid UTF-8");
+            }
+            goto fail;
+        }
+        *pos += (Py_ssize_t)n;
+        if (read_varint(d, end, pos, &n) != 0 || n > end - *pos) {
+            Py_DECREF(key);
+            PyErr_SetString(corrupt, "bad header value length");
+            goto fail;
+        }
+        PyObject *value = bytes_or_none(d, *pos, n);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        if (n > 0)
+            *pos += (Py_ssize_t)n;
+        PyObject *pair = PyTuple_Pack(2, key, value);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (pair == NULL)
+            goto fail;
+        PyList_SET_ITEM(headers, i, pair);
+    }
+    return headers;
+fail:
+    Py_DECREF(headers);
+    return NULL;
+}
+
+/* decode_records(data: bytes, count, base_offset, base_timestamp, base_sequence,
+                  log_append_time | None, record_type, corrupt_error) -> list[record_type] */
+static PyObject *decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "decode_records() takes 8 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *log_append_time = args[5], *corrupt = args[7];
+    PyTypeObject *record_type = (PyTypeObject *)args[6];
+    if (!PyBytes_Check(data) || !PyType_Check(args[6])
+            || !PyType_IsSubtype(record_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "decode_records() needs bytes and a tuple subclass");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    long long base_offset = PyLong_AsLongLong(args[2]);
+    long long base_timestamp = PyLong_AsLongLong(args[3]);
+    long long base_sequence = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    const uint8_t *d = (const uint8_t *)PyBytes_AS_STRING(data);
+    Py_ssize_t size = PyBytes_GET_SIZE(data), pos = 0;
+    /* Every record takes at least 7 bytes: cap the preallocation on a lying count. */
+    Py_ssize_t capacity = count < 0 ? 0 : (count < size / 7 + 1 ? count : size / 7 + 1);
+    PyObject *out = PyList_New(capacity);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t produced = 0;
+    PyObject *key = NULL, *value = NULL, *headers = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, offset_delta, n;
+        int rc = read_varint(d, size, &pos, &length);
+        if (rc == -2) {
+            PyErr_SetString(corrupt, "varint is longer than 10 bytes");
+            goto fail;
+        }
+        if (rc != 0 || pos >= size) {
+            PyErr_SetString(corrupt, "records section is truncated");
+            goto fail;
+        }
+        if (length < 0 || length > size - pos) {
+            PyErr_Format(corrupt, "record length %lld does not match its fields",
+                         (long long)length);
+            goto fail;
+        }
+        Py_ssize_t end = pos + (Py_ssize_t)length;
+        if (pos >= end)
+            goto mismatch;
+        long attributes = d[pos++];
+        if (read_varint(d, end, &pos, &ts_delta) != 0
+                || read_varint(d, end, &pos, &offset_delta) != 0
+                || read_varint(d, end, &pos, &n) != 0 || n > end - pos)
+            goto mismatch;
+        key = bytes_or_none(d, pos, n);
+        if (key == NULL)
+            goto fail;
+        if (n > 0)
+            pos += (Py_ssize_t)n;
+        if (read_varint(d, end, &pos, &n) != 0 || n > end - pos)
+            goto mismatch;
+        value = bytes_or_none(d, pos, n);
+        if (value == NULL)
+            goto fail;
+        if (n > 0)
+            pos += (Py_ssize_t)n;
+        if (pos < end && d[pos] == 0) {
+            headers = PyList_New(0);
+            pos++;
+        } else {
+            headers = decode_headers(d, end, &pos, corrupt);
+        }
+        if (headers == NULL)
+            goto fail;
+        if (pos != end)
+            goto mismatch;
+        PyObject *record = record_type->tp_alloc(record_type, 7);
+        if (record == NULL)
+            goto fail;
+        PyObject *offset = add_exact(base_offset, offset_delta);
+        PyObject *timestamp = log_append_time == Py_None ? add_exact(base_timestamp, ts_delta)
+                                                         : Py_NewRef(log_append_time);
+        PyObject *sequence = sequence_of(base_sequence, offset_delta);
+        PyObject *attrs = PyLong_FromLong(attributes);
+        PyTuple_SET_ITEM(record, 0, offset);
+        PyTuple_SET_ITEM(record, 1, timestamp);
+        PyTuple_SET_ITEM(record, 2, key);
+        PyTuple_SET_ITEM(record, 3, value);
+        PyTuple_SET_ITEM(record, 4, headers);
+        PyTuple_SET_ITEM(record, 5, sequence);
+        PyTuple_SET_ITEM(record, 6, attrs);
+        key = value = headers = NULL;               /* owned by the record now */
+        if (offset == NULL || timestamp == NULL || sequence == NULL || attrs == NULL) {
+            Py_DECREF(record);
+            goto fail;
+        }
+        if (produced < capacity) {
+            PyList_SET_ITEM(out, produced, record);
+        } else {
+            int failed = PyList_Append(out, record);
+            Py_DECREF(record);
+            if (failed)
+                goto fail;
+        }
+        produced++;
+    }
+    if (pos != size) {
+        PyErr_Format(corrupt, "%zd bytes left after the last record", size - pos);
+        goto fail;
+    }
+    if (produced < capacity && PyList_SetSlice(out, produced, capacity, NULL) != 0)
+        goto fail;
+    return out;
+mismatch:
+    PyErr_SetString(corrupt, "record length does not match its fields");
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    /* Unfilled preallocated slots are NULL, which list deallocation skips. */
+    Py_DECREF(out);
+    return NULL;
+}
+
+
+/* ---- encoding ------------------------------------------------------------------------------ */
+
+static Py_ssize_t varint_size(int64_t v)
+{
+    uint64_t zz = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t n = 1;
+    while (zz >= 0x80) {
+        zz >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static char *put_varint(char *p, int64_t v)
+{
+    uint64_t zz = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (zz >= 0x80) {
+        *p++ = (char)((zz & 0x7F) | 0x80);
+        zz >>= 7;
+    }
+    *p++ = (char)zz;
+    return p;
+}
+
+/* Fields of one pending record, checked: 1 ok, 0 "not the common shape" (the caller falls back
+   to Python, which handles every shape), -1 error set. */
+typedef struct {
+    int64_t delta, ts_delta;
+    PyObject *key, *value, *headers;
+    Py_ssize_t body;
+} pending_t;
+
+static int body_size(pending_t *r)
+{
+    Py_ssize_t n = 1 + varint_size(r->ts_delta) + varint_size(r->delta);
+    if (r->key == Py_None)
+        n += 1;
+    else
+        n += varint_size(PyBytes_GET_SIZE(r->key)) + PyBytes_GET_SIZE(r->key);
+    if (r->value == Py_None)
+        n += 1;
+    else
+        n += varint_size(PyBytes_GET_SIZE(r->value)) + PyBytes_GET_SIZE(r->value);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(r->headers);
+    n += varint_size(count);
+    PyObject **items = PySequence_Fast_ITEMS(r->headers);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = items[i];
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
+                || !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)))
+            return 0;
+        PyObject *hv = PyTuple_GET_ITEM(pair, 1);
+        Py_ssize_t klen;
+        if (PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &klen) == NULL)
+            return -1;
+        n += varint_size(klen) + klen;
+        if (hv == Py_None)
+            n += 1;
+        else if (PyBytes_CheckExact(hv))
+            n += varint_size(PyBytes_GET_SIZE(hv)) + PyBytes_GET_SIZE(hv);
+        else
+            return 0;
+    }
+    r->body = n;
+    return 1;
+}
+
+static char *put_bytes_or_null(char *p, PyObject *b)
+{
+    if (b == Py_None)
+        return put_varint(p, -1);
+    Py_ssize_t n = PyBytes_GET_SIZE(b);
+    p = put_varint(p, n);
+    memcpy(p, PyBytes_AS_STRING(b), (size_t)n);
+    return p + n;
+}
+
+/* encode_records(pending: list of (offset_delta, timestamp, key, value, headers), base_timestamp)
+   -> (records bytes, max timestamp) | None. None when a record is not the common shape (keys,
+   values and header values bytes or None, header keys str, headers a list or tuple of 2-tuples,
+   ints within int64): RecordBatchBuilder then encodes the pending records in Python. */
+static PyObject *encode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode_records() takes a list and a timestamp");
+        return NULL;
+    }
+    PyObject *pending = args[0];
+    long long base_ts = PyLong_AsLongLong(args[1]);
+    if (base_ts == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(pending), total = 0;
+    pending_t *recs = PyMem_Malloc(sizeof(pending_t) * (size_t)(count ? count : 1));
+    if (recs == NULL)
+        return PyErr_NoMemory();
+    PyObject *result = NULL, *out = NULL;
+    long long max_ts = 0;
+    int have_max = 0;
+    Py_ssize_t prepared = 0;
+    for (; prepared < count; prepared++) {
+        PyObject *t = PyList_GET_ITEM(pending, prepared);
+        pending_t *r = &recs[prepared];
+        r->headers = NULL;
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 5)
+            goto fallback;
+        long long delta = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 0));
+        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 1));
+        long long ts_delta;
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        if (__builtin_sub_overflow(ts, base_ts, &ts_delta))
+            goto fallback;
+        r->delta = delta;
+        r->ts_delta = ts_delta;
+        r->key = PyTuple_GET_ITEM(t, 2);
+        r->value = PyTuple_GET_ITEM(t, 3);
+        if ((r->key != Py_None && !PyBytes_CheckExact(r->key))
+                || (r->value != Py_None && !PyBytes_CheckExact(r->value)))
+            goto fallback;
+        PyObject *h = PyTuple_GET_ITEM(t, 4);
+        if (!PyList_CheckExact(h) && !PyTuple_CheckExact(h))
+            goto fallback;
+        r->headers = h;
+        int ok = body_size(r);
+        if (ok < 0)
+            goto done;
+        if (ok == 0)
+            goto fallback;
+        total += varint_size(r->body) + r->body;
+        if (!have_max || ts > max_ts) {
+            max_ts = ts;
+            have_max = 1;
+        }
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        goto done;
+    char *p = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        pending_t *r = &recs[i];
+        p = put_varint(p, r->body);
+        *p++ = 0;                                           /* attributes */
+        p = put_varint(p, r->ts_delta);
+        p = put_varint(p, r->delta);
+        p = put_bytes_or_null(p, r->key);
+        p = put_bytes_or_null(p, r->value);
+        Py_ssize_t hcount = PySequence_Fast_GET_SIZE(r->headers);
+        PyObject **items = PySequence_Fast_ITEMS(r->headers);
+        p = put_varint(p, hcount);
+        for (Py_ssize_t j = 0; j < hcount; j++) {
+            Py_ssize_t klen;
+            const char *k = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(items[j], 0), &klen);
+            p = put_varint(p, klen);
+            memcpy(p, k, (size_t)klen);
+            p += klen;
+            p = put_bytes_or_null(p, PyTuple_GET_ITEM(items[j], 1));
+        }
+    }
+    result = Py_BuildValue("(OL)", out, have_max ? max_ts : -1LL);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out);
+    PyMem_Free(recs);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
+     "Records of an uncompressed v2 records section (see storage/records.py)."},
+    {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL,
+     "Encoded records of RecordBatchBuilder's pending list, or None (see record_batch.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "storage._records",
+    "Compiled twin of storage.records.decode_records (optional; see storage/_records.c).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__records(void)
+{
+    return PyModule_Create(&module);
+}
