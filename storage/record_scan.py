@@ -68,17 +68,25 @@ def _walk_lengths(buf, size: int, count: int):
 
 def _varints(arr, pos):
     """Decode the zigzag varint at each position (up to 4 bytes); (values, next positions), or
-    None if some varint is longer."""
+    None if some varint is longer. Lengths, offset and timestamp deltas nearly always take one
+    or two bytes, so those cases read no further."""
     b0 = arr[pos].astype(np.int64)
+    c0 = b0 >= 0x80
+    if not c0.any():
+        return (b0 >> 1) ^ -(b0 & 1), pos + 1
     b1 = arr[pos + 1].astype(np.int64)
+    c1 = c0 & (b1 >= 0x80)
+    if not c1.any():
+        value = (b0 & 0x7F) | np.where(c0, b1 << 7, 0)
+        return (value >> 1) ^ -(value & 1), pos + 1 + c0
     b2 = arr[pos + 2].astype(np.int64)
     b3 = arr[pos + 3].astype(np.int64)
-    c0, c1, c2, c3 = b0 >= 0x80, b1 >= 0x80, b2 >= 0x80, b3 >= 0x80
-    if (c0 & c1 & c2 & c3).any():
+    c2 = c1 & (b2 >= 0x80)
+    if (c2 & (b3 >= 0x80)).any():
         return None
-    n = 1 + c0 + (c0 & c1) + (c0 & c1 & c2)
+    n = 1 + c0 + c1 + c2
     value = (b0 & 0x7F) | np.where(c0, (b1 & 0x7F) << 7, 0) \
-        | np.where(c0 & c1, (b2 & 0x7F) << 14, 0) | np.where(c0 & c1 & c2, (b3 & 0x7F) << 21, 0)
+        | np.where(c1, (b2 & 0x7F) << 14, 0) | np.where(c2, (b3 & 0x7F) << 21, 0)
     return (value >> 1) ^ -(value & 1), pos + n
 
 

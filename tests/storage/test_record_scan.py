@@ -14,7 +14,8 @@ from storage.records import scan_records
 NOW = 1_700_000_000_000
 
 
-def _section(count, value_size=100, keys=False, headers=False, offsets=None, ts_step=1):
+def _section(count, value_size=100, keys=False, headers=False, offsets=None, ts_step=1,
+             ts_mod=5000):
     b = RecordBatchBuilder()
     for i in range(count):
         kwargs = {}
@@ -22,7 +23,7 @@ def _section(count, value_size=100, keys=False, headers=False, offsets=None, ts_
             kwargs["headers"] = [("h", b"x")]
         if offsets is not None:
             kwargs["offset"] = offsets[i]
-        b.append(NOW + (i * ts_step) % 5000, b"key-%d" % i if keys else None,
+        b.append(NOW + (i * ts_step) % ts_mod, b"key-%d" % i if keys else None,
                  b"v" * (value_size + i % 3), **kwargs)
     data = b.build()
     return bytearray(data[HEADER_SIZE:]), count
@@ -39,6 +40,8 @@ def _outcome(fn, data, count):
 @pytest.mark.parametrize("shape", [
     {}, {"keys": True}, {"headers": True}, {"value_size": 5000}, {"value_size": 0},
     {"ts_step": -3}, {"value_size": 200_000},
+    {"ts_step": 100_003, "ts_mod": 2**20},         # 3- and 4-byte timestamp deltas
+    {"ts_step": 100_003, "ts_mod": 2**29},         # 5-byte ones: the per-record scan's job
 ])
 def test_same_answer_on_well_formed_sections(count, shape):
     if shape.get("value_size", 0) >= 200_000 and count > MIN_RECORDS:
@@ -73,7 +76,8 @@ def test_same_answer_on_damaged_sections(seed, flips, count, keys):
     assert _outcome(scan_records_fast, data, n) == _outcome(scan_records, data, n)
 
 
-@pytest.mark.parametrize("shape", [{}, {"keys": True}, {"value_size": 1024}])
+@pytest.mark.parametrize("shape", [{}, {"keys": True}, {"value_size": 1024},
+                                   {"ts_step": 100_003, "ts_mod": 2**20}])
 def test_well_formed_sections_do_not_fall_back(monkeypatch, shape):
     import storage.record_scan as record_scan
     expected = scan_records(memoryview(_section(300, **shape)[0]), 300, NOW)
