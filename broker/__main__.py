@@ -71,6 +71,10 @@ async def run(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop, sig.name)
     try:
         await broker.start()
+    except ConfigError as exc:                 # a setting only start-up can check
+        print(f"kbroker: {exc}", file=sys.stderr)
+        await broker.shutdown()
+        return 1
     except OSError as exc:
         log.error("Fatal error during start-up: %s", exc)
         await broker.shutdown()

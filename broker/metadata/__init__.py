@@ -9,8 +9,10 @@ from broker.metadata.store import MetadataStore, PartitionState, TopicMetadata
 def open_store(config):
     """The metadata backend for this broker's configuration."""
     if config.get("zookeeper.connect"):
-        raise NotImplementedError("the ZooKeeper metadata backend is not built yet: "
-                                  "remove zookeeper.connect to use the local store")
+        from broker.config import ConfigError
+        raise ConfigError("zookeeper.connect", config.get("zookeeper.connect"),
+                          "the ZooKeeper metadata backend is not built yet; remove "
+                          "zookeeper.connect to keep the metadata in the first log dir")
     from broker.metadata.local import LocalMetadataStore
     return LocalMetadataStore(config.log_dirs[0], cluster_id=config.get("cluster.id"))
 

@@ -81,6 +81,47 @@ def test_unknown_property_is_a_warning(caplog):
         config.get("still.unknown")
 
 
+# The properties an Apache Kafka 3.x (ZooKeeper mode) server.properties sets, with typical values:
+# a user's existing file must start this broker without warnings about unknown names.
+KAFKA_3_SERVER_PROPERTIES = """
+broker.id=0
+listeners=PLAINTEXT://127.0.0.1:9092
+advertised.listeners=PLAINTEXT://127.0.0.1:9092
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.flush.interval.messages=10000
+log.flush.interval.ms=1000
+log.retention.hours=168
+log.retention.bytes=1073741824
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+inter.broker.protocol.version=3.7
+log.message.format.version=3.0
+reserved.broker.max.id=1000
+broker.id.generation.enable=true
+num.replica.fetchers=1
+"""
+
+
+def test_a_kafka_server_properties_has_no_unknown_names(caplog):
+    with caplog.at_level(logging.WARNING):
+        config = BrokerConfig(read_properties(KAFKA_3_SERVER_PROPERTIES))
+    assert caplog.text == "" and config.unknown == {}
+
+
 def test_read_properties_java_syntax():
     text = ("# comment\n! also comment\n\n a = 1\nb:2\nc 3\nd=x\\\n   y\ne=tab\\tsep\n"
             "empty=\n")

@@ -137,6 +137,16 @@ def test_invalid_config_stops_startup_with_one_line(tmp_path):
     assert len(lines) == 1 and "num.partitions" in lines[0]
 
 
+def test_zookeeper_connect_is_refused_until_the_backend_exists(tmp_path):
+    cmd = [sys.executable, "-m", "broker", str(SERVER_PROPERTIES), "--override",
+           "zookeeper.connect=127.0.0.1:2181", "--override", f"log.dirs={tmp_path}",
+           "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("kbroker:")]
+    assert "zookeeper.connect" in line and "Traceback" not in result.stderr
+
+
 def test_unknown_config_is_a_warning(broker_process):
     broker = broker_process(**{"made.up.setting": "1"})
     assert api_versions_works(broker.port)
