@@ -277,7 +277,8 @@ def bench_produce(pool, broker, size, acks, compression, seconds) -> Result:
             f"({_per_cpu(msgs * size, broker_cpu)} MB per broker cpu-s)")
     if errors:
         text += f" ERR {errors[0][:60]}"
-    return Result(mbs, text, broker_cpu / wall, sum(r["cpu"] for r in results) / wall)
+    return Result(mbs, text, broker_cpu / wall, sum(r["cpu"] for r in results) / wall,
+                  {"per_cpu": msgs * size / broker_cpu / 1e6 if broker_cpu > 0 else None})
 
 
 def bench_consume(pool, broker, mib, seconds_cap) -> Result:
@@ -303,7 +304,8 @@ def bench_consume(pool, broker, mib, seconds_cap) -> Result:
     text = (f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs; "
             f"{_per_cpu(nbytes, broker_cpu)} MB per broker cpu-s)")
     return Result(mbs, text, broker_cpu / wall, sum(r["cpu"] for r in results) / wall,
-                  {"fill_mbs": messages * 1024 / fill_wall / 1e6})
+                  {"fill_mbs": messages * 1024 / fill_wall / 1e6,
+                   "per_cpu": nbytes / broker_cpu / 1e6 if broker_cpu > 0 else None})
 
 
 def _pct(sorted_values, q):
@@ -485,8 +487,9 @@ def print_table(results: dict, tansu_note: str, opts) -> bool:
     print(f"\nBroker benchmark (2-core shared machine; indicative). Tansu: {tansu_note}")
     print(f"consume size {opts.consume_mib} MiB; produce runs <= {opts.produce_seconds} s each; "
           f"latency runs {opts.latency_seconds} s at 10,000 msgs/s; cpu in cores (broker/load)")
-    header = (f"{'workload':30s} {'kbroker':>26s} {'tansu':>26s} {'ratio':>6s}  "
-              f"{'cpu kb':>9s} {'cpu tansu':>9s}  target")
+    header = (f"{'workload':28s} {'kbroker':>24s} {'tansu':>24s} {'ratio':>6s} "
+              f"{'MB/cpu-s kb':>11s} {'tansu':>6s} {'ratio':>6s}  {'cpu kb':>7s} {'tansu':>7s}  "
+              f"target")
     print(header)
     print("-" * len(header))
     ok = True
@@ -496,7 +499,7 @@ def print_table(results: dict, tansu_note: str, opts) -> bool:
 
         def short(r):
             if r is None or r.value is None:
-                return ("n/a" if r is None else r.text[:26])
+                return ("n/a" if r is None else r.text[:24])
             if key.startswith("produce") or key.startswith("consume"):
                 return f"{r.value:8.1f} MB/s"
             if key.startswith("latency"):
@@ -511,15 +514,24 @@ def print_table(results: dict, tansu_note: str, opts) -> bool:
             return f"{r.broker_cores:.1f}/{r.load_cores:.1f}" if r.load_cores is not None \
                 else f"{r.broker_cores:.1f}"
 
+        def per_cpu(r):
+            value = r.extra.get("per_cpu") if r is not None else None
+            return value
+
         lower_better = key.startswith("latency") or key.startswith("rss")
         ratio = _fmt_ratio(a.value if a else None, b.value if b else None, not lower_better)
+        ea, eb = per_cpu(a), per_cpu(b)
+        eff = (f"{ea:11.0f}" if ea else f"{'-':>11s}") + " " + \
+            (f"{eb:6.0f}" if eb else f"{'-':>6s}") + " " + f"{_fmt_ratio(ea, eb):>6s}"
         target, met = _target(key, a, b)
         ok &= met is not False
         mark = "" if met is None else (" ok" if met else " MISSED")
-        print(f"{key:30s} {short(a):>26s} {short(b):>26s} {ratio:>6s}  {cores(a):>9s} "
-              f"{cores(b):>9s}  {target}{mark}")
+        print(f"{key:28s} {short(a):>24s} {short(b):>24s} {ratio:>6s} {eff}  {cores(a):>7s} "
+              f"{cores(b):>7s}  {target}{mark}")
     print("latency columns: p50/p99/p99.9; ratio = tansu/kbroker for latency and RSS "
-          "(higher is better for kbroker)")
+          "(higher is better for kbroker); MB/cpu-s = MB moved per CPU second of the broker "
+          "(its efficiency, steadier than MB/s on a busy machine); cpu = cores used by "
+          "broker/load generator")
     return ok
 
 
