@@ -1,9 +1,10 @@
 """Broker benchmark, this broker (kbroker) side by side with Tansu 0.6: `python -m bench.broker_bench`.
 
 Both brokers run as subprocesses on 127.0.0.1 (kbroker with a temporary log dir, writing to disk
-without fsync as Kafka does; Tansu with its in-memory storage engine), one after the other, and
-face the same workloads from separate load-generator processes using confluent-kafka (librdkafka;
-bench/broker_load.py):
+without fsync as Kafka does; Tansu with its in-memory storage engine) and face the same
+workloads, each workload on one broker and then on the other (so drifting machine load hits both
+sides of a ratio alike), from separate load-generator processes using confluent-kafka
+(librdkafka; bench/broker_load.py):
 
   produce   100 B and 1 KiB values to a 6-partition topic, acks=1 and acks=all, no compression
             and lz4: MB/s of message values and msgs/s (2 producer processes, each bounded by a
@@ -420,57 +421,73 @@ PRODUCE_CASES = [(size, acks, comp) for size in (100, 1024) for acks in (1, "all
                  for comp in ("none", "lz4")]
 
 
-def run_broker(cls, workdir, opts, pool) -> dict:
-    results = {}
+def _step(results, name, key, fn, *args):
+    print(f"  {name:8s} {key:28s}", end=" ", flush=True)
+    try:
+        r = fn(*args)
+    except Exception as exc:
+        r = Result(None, f"FAILED: {exc!r}"[:100])
+    results[name][key] = r
+    cpu = ""
+    if r.broker_cores is not None:
+        cpu = f"  [cpu broker {r.broker_cores:.2f}"
+        cpu += f", load {r.load_cores:.2f}]" if r.load_cores is not None else "]"
+    print(r.text + cpu, flush=True)
+
+
+def _start_profiler(broker, path):
+    out = pathlib.Path(path).resolve()
+    print(f"  profiling kbroker with py-spy into {out}", flush=True)
+    broker.profiler = subprocess.Popen(
+        [str(pathlib.Path(sys.executable).parent / "py-spy"), "record", "--pid",
+         str(broker.proc.pid), "--format", "raw", "--rate", "200", "--nonblocking",
+         "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run_all(classes, workdir, opts, pool) -> dict:
+    """Each workload runs on every broker in turn (kbroker, then Tansu), so a machine whose
+    load drifts during the run disturbs both sides of a ratio alike. The brokers under load
+    run side by side, idle but for the one being measured; RSS is taken on fresh brokers."""
+    results = {cls.name: {} for cls in classes}
     only = opts.only
-
-    def step(key, fn, *args):
-        print(f"  {cls.name:8s} {key:28s}", end=" ", flush=True)
-        try:
-            r = fn(*args)
-        except Exception as exc:
-            r = Result(None, f"FAILED: {exc!r}"[:100])
-        results[key] = r
-        cpu = ""
-        if r.broker_cores is not None:
-            cpu = f"  [cpu broker {r.broker_cores:.2f}"
-            cpu += f", load {r.load_cores:.2f}]" if r.load_cores is not None else "]"
-        print(r.text + cpu, flush=True)
-
     if "rss" in only:
-        broker = cls(workdir).start()
-        try:
-            step("rss 1,000 partitions", bench_rss, broker)
-        finally:
-            broker.stop()
-    if only & {"produce", "consume", "latency", "idle"}:
-        broker = cls(workdir).start()
-        if opts.profile and cls is KBroker:
-            out = pathlib.Path(opts.profile).resolve()
-            print(f"  profiling kbroker with py-spy into {out}", flush=True)
-            broker.profiler = subprocess.Popen(
-                [str(pathlib.Path(sys.executable).parent / "py-spy"), "record", "--pid",
-                 str(broker.proc.pid), "--format", "raw", "--rate", "200", "--nonblocking",
-                 "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            if "produce" in only:
-                for size, acks, comp in PRODUCE_CASES:
-                    if opts.cases and f"{size}:{acks}:{comp}" not in opts.cases:
-                        continue
-                    step(f"produce {size} B acks={acks} {comp}", bench_produce, pool, broker,
-                         size, acks, comp, opts.produce_seconds)
-            if "latency" in only:
-                step("latency fetch.wait=default", bench_latency, pool, broker, None,
-                     opts.latency_seconds)
-                step("latency fetch.wait=10ms", bench_latency, pool, broker, 10,
-                     opts.latency_seconds)
-            if "consume" in only:
-                step("consume 1 KiB, group", bench_consume, pool, broker, opts.consume_mib,
-                     opts.produce_seconds * 6)
-            if "idle" in only:
-                step(f"idle connections ({opts.connections})", bench_idle, broker,
-                     opts.connections)
-        finally:
+        for cls in classes:
+            broker = cls(workdir).start()
+            try:
+                _step(results, cls.name, "rss 1,000 partitions", bench_rss, broker)
+            finally:
+                broker.stop()
+    if not only & {"produce", "consume", "latency", "idle"}:
+        return results
+    brokers = []
+    try:
+        for cls in classes:
+            brokers.append(cls(workdir).start())
+            if opts.profile and cls is KBroker:
+                _start_profiler(brokers[-1], opts.profile)
+
+        def each(key, fn, *args, pooled=True):
+            for broker in brokers:
+                head = (pool, broker) if pooled else (broker,)
+                _step(results, broker.name, key, fn, *head, *args)
+
+        if "produce" in only:
+            for size, acks, comp in PRODUCE_CASES:
+                if opts.cases and f"{size}:{acks}:{comp}" not in opts.cases:
+                    continue
+                each(f"produce {size} B acks={acks} {comp}", bench_produce, size, acks, comp,
+                     opts.produce_seconds)
+        if "latency" in only:
+            each("latency fetch.wait=default", bench_latency, None, opts.latency_seconds)
+            each("latency fetch.wait=10ms", bench_latency, 10, opts.latency_seconds)
+        if "consume" in only:
+            each("consume 1 KiB, group", bench_consume, opts.consume_mib,
+                 opts.produce_seconds * 6)
+        if "idle" in only:
+            each(f"idle connections ({opts.connections})", bench_idle, opts.connections,
+                 pooled=False)
+    finally:
+        for broker in brokers:
             broker.stop()
     return results
 
@@ -603,8 +620,7 @@ def main(argv=None) -> int:
             concurrent.futures.ProcessPoolExecutor(max_workers=max(PRODUCERS, CONSUMERS) + 1,
                                                    mp_context=ctx) as pool:
         list(pool.map(time.sleep, [0] * 3))                 # spawn the workers up front
-        for cls in brokers:
-            results[cls.name] = run_broker(cls, pathlib.Path(tmp), opts, pool)
+        results = run_all(brokers, pathlib.Path(tmp), opts, pool)
     ok = print_table(results, tansu_note, opts)
     print(f"total {time.monotonic() - started:.0f} s")
     return 0 if ok else 1
