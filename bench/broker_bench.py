@@ -444,6 +444,15 @@ def _start_profiler(broker, path):
          "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def _start(cls, workdir):
+    """A started broker, or None (printed) if it would not start: the other still runs."""
+    try:
+        return cls(workdir).start()
+    except Exception as exc:
+        print(f"  {cls.name} did not start: {exc}"[:300], flush=True)
+        return None
+
+
 def run_all(classes, workdir, opts, pool) -> dict:
     """Each workload runs on every broker in turn (kbroker, then Tansu), so a machine whose
     load drifts during the run disturbs both sides of a ratio alike. The brokers under load
@@ -452,7 +461,9 @@ def run_all(classes, workdir, opts, pool) -> dict:
     only = opts.only
     if "rss" in only:
         for cls in classes:
-            broker = cls(workdir).start()
+            broker = _start(cls, workdir)
+            if broker is None:
+                continue
             try:
                 _step(results, cls.name, "rss 1,000 partitions", bench_rss, broker)
             finally:
@@ -462,7 +473,10 @@ def run_all(classes, workdir, opts, pool) -> dict:
     brokers = []
     try:
         for cls in classes:
-            brokers.append(cls(workdir).start())
+            broker = _start(cls, workdir)
+            if broker is None:
+                continue
+            brokers.append(broker)
             if opts.profile and cls is KBroker:
                 _start_profiler(brokers[-1], opts.profile)
 
