@@ -24,18 +24,17 @@ import numpy as np
 from storage.records import _ZZ1, _ZZ2, scan_records
 
 MIN_RECORDS = 64        # below this numpy's per-call overhead costs more than it saves
-_PAD = 8                # zero bytes after the data, so a varint read near the end stays in bounds
 
 
 def scan_records_fast(data, count, base_timestamp):
     """Same contract as `storage.records.scan_records`."""
     if count < MIN_RECORDS:
         return scan_records(data, count, base_timestamp)
-    size = len(data)
-    buf = bytearray(size + _PAD)            # the one copy: padded for numpy, fast to index
-    buf[:size] = data
-    bounds = _walk_lengths(buf, size, count)
-    result = None if bounds is None else _check_fields(buf, bounds)
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    bounds = _walk_lengths(view, len(view), count)
+    result = None if bounds is None else _check_fields(view, bounds)
     if result is None:
         return scan_records(data, count, base_timestamp)
     consecutive, min_delta, max_delta, max_index = result
@@ -66,19 +65,26 @@ def _walk_lengths(buf, size: int, count: int):
     return bounds if pos == size else None
 
 
-def _varints(arr, pos):
+def _varints(arr, pos, limit):
     """Decode the zigzag varint at each position (up to 4 bytes); (values, next positions), or
     None if some varint is longer. Lengths, offset and timestamp deltas nearly always take one
-    or two bytes, so those cases read no further."""
+    or two bytes, so those cases read no further. Positions are checked against `limit` (the
+    section's end; no copy pads it) before each read."""
+    if int(pos.max()) + 1 > limit:
+        return None
     b0 = arr[pos].astype(np.int64)
     c0 = b0 >= 0x80
     if not c0.any():
         return (b0 >> 1) ^ -(b0 & 1), pos + 1
+    if int(pos.max()) + 2 > limit:
+        return None
     b1 = arr[pos + 1].astype(np.int64)
     c1 = c0 & (b1 >= 0x80)
     if not c1.any():
         value = (b0 & 0x7F) | np.where(c0, b1 << 7, 0)
         return (value >> 1) ^ -(value & 1), pos + 1 + c0
+    if int(pos.max()) + 4 > limit:
+        return None
     b2 = arr[pos + 2].astype(np.int64)
     b3 = arr[pos + 3].astype(np.int64)
     c2 = c1 & (b2 >= 0x80)
@@ -90,9 +96,9 @@ def _varints(arr, pos):
     return (value >> 1) ^ -(value & 1), pos + n
 
 
-def _check_fields(buf, bounds):
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    limit = len(buf) - _PAD
+def _check_fields(view, bounds):
+    arr = np.frombuffer(view, dtype=np.uint8)
+    limit = len(arr)
     bounds = np.array(bounds, dtype=np.int64)
     begin, end = bounds[:-1], bounds[1:]
     if (begin < 0).any() or (begin >= limit).any():
@@ -101,18 +107,18 @@ def _check_fields(buf, bounds):
     if (end - body < 6).any():                             # scan_records' minimum length
         return None
     pos = body + 1                                         # past the attributes byte
-    decoded = _varints(arr, pos)                           # timestamp delta
+    decoded = _varints(arr, pos, limit)                           # timestamp delta
     if decoded is None:
         return None
     ts_delta, pos = decoded
-    decoded = _varints(arr, pos)                           # offset delta
+    decoded = _varints(arr, pos, limit)                           # offset delta
     if decoded is None:
         return None
     offset_delta, pos = decoded
     for _ in ("key", "value"):
         if (pos >= end).any():
             return None
-        decoded = _varints(arr, pos)
+        decoded = _varints(arr, pos, limit)
         if decoded is None:
             return None
         length, pos = decoded

@@ -90,3 +90,13 @@ def test_well_formed_sections_do_not_fall_back(monkeypatch, shape):
     monkeypatch.setattr(record_scan, "scan_records", fail)
     data, n = _section(300, **shape)
     assert scan_records_fast(memoryview(data), n, NOW) == expected
+
+
+def test_reads_nothing_past_a_slice_of_a_larger_buffer():
+    data, n = _section(100, value_size=30)
+    for cut in (1, 2, 3, 5):
+        big = bytearray(data[:-cut]) + b"\x85\x85\x85\x85\x01" * 4      # varint-ish garbage after
+        view = memoryview(big)[:len(data) - cut]
+        assert _outcome(scan_records_fast, view, n) == _outcome(scan_records, view, n)
+    whole = memoryview(bytearray(data) + b"\xff" * 16)[:len(data)]
+    assert scan_records_fast(whole, n, NOW) == scan_records(memoryview(data), n, NOW)
