@@ -28,11 +28,14 @@ cache only; fsync happens in the LogManager's flush, off the loop.
 """
 from __future__ import annotations
 
+import asyncio
+
 import logging
 import os
 import uuid
 
 from protocol.errors import ErrorCode, KafkaError
+from storage.log_config import LONG_MAX
 from storage.validation import ORIGIN_CLIENT, ORIGIN_COORDINATOR
 
 from broker.fetch_session import FetchSessionCache
@@ -198,6 +201,29 @@ class ReplicaManager:
         self.fetch_purgatory.notify(*key)
         return AppendResult(ErrorCode.NONE, None, info.first_offset, info.last_offset,
                             getattr(info, "log_append_time", -1), part.log_start_offset)
+
+    async def flush_if_due(self, results: dict) -> None:
+        """Kafka's `flush.messages` / `flush.ms` (log.flush.interval.*): when an append takes a
+        log past either threshold, fsync it before the produce is answered, as Kafka's append
+        does. The defaults leave flushing to the OS and cost nothing here; the fsync runs in an
+        executor so the event loop keeps serving other connections."""
+        due = []
+        for key, result in results.items():
+            if result.error_code != ErrorCode.NONE:
+                continue
+            part = self._partitions.get(key)
+            log_ = getattr(part, "log", None)
+            if log_ is None:
+                continue
+            cfg = log_.config
+            if cfg.flush_messages == LONG_MAX and cfg.flush_ms == LONG_MAX:
+                continue
+            if log_.needs_flush():
+                due.append(log_)
+        if not due:
+            return
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(None, log_.flush) for log_ in due))
 
     async def wait_for_acks(self, results: dict, required_acks: int, timeout_ms: int) -> None:
         """acks=-1: wait until the HW covers every successful append, else REQUEST_TIMED_OUT."""

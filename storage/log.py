@@ -21,7 +21,8 @@ after file.delete.delay.ms (it is renamed ``.deleted`` and queued in `_pending_d
 Durability: appends go to the page cache.  `flush()` (blocking; the broker runs it in an
 executor) fsyncs segments up to an offset and then advances the recovery point.  A roll marks
 the log dirty so the next `LogManager.flush_dirty()` fsyncs the finished segment, and
-flush.messages / flush.ms make `needs_flush()` true; an append never fsyncs.
+flush.messages / flush.ms make `needs_flush()` true (the broker's produce path then fsyncs
+before answering, broker/replica_manager.py `flush_if_due`); an append itself never fsyncs.
 
 Concurrency contract: every method runs on the event loop thread except `flush()`, `close()`
 and loading (the constructor), which block on the disk and run in an executor.

@@ -74,6 +74,7 @@ async def handle(broker, ctx, request):
                     entries[key] = partition_data.records
     results = (replica_manager.append_records(entries, acks, produce_version=ctx.api_version)
                if entries else {})
+    await replica_manager.flush_if_due(results)
     if acks == 0:
         _close_if_failed(ctx.api_version, results, early, forced_error)
         return None

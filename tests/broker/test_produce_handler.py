@@ -201,3 +201,25 @@ async def test_invalid_records_carry_record_errors_from_v8(broker, version):
         assert [e.batch_index for e in answer.record_errors] == [1]
         assert answer.error_message
     assert broker.replica_manager.get_partition("compacted", 0).log_end_offset == 0
+
+
+@pytest.mark.parametrize("acks", [0, 1, -1])
+async def test_flush_messages_fsyncs_before_the_answer(tmp_path, acks):
+    """flush.messages=1 (log.flush.interval.messages): the batch is on disk (recovery point moved)
+    by the time the produce is answered, as Kafka's append flushes before responding."""
+    log_manager = LogManager([str(tmp_path / "logs")], LogConfig())
+    log_manager.startup("cluster", 0)
+    rm = ReplicaManager(log_manager, broker_id=0)
+    rm.become_leader("f", 0, uuid.uuid4(), 0, [0], LogConfig(flush_messages=1))
+    rm.become_leader("n", 0, uuid.uuid4(), 0, [0], LogConfig())
+    b = types.SimpleNamespace(replica_manager=rm, log_manager=log_manager, broker_id=0)
+    try:
+        await call(produce, b, produce_request({("f", 0): batch(3), ("n", 0): batch(3)}, acks=acks),
+                   9, ProduceRequest, ProduceResponse)
+        flushed = rm.get_partition("f", 0).log
+        assert flushed.log_end_offset == 3 and flushed.recovery_point == 3
+        # the default leaves flushing to the OS: nothing fsynced on the produce path
+        assert rm.get_partition("n", 0).log.recovery_point == 0
+    finally:
+        rm.shutdown()
+        log_manager.shutdown()
