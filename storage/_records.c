@@ -1,4 +1,5 @@
-/* Optional compiled twin of `storage.records.decode_records` (the records section of a v2 batch).
+/* Optional compiled twins of `storage.records.decode_records` (the records section of a v2 batch),
+   of the record builder's encoding, and of validation's `scan_records` (see scan_records below).
 
    Same layout, same results, same exceptions as the pure-Python decoder; `storage/records.py`
    uses this module when it was built (setup.py marks it optional) and the input is `bytes`,
@@ -434,11 +435,114 @@ done:
     return result;
 }
 
+/* Skip one record's headers (count, then key length/key, value length/value each) without
+   reading at or past `end`. 0 when they were read; -1 for anything scan_records would reject
+   (or would read past the record for). */
+static int skip_headers(const uint8_t *d, Py_ssize_t end, Py_ssize_t *pos)
+{
+    int64_t count, n;
+    if (read_varint(d, end, pos, &count) != 0 || count < 0)
+        return -1;
+    for (int64_t i = 0; i < count; i++) {      /* each header takes >= 2 bytes: bounded */
+        if (read_varint(d, end, pos, &n) != 0 || n < 0 || n > end - *pos)
+            return -1;
+        *pos += (Py_ssize_t)n;
+        if (read_varint(d, end, pos, &n) != 0)
+            return -1;
+        if (n > 0) {
+            if (n > end - *pos)
+                return -1;
+            *pos += (Py_ssize_t)n;
+        }
+    }
+    return 0;
+}
+
+/* scan_records(data: buffer, count) -> (consecutive, min_ts_delta, max_ts_delta, max_index)
+   or None.
+
+   Compiled twin of the walk in storage.records.scan_records (validation of an uncompressed
+   section). It only *confirms* a well-formed section: whenever scan_records would raise (or
+   count < 1, or the buffer is not a simple one) it returns None and the caller runs
+   scan_records, which raises the precise CorruptRecordError. Every field must lie inside its
+   record and the last field must end exactly at the record's declared end, which is exactly
+   when scan_records accepts a record (its positions only move forward), so an answer given here
+   is scan_records' answer (timestamps as deltas; the caller adds base_timestamp). */
+static PyObject *scan_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "scan_records() takes 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count < 1)
+        Py_RETURN_NONE;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) != 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const uint8_t *d = (const uint8_t *)buf.buf;
+    const Py_ssize_t size = buf.len;
+    Py_ssize_t pos = 0;
+    int consecutive = 1;
+    int64_t min_delta = 0, max_delta = 0, max_index = 0;
+    int64_t length, ts_delta, offset_delta, n;
+    int ok = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (read_varint(d, size, &pos, &length) != 0 || length < 6 || length > size - pos)
+            goto out;
+        const Py_ssize_t end = pos + (Py_ssize_t)length;
+        pos += 1;                                           /* attributes */
+        if (read_varint(d, end, &pos, &ts_delta) != 0
+                || read_varint(d, end, &pos, &offset_delta) != 0)
+            goto out;
+        if (offset_delta != (int64_t)i)
+            consecutive = 0;
+        for (int field = 0; field < 2; field++) {           /* key, value */
+            if (read_varint(d, end, &pos, &n) != 0)
+                goto out;
+            if (n > 0) {
+                if (n > end - pos)
+                    goto out;
+                pos += (Py_ssize_t)n;
+            }
+        }
+        if (pos >= end)
+            goto out;
+        if (d[pos] == 0)
+            pos += 1;
+        else if (skip_headers(d, end, &pos) != 0)
+            goto out;
+        if (pos != end)
+            goto out;
+        if (i == 0) {
+            min_delta = max_delta = ts_delta;
+        } else if (ts_delta > max_delta) {
+            max_delta = ts_delta;
+            max_index = i;
+        } else if (ts_delta < min_delta) {
+            min_delta = ts_delta;
+        }
+    }
+    ok = pos == size;
+out:
+    PyBuffer_Release(&buf);
+    if (!ok)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(OLLn)", consecutive ? Py_True : Py_False, (long long)min_delta,
+                         (long long)max_delta, (Py_ssize_t)max_index);
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "Records of an uncompressed v2 records section (see storage/records.py)."},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL,
      "Encoded records of RecordBatchBuilder's pending list, or None (see record_batch.py)."},
+    {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
+     "Validation's scan of an uncompressed section, or None (see storage/record_scan.py)."},
     {NULL, NULL, 0, NULL},
 };
 

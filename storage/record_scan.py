@@ -15,19 +15,43 @@ gives the same answer or raises the precise CorruptRecordError. So the result is
 `scan_records`'s: (offset deltas are 0..count-1, min timestamp, max timestamp, index of the first
 record with the max timestamp).
 
+When storage/_records.c was built (setup.py; KBROKER_PURE_PYTHON=1 turns it off) its compiled
+`scan_records` walks the whole section instead, ~10x faster again; it too only confirms, and
+returns None for anything that scan_records must judge (tests/storage/test_records_c.py).
+
 Pure CPU work on bytes; no I/O.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from storage.records import _ZZ1, _ZZ2, scan_records
+
+try:        # optional compiled walk (storage/_records.c, built by setup.py)
+    from storage._records import scan_records as _scan_records_c
+except ImportError:
+    _scan_records_c = None
+if os.environ.get("KBROKER_PURE_PYTHON"):
+    _scan_records_c = None
 
 MIN_RECORDS = 64        # below this numpy's per-call overhead costs more than it saves
 
 
 def scan_records_fast(data, count, base_timestamp):
     """Same contract as `storage.records.scan_records`."""
+    if _scan_records_c is not None:
+        result = _scan_records_c(data, count)
+        if result is None:
+            return scan_records(data, count, base_timestamp)
+        consecutive, min_delta, max_delta, max_index = result
+        return consecutive, base_timestamp + min_delta, base_timestamp + max_delta, max_index
+    return scan_records_numpy(data, count, base_timestamp)
+
+
+def scan_records_numpy(data, count, base_timestamp):
+    """scan_records_fast without the compiled walk: lengths in Python, other fields in numpy."""
     if count < MIN_RECORDS:
         return scan_records(data, count, base_timestamp)
     view = memoryview(data)

@@ -8,10 +8,14 @@ from hypothesis import strategies as st
 
 from storage.compression import CorruptRecordError
 from storage.record_batch import HEADER_SIZE, RecordBatchBuilder
-from storage.record_scan import MIN_RECORDS, scan_records_fast
+from storage.record_scan import MIN_RECORDS, scan_records_fast, scan_records_numpy
 from storage.records import scan_records
 
 NOW = 1_700_000_000_000
+# scan_records_fast runs the compiled walk when storage/_records.c was built; the numpy scan is
+# tested on its own too (it is what runs without the extension).
+FAST = pytest.mark.parametrize("fast", [scan_records_fast, scan_records_numpy],
+                               ids=["fast", "numpy"])
 
 
 def _section(count, value_size=100, keys=False, headers=False, offsets=None, ts_step=1,
@@ -47,41 +51,46 @@ _CASES = [(count, shape) for count in (1, MIN_RECORDS - 1, MIN_RECORDS, 500) for
 _CASES += [(count, {"value_size": 200_000}) for count in (1, MIN_RECORDS)]
 
 
+@FAST
 @pytest.mark.parametrize("count, shape", _CASES)
-def test_same_answer_on_well_formed_sections(count, shape):
+def test_same_answer_on_well_formed_sections(fast, count, shape):
     data, n = _section(count, **shape)
-    assert _outcome(scan_records_fast, data, n) == _outcome(scan_records, data, n)
+    assert _outcome(fast, data, n) == _outcome(scan_records, data, n)
 
 
-def test_irregular_offset_deltas_are_reported():
+@FAST
+def test_irregular_offset_deltas_are_reported(fast):
     offsets = [i if i < 50 else i + 1 for i in range(100)]      # a gap after 49
     data, n = _section(100, offsets=offsets)
-    assert scan_records_fast(memoryview(data), n, NOW)[0] is False
-    assert _outcome(scan_records_fast, data, n) == _outcome(scan_records, data, n)
+    assert fast(memoryview(data), n, NOW)[0] is False
+    assert _outcome(fast, data, n) == _outcome(scan_records, data, n)
 
 
-def test_count_mismatch_and_trailing_bytes():
+@FAST
+def test_count_mismatch_and_trailing_bytes(fast):
     data, n = _section(200)
     for count in (n - 1, n + 1):
-        assert _outcome(scan_records_fast, data, count) == _outcome(scan_records, data, count)
-    assert _outcome(scan_records_fast, data + b"\x00", n) == \
+        assert _outcome(fast, data, count) == _outcome(scan_records, data, count)
+    assert _outcome(fast, data + b"\x00", n) == \
         _outcome(scan_records, data + b"\x00", n)
 
 
+@FAST
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32), flips=st.integers(1, 4), count=st.sampled_from([64, 130]),
        keys=st.booleans())
-def test_same_answer_on_damaged_sections(seed, flips, count, keys):
+def test_same_answer_on_damaged_sections(fast, seed, flips, count, keys):
     data, n = _section(count, value_size=20, keys=keys)
     rng = random.Random(seed)
     for _ in range(flips):
         data[rng.randrange(len(data))] = rng.randrange(256)
-    assert _outcome(scan_records_fast, data, n) == _outcome(scan_records, data, n)
+    assert _outcome(fast, data, n) == _outcome(scan_records, data, n)
 
 
+@FAST
 @pytest.mark.parametrize("shape", [{}, {"keys": True}, {"value_size": 1024},
                                    {"ts_step": 100_003, "ts_mod": 2**20}])
-def test_well_formed_sections_do_not_fall_back(monkeypatch, shape):
+def test_well_formed_sections_do_not_fall_back(fast, monkeypatch, shape):
     import storage.record_scan as record_scan
     expected = scan_records(memoryview(_section(300, **shape)[0]), 300, NOW)
 
@@ -89,14 +98,15 @@ def test_well_formed_sections_do_not_fall_back(monkeypatch, shape):
         raise AssertionError("fell back to the per-record scan")
     monkeypatch.setattr(record_scan, "scan_records", fail)
     data, n = _section(300, **shape)
-    assert scan_records_fast(memoryview(data), n, NOW) == expected
+    assert fast(memoryview(data), n, NOW) == expected
 
 
-def test_reads_nothing_past_a_slice_of_a_larger_buffer():
+@FAST
+def test_reads_nothing_past_a_slice_of_a_larger_buffer(fast):
     data, n = _section(100, value_size=30)
     for cut in (1, 2, 3, 5):
         big = bytearray(data[:-cut]) + b"\x85\x85\x85\x85\x01" * 4      # varint-ish garbage after
         view = memoryview(big)[:len(data) - cut]
-        assert _outcome(scan_records_fast, view, n) == _outcome(scan_records, view, n)
+        assert _outcome(fast, view, n) == _outcome(scan_records, view, n)
     whole = memoryview(bytearray(data) + b"\xff" * 16)[:len(data)]
-    assert scan_records_fast(whole, n, NOW) == scan_records(memoryview(data), n, NOW)
+    assert fast(whole, n, NOW) == scan_records(memoryview(data), n, NOW)

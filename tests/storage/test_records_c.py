@@ -154,3 +154,88 @@ def test_encoder_declines_uncommon_shapes():
     assert encode_c([(0, 2**63, b"k", b"v", [])], -5) is None         # ts delta leaves int64
     data, max_ts = encode_c([(0, 5, None, b"v", []), (1, 3, b"k", None, [("h", None)])], 4)
     assert max_ts == 5 and decode_records_py(data, 2, 0, 4, -1, None)[1].headers == [("h", None)]
+
+
+# --- validation's scan (scan_records in _records.c, called by record_scan.scan_records_fast) ---
+
+def scan_both(data, count, base_timestamp=0):
+    """(answer or exception type) of the Python scan_records and of the compiled scan as
+    scan_records_fast uses it (None from C = Python decides)."""
+    from storage.record_scan import scan_records_fast
+    from storage.records import scan_records
+    out = []
+    for fn in (scan_records, scan_records_fast):
+        try:
+            out.append(fn(memoryview(data), count, base_timestamp))
+        except CorruptRecordError as exc:
+            out.append((CorruptRecordError, str(exc)))
+    return out
+
+
+def test_scan_records_fast_uses_the_compiled_scan():
+    from storage import record_scan
+    from storage._records import scan_records as scan_c
+    assert record_scan._scan_records_c in (scan_c, None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(record_st, min_size=1, max_size=20))
+def test_scan_same_answer_as_python(records):
+    from storage._records import scan_records as scan_c
+    data, count, base_ts = _section(records)
+    py, c = scan_both(data, count, base_ts)
+    assert py == c
+    assert scan_c(data, count) is not None          # well-formed: answered without Python
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(record_st, min_size=1, max_size=5), data=st.data())
+def test_scan_same_answer_on_damaged_sections(records, data):
+    section, count, base_ts = _section(records)
+    cut = data.draw(st.integers(0, len(section)))
+    py, c = scan_both(section[:cut], count, base_ts)
+    assert py == c
+    flipped = bytearray(section)
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(section) - 1))
+        flipped[at] ^= data.draw(st.integers(1, 255))
+    py, c = scan_both(flipped, count, base_ts)
+    assert py == c
+    for wrong_count in (count - 1, count + 1, 0, -1):
+        py, c = scan_both(section, wrong_count, base_ts)
+        assert py == c
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.binary(max_size=120), count=st.integers(-1, 12))
+def test_scan_same_answer_on_random_bytes(data, count):
+    py, c = scan_both(data, count, 7)
+    assert py == c
+
+
+def test_scan_odd_fields_match():
+    from storage.records import encode_record, encode_varint
+    from storage._records import scan_records as scan_c
+    good = encode_record(0, 5, b"k", b"v", [("ab", b"x"), ("c", None)])
+    for cut in range(len(good)):
+        assert scan_both(good[:cut], 1)[0] == scan_both(good[:cut], 1)[1]
+    # negative key/value lengths other than -1 are null for scan_records: same here
+    body = b"\x00" + encode_varint(3) + encode_varint(0) + encode_varint(-5) \
+        + encode_varint(-2) + b"\x00"
+    odd = encode_varint(len(body)) + body
+    assert scan_c(odd, 1) is not None
+    assert scan_both(odd, 1) == [(True, 3, 3, 0)] * 2
+    # negative header count / key length, extreme timestamp deltas, overlong varints
+    for headers in (encode_varint(-1), encode_varint(1) + encode_varint(-1) + b"\x00",
+                    encode_varint(2**40) + b"\x00\x00"):
+        body = b"\x00\x00\x00\x01\x01" + headers
+        rec = encode_varint(len(body)) + body
+        assert scan_both(rec, 1)[0] == scan_both(rec, 1)[1]
+    for ts in (2**63 - 1, -2**63):
+        body = b"\x00" + encode_varint(ts) + b"\x00\x01\x01\x00"
+        rec = encode_varint(len(body)) + body
+        assert scan_both(rec, 1, 2**63 - 1) == [(True, 2**63 - 1 + ts, 2**63 - 1 + ts, 0)] * 2
+    too_big = b"\x20\x00" + b"\xff" * 9 + b"\x7f" + b"\x00" * 13
+    assert scan_both(too_big, 1)[0] == scan_both(too_big, 1)[1]
+    assert scan_c(bytearray(good), 1) is not None and scan_c(memoryview(good), 1) is not None
+    assert scan_c("not a buffer", 1) is None
