@@ -79,13 +79,15 @@ class Worker:
                 self.kill()
 
 
-def wait_for(predicate, timeout, what):
+def wait_for(predicate, timeout, what, state=None):
+    """Polls `predicate`; on timeout the error says `what`, plus `state()` when given."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    detail = f": {state()}" if state is not None else ""
+    raise AssertionError(f"timed out waiting for {what}{detail}")
 
 
 def create_topic(bootstrap, name, partitions):
@@ -172,7 +174,9 @@ def test_every_client_assignor_shares_partitions_and_consumes_once(broker_proces
         return sorted(len(w.assigned) for w in pair) == [2, 2] and \
             set().union(*(w.assigned for w in pair)) == set(range(4))
     wait_for(lambda: all(split_evenly(pair) for pair in pairs.values()), 90,
-             "a 2/2 split in every group")
+             "a 2/2 split in every group",
+             lambda: {g: [(sorted(w.assigned), w.proc.poll()) for w in pair]
+                      for g, pair in pairs.items() if not split_evenly(pair)})
     values = [f"m-{i}" for i in range(20)]
     produce(broker.bootstrap, "mix", values, 4)
     wait_for(lambda: all(sum(len(w.messages()) for w in pair) == 20 for pair in pairs.values()),
