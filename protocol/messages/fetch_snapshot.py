@@ -460,7 +460,17 @@ class FetchSnapshotResponse(Message):
                 if size < 128:
                     start = pos + 1
                 else:
-                    size, start = read_uvarint(data, pos)
+                    b1 = data[pos + 1]
+                    if b1 < 128:
+                        size = (size & 127) | (b1 << 7)
+                        start = pos + 2
+                    else:
+                        b2 = data[pos + 2]
+                        if b2 < 128:
+                            size = (size & 127) | ((b1 & 127) << 7) | (b2 << 14)
+                            start = pos + 3
+                        else:
+                            size, start = read_uvarint(data, pos)
                 size -= 1
                 if size < 0:
                     self.unaligned_records = None
