@@ -143,12 +143,19 @@ class BrokerProc:
 
 
 class KBroker(BrokerProc):
+    """`python -m broker` with a fresh log dir (`log_dir`) under `workdir`; `overrides` are
+    extra server properties."""
     name = "kbroker"
 
+    def __init__(self, workdir: pathlib.Path, overrides: dict | None = None):
+        super().__init__(workdir)
+        self.overrides = dict(overrides or {})
+        self.log_dir = None
+
     def command(self) -> list:
-        log_dir = tempfile.mkdtemp(prefix="kbroker-bench-", dir=self.workdir)
-        overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": log_dir,
-                     "num.partitions": str(PARTITIONS)}
+        self.log_dir = tempfile.mkdtemp(prefix="kbroker-bench-", dir=self.workdir)
+        overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": self.log_dir,
+                     "num.partitions": str(PARTITIONS), **self.overrides}
         cmd = [sys.executable, "-m", "broker", str(ROOT / "config" / "server.properties")]
         for key, value in overrides.items():
             cmd += ["--override", f"{key}={value}"]

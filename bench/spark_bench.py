@@ -15,49 +15,25 @@ The data is deleted at the end (unless --keep).
 """
 import argparse
 import os
+import pathlib
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench.broker_bench import KBroker
+
 TOPIC = "bench-spark"
 PARTITIONS = 6
 VALUE_SIZE = 100
 DISTINCT_KEYS = 10_000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_broker(base_dir: str):
-    port = _free_port()
-    log_dir = os.path.join(base_dir, "kafka-logs")
-    overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": log_dir,
-                 "num.partitions": PARTITIONS, "replica.high.watermark.checkpoint.interval.ms": 200}
-    cmd = [sys.executable, "-m", "broker", os.path.join(ROOT, "config", "server.properties")]
-    for k, v in overrides.items():
-        cmd += ["--override", f"{k}={v}"]
-    out = open(os.path.join(base_dir, "broker.out"), "ab")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), stdout=out,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    out.close()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, f"127.0.0.1:{port}", log_dir
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("broker did not start within 60 s")
+def start_broker(base_dir: str) -> KBroker:
+    """The broker under the consumer and the data source (the broker benchmark's launcher)."""
+    return KBroker(pathlib.Path(base_dir), {"num.partitions": PARTITIONS,
+                                            "replica.high.watermark.checkpoint.interval.ms": 200}
+                   ).start(timeout=60)
 
 
 def produce(bootstrap: str, n: int) -> float:
@@ -156,9 +132,10 @@ def main(argv=None) -> None:
     n = args.records
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     base = tempfile.mkdtemp(prefix="spark-bench-", dir="/tmp")
-    proc = None
+    broker = None
     try:
-        proc, bootstrap, log_dir = start_broker(base)
+        broker = start_broker(base)
+        bootstrap, log_dir = broker.bootstrap, broker.log_dir
         produced = produce(bootstrap, n)
         print(f"produced {n:,} records of {VALUE_SIZE} B over {PARTITIONS} partitions in {produced:.1f} s "
               f"({n / produced:,.0f} rec/s)", flush=True)
@@ -178,12 +155,8 @@ def main(argv=None) -> None:
                 print(f"{'kafkalog ' + label:36s} {t:8.2f} {n / t:12,.0f} {n / t / consumer_rate:11.2f}x  {target}")
         print(f"size of the .log files: {_du(log_dir) / 1e6:,.0f} MB")
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if broker is not None:
+            broker.stop()
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 
