@@ -166,7 +166,11 @@ def read_nullable_string(data, pos):
 
 
 def read_compact_string(data, pos):
-    n, pos = read_uvarint(data, pos)
+    n = data[pos]
+    if n < 0x80:        # the 1-byte form, inline: most strings and counts
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
     if n == 0:
         raise _null("string")
     end = pos + n - 1
@@ -176,7 +180,11 @@ def read_compact_string(data, pos):
 
 
 def read_compact_nullable_string(data, pos):
-    n, pos = read_uvarint(data, pos)
+    n = data[pos]
+    if n < 0x80:        # the 1-byte form, inline: most strings and counts
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
     if n == 0:
         return None, pos
     end = pos + n - 1
@@ -330,7 +338,11 @@ def read_array_length(data, pos):
 
 
 def read_compact_array_length(data, pos):
-    n, pos = read_uvarint(data, pos)
+    n = data[pos]
+    if n < 0x80:        # the 1-byte form, inline: most strings and counts
+        pos += 1
+    else:
+        n, pos = read_uvarint(data, pos)
     n -= 1
     if n > len(data) - pos:
         _check_length(data, pos, n, "array")
@@ -404,6 +416,78 @@ def fixed_array_structs(fields, code, compact):
     table = _ARRAY_TABLES.get(key)
     if table is None:
         table = _ARRAY_TABLES[key] = FixedArrayStructs(code, compact, fields)
+    return table
+
+
+class MultiArrayStructs(dict):
+    """Struct objects for a run of fixed-width fields and several fixed-width arrays written
+    back to back, keyed by the tuple of array lengths.  `layout` spells the run: field codes,
+    and ``[c]`` for an array of code `c` with its count prefix — Metadata's partition is
+    ``"hiii[i][i][i]"``, packed as ``table[(3, 3, 0)].pack(e, p, l, ep, 4, r0, r1, r2, 4, i0, i1,
+    i2, 1)``.  One pack per partition instead of one per array.  Compact counts of 128 and more
+    get an adapter with the same `pack` signature.
+    """
+
+    def __init__(self, layout, compact):
+        super().__init__()
+        self.compact = compact
+        self.parts = []                 # (leading field codes, array code or None)
+        fields = ""
+        i = 0
+        while i < len(layout):
+            if layout[i] == "[":
+                self.parts.append((fields, layout[i + 1]))
+                fields = ""
+                i += 3
+            else:
+                fields += layout[i]
+                i += 1
+        self.parts.append((fields, None))
+
+    def __missing__(self, counts):
+        count_code = "B" if self.compact else "i"
+        if self.compact and max(counts) + 1 >= 0x80:
+            packer = _LongMultiArray(self.parts, counts)
+        else:
+            fmt = ">" + "".join(fields + (f"{count_code}{n}{code}" if code else "")
+                                for (fields, code), n in zip(self.parts, counts + (0,)))
+            packer = struct.Struct(fmt)
+        if len(self) < 4096:
+            self[counts] = packer
+        return packer
+
+
+class _LongMultiArray:
+    """MultiArrayStructs' packer when a compact count needs a multi-byte varint."""
+    __slots__ = ("steps",)
+
+    def __init__(self, parts, counts):
+        self.steps = [(struct.Struct(">" + fields), len(fields),
+                       struct.Struct(f">{n}{code}") if code else None, n)
+                      for (fields, code), n in zip(parts, counts + (0,))]
+
+    def pack(self, *values):
+        out = bytearray()
+        k = 0
+        for head, nfields, items, n in self.steps:
+            out += head.pack(*values[k:k + nfields])
+            k += nfields
+            if items is not None:
+                write_uvarint(out, values[k])
+                out += items.pack(*values[k + 1:k + 1 + n])
+                k += 1 + n
+        return bytes(out)
+
+
+_MULTI_TABLES = {}
+
+
+def multi_array_structs(layout, compact):
+    """The shared MultiArrayStructs table for `layout` and count encoding."""
+    key = (layout, compact)
+    table = _MULTI_TABLES.get(key)
+    if table is None:
+        table = _MULTI_TABLES[key] = MultiArrayStructs(layout, compact)
     return table
 
 

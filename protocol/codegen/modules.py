@@ -23,7 +23,7 @@ PRIMITIVE_NAMES = [
     "read_records", "read_compact_records", "write_records", "write_compact_records",
     "read_uuid", "read_array_length", "read_compact_array_length", "read_fixed_array",
     "write_fixed_array", "write_compact_fixed_array", "write_array_length",
-    "write_compact_array_length", "fixed_array_structs", "NULL_ARRAY",
+    "write_compact_array_length", "fixed_array_structs", "multi_array_structs", "NULL_ARRAY",
 ]
 
 
@@ -57,7 +57,9 @@ def render_module(doc, messages):
     constants = []
     for name in sorted(formats):
         fmt = formats[name]
-        if isinstance(fmt, tuple):
+        if isinstance(fmt, tuple) and fmt[0] == "multi":
+            constants.append(f"{name} = multi_array_structs({fmt[1]!r}, {fmt[2]})\n")
+        elif isinstance(fmt, tuple):
             fields, code, compact = fmt
             constants.append(f"{name} = fixed_array_structs({fields!r}, {code!r}, {compact})\n")
         else:

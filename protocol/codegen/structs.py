@@ -85,6 +85,12 @@ class StructEmitter:
         self.formats[name] = (fields, code, compact)
         return name
 
+    def multi_table(self, layout, compact):
+        spelled = "".join(_NAME_CODES.get(c, c) for c in layout)
+        name = f"_{'CM' if compact else 'M'}_" + spelled.replace("[", "_a").replace("]", "").lstrip("_")
+        self.formats[name] = ("multi", layout, compact)
+        return name
+
     def emit_is_default(self, struct, out):
         """`_is_default()`: does the struct equal a new default instance?  Tagged struct fields
         are written only when it is False; comparing field by field is much cheaper than
@@ -250,26 +256,23 @@ class StructEmitter:
         regular = [f for f in struct.fields
                    if not (f.versions & within).empty and not self.is_tagged(f, within, flexible)]
         runs = self.groups(regular, within)
+        fusable = [(group[0].type in FIXED and not group[0].is_array)
+                   or self.packable_array(group[0], within) for _, group in runs]
         i = 0
         while i < len(runs):
             cond, group = runs[i]
-            i += 1
+            # Fixed-width fields and never-null fixed-width arrays that follow each other under
+            # one condition are written with one pack (Metadata partitions: 4 fields, 3 arrays).
+            j = i + 1
+            if fusable[i]:
+                while j < len(runs) and fusable[j] and runs[j][0] == cond:
+                    j += 1
+            fused = runs[i:j]
+            i = j
             ctx = out.block(f"if {cond}:") if cond else _Nothing()
             with ctx:
-                if group[0].type in FIXED and not group[0].is_array:
-                    codes = "".join(FIXED[f.type][0] for f in group)
-                    args = ", ".join(f"{obj}.{f.attr}" for f in group)
-                    follower = runs[i][1][0] if i < len(runs) and runs[i][0] == cond else None
-                    if follower is not None and self.packable_array(follower, within):
-                        # The fixed fields and the fixed-width array after them: one pack.
-                        i += 1
-                        compact = self.compact(follower, flexible)
-                        table = self.array_table(FIXED[follower.type][0], compact, codes)
-                        out(f"items = {obj}.{follower.attr}")
-                        out("n = len(items)")
-                        out(f"buf += {table}[n].pack({args}, n{' + 1' if compact else ''}, *items)")
-                    else:
-                        out(f"buf += {self.fmt(codes)}.pack({args})")
+                if fusable[i - 1]:
+                    self.write_fused([g for _, g in fused], within, flexible, obj, out)
                 else:
                     f = group[0]
                     self.write_value(f, f"{obj}.{f.attr}", within, flexible, "buf", out)
@@ -301,6 +304,40 @@ class StructEmitter:
                     out("buf.append(0)")
         if len(out.lines) == start:
             out("pass")
+
+    def write_fused(self, groups, within, flexible, obj, out):
+        fields = [f for g in groups for f in g]
+        arrays = [f for f in fields if f.is_array]
+        compact = flexible
+        if not arrays:
+            codes = "".join(FIXED[f.type][0] for f in fields)
+            args = ", ".join(f"{obj}.{f.attr}" for f in fields)
+            out(f"buf += {self.fmt(codes)}.pack({args})")
+            return
+        if len(arrays) == 1 and fields[-1] is arrays[0]:
+            codes = "".join(FIXED[f.type][0] for f in fields[:-1])
+            args = "".join(f"{obj}.{f.attr}, " for f in fields[:-1])
+            table = self.array_table(FIXED[arrays[0].type][0], compact, codes)
+            out(f"items = {obj}.{arrays[0].attr}")
+            out("n = len(items)")
+            out(f"buf += {table}[n].pack({args}n{' + 1' if compact else ''}, *items)")
+            return
+        layout = "".join(f"[{FIXED[f.type][0]}]" if f.is_array else FIXED[f.type][0] for f in fields)
+        table = self.multi_table(layout, compact)
+        names = {}
+        for k, f in enumerate(arrays):
+            names[f.attr] = (f"a{k}", f"n{k}")
+            out(f"a{k} = {obj}.{f.attr}")
+            out(f"n{k} = len(a{k})")
+        args = []
+        for f in fields:
+            if f.is_array:
+                a, n = names[f.attr]
+                args += [f"{n}{' + 1' if compact else ''}", f"*{a}"]
+            else:
+                args.append(f"{obj}.{f.attr}")
+        key = ", ".join(n for _, n in names.values()) + ("," if len(arrays) == 1 else "")
+        out(f"buf += {table}[{key}].pack({', '.join(args)})")
 
     @staticmethod
     def packable_array(f, within):
@@ -483,7 +520,15 @@ class StructEmitter:
         c = "compact_" if compact else ""
         nullable = condition(f.nullable & f.versions, f.versions & within)
         if f.is_array:
-            out(f"n, pos = read_{c}array_length(data, pos)")
+            if compact:
+                # Counts below 127 (one varint byte) inline; the call handles the rest.
+                out("n = data[pos] - 1")
+                with out.block("if 0 <= n < 127:"):
+                    out("pos += 1")
+                with out.block("else:"):
+                    out("n, pos = read_compact_array_length(data, pos)")
+            else:
+                out("n, pos = read_array_length(data, pos)")
             with out.block("if n < 0:"):
                 if nullable == "False":
                     out("raise null_array()")
@@ -584,6 +629,22 @@ class StructEmitter:
                     out("raise past_end(data, start, size)")
                 out(f"{target} = data[start:end]")
                 out("pos = end")
+        elif ftype == "string" and c and nullable in ("False", None):
+            # Compact strings shorter than 127 bytes (names, ids) inline; the call handles
+            # longer ones and reports bad lengths.
+            out("n = data[pos]")
+            keyword = "if"
+            if nullable is None:
+                with out.block("if n == 0:"):
+                    out(f"{target} = None")
+                    out("pos += 1")
+                keyword = "elif"
+            cond = "n < 128" if nullable is None else "0 < n < 128"
+            with out.block(f"{keyword} {cond} and (s_end := pos + n) <= len(data):"):
+                out(f'{target} = str(data[pos + 1:s_end], "utf-8")')
+                out("pos = s_end")
+            with out.block("else:"):
+                out(f"{target}, pos = read_compact_{'' if nullable == 'False' else 'nullable_'}string(data, pos)")
         elif ftype in ("string", "bytes"):
             if nullable == "False":
                 out(f"{target}, pos = read_{c}{ftype}(data, pos)")

@@ -103,7 +103,11 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -183,7 +187,11 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
             self.member_epoch, self.previous_member_epoch, self.state = _S_iib.unpack_from(data, pos)
             pos += 9
             f = 'assigned_partitions'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -194,7 +202,11 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
                     sub = 'topic_id'
                     elem.topic_id, pos = read_uuid(data, pos)
                     sub = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -210,7 +222,11 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
                 sub = None
                 self.assigned_partitions = elems
             f = 'partitions_pending_revocation'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -221,7 +237,11 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
                     sub = 'topic_id'
                     elem.topic_id, pos = read_uuid(data, pos)
                     sub = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:

@@ -99,7 +99,12 @@ class ConsumerGroupMemberMetadataValue(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'metadata'
                 self.metadata, pos = read_compact_bytes(data, pos)
                 f = "<tagged fields>"
@@ -165,7 +170,11 @@ class ConsumerGroupMemberMetadataValue(Message):
                 self.session_timeout_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'supported_protocols'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -174,7 +183,12 @@ class ConsumerGroupMemberMetadataValue(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'name'
-                        elem.name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.name, pos = read_compact_string(data, pos)
                         sub = 'metadata'
                         elem.metadata, pos = read_compact_bytes(data, pos)
                         sub = "<tagged fields>"
@@ -264,30 +278,81 @@ class ConsumerGroupMemberMetadataValue(Message):
         sub = None
         try:
             f = 'instance_id'
-            self.instance_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.instance_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.instance_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.instance_id, pos = read_compact_nullable_string(data, pos)
             f = 'rack_id'
-            self.rack_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.rack_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.rack_id, pos = read_compact_nullable_string(data, pos)
             f = 'client_id'
-            self.client_id, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.client_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.client_id, pos = read_compact_string(data, pos)
             f = 'client_host'
-            self.client_host, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.client_host = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.client_host, pos = read_compact_string(data, pos)
             f = 'subscribed_topic_names'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
                 items = []
                 for _ in range(n):
-                    item, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        item = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        item, pos = read_compact_string(data, pos)
                     items.append(item)
                 self.subscribed_topic_names = items
             f = 'subscribed_topic_regex'
-            self.subscribed_topic_regex, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.subscribed_topic_regex = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.subscribed_topic_regex = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.subscribed_topic_regex, pos = read_compact_nullable_string(data, pos)
             f = 'rebalance_timeout_ms'
             self.rebalance_timeout_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'server_assignor'
-            self.server_assignor, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.server_assignor = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.server_assignor = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.server_assignor, pos = read_compact_nullable_string(data, pos)
             f = "<tagged fields>"
             self.classic_member_metadata = None
             self.unknown_tagged_fields = None

@@ -127,13 +127,36 @@ class GroupMetadataValue(Message):
             try:
                 if version >= 4:
                     f = 'member_id'
-                    self.member_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.member_id, pos = read_compact_string(data, pos)
                     f = 'group_instance_id'
-                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.group_instance_id = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                     f = 'client_id'
-                    self.client_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.client_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.client_id, pos = read_compact_string(data, pos)
                     f = 'client_host'
-                    self.client_host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.client_host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.client_host, pos = read_compact_string(data, pos)
                     f = 'rebalance_timeout'
                     self.rebalance_timeout, self.session_timeout = _S_ii.unpack_from(data, pos)
                     pos += 8
@@ -259,19 +282,44 @@ class GroupMetadataValue(Message):
         try:
             if version >= 4:
                 f = 'protocol_type'
-                self.protocol_type, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.protocol_type, pos = read_compact_string(data, pos)
                 f = 'generation'
                 self.generation, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'protocol'
-                self.protocol, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.protocol = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.protocol = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.protocol, pos = read_compact_nullable_string(data, pos)
                 f = 'leader'
-                self.leader, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.leader = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.leader = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.leader, pos = read_compact_nullable_string(data, pos)
                 f = 'current_state_timestamp'
                 self.current_state_timestamp, = _S_q.unpack_from(data, pos)
                 pos += 8
                 f = 'members'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -280,13 +328,36 @@ class GroupMetadataValue(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'member_id'
-                        elem.member_id, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.member_id, pos = read_compact_string(data, pos)
                         sub = 'group_instance_id'
-                        elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.group_instance_id = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
                         sub = 'client_id'
-                        elem.client_id, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.client_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.client_id, pos = read_compact_string(data, pos)
                         sub = 'client_host'
-                        elem.client_host, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.client_host = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.client_host, pos = read_compact_string(data, pos)
                         sub = 'rebalance_timeout'
                         elem.rebalance_timeout, elem.session_timeout = _S_ii.unpack_from(data, pos)
                         pos += 8

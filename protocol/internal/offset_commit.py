@@ -125,7 +125,12 @@ class OffsetCommitValue(Message):
                 self.offset, self.leader_epoch = _S_qi.unpack_from(data, pos)
                 pos += 12
                 f = 'metadata'
-                self.metadata, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.metadata = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.metadata, pos = read_compact_string(data, pos)
                 f = 'commit_timestamp'
                 self.commit_timestamp, = _S_q.unpack_from(data, pos)
                 pos += 8

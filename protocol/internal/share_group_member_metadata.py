@@ -105,19 +105,46 @@ class ShareGroupMemberMetadataValue(Message):
         sub = None
         try:
             f = 'rack_id'
-            self.rack_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.rack_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.rack_id, pos = read_compact_nullable_string(data, pos)
             f = 'client_id'
-            self.client_id, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.client_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.client_id, pos = read_compact_string(data, pos)
             f = 'client_host'
-            self.client_host, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.client_host = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.client_host, pos = read_compact_string(data, pos)
             f = 'subscribed_topic_names'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
                 items = []
                 for _ in range(n):
-                    item, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        item = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        item, pos = read_compact_string(data, pos)
                     items.append(item)
                 self.subscribed_topic_names = items
             f = "<tagged fields>"

@@ -99,13 +99,22 @@ class ShareGroupPartitionMetadataValue(Message):
                 self.partition, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'racks'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
                     items = []
                     for _ in range(n):
-                        item, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            item = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            item, pos = read_compact_string(data, pos)
                         items.append(item)
                     self.racks = items
                 f = "<tagged fields>"
@@ -173,12 +182,21 @@ class ShareGroupPartitionMetadataValue(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'num_partitions'
                 self.num_partitions, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'partition_metadata'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -190,13 +208,22 @@ class ShareGroupPartitionMetadataValue(Message):
                         elem.partition, = _S_i.unpack_from(data, pos)
                         pos += 4
                         sub = 'racks'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
                             items = []
                             for _ in range(n):
-                                item, pos = read_compact_string(data, pos)
+                                n = data[pos]
+                                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                    item = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    item, pos = read_compact_string(data, pos)
                                 items.append(item)
                             elem.racks = items
                         sub = "<tagged fields>"
@@ -255,7 +282,11 @@ class ShareGroupPartitionMetadataValue(Message):
         sub = None
         try:
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

@@ -101,9 +101,18 @@ class ShareGroupStatePartitionMetadataValue(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -156,7 +165,12 @@ class ShareGroupStatePartitionMetadataValue(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -221,7 +235,11 @@ class ShareGroupStatePartitionMetadataValue(Message):
         sub = None
         try:
             f = 'initialized_topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -232,9 +250,18 @@ class ShareGroupStatePartitionMetadataValue(Message):
                     sub = 'topic_id'
                     elem.topic_id, pos = read_uuid(data, pos)
                     sub = 'topic_name'
-                    elem.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.topic_name, pos = read_compact_string(data, pos)
                     sub = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -250,7 +277,11 @@ class ShareGroupStatePartitionMetadataValue(Message):
                 sub = None
                 self.initialized_topics = elems
             f = 'deleting_topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -261,7 +292,12 @@ class ShareGroupStatePartitionMetadataValue(Message):
                     sub = 'topic_id'
                     elem.topic_id, pos = read_uuid(data, pos)
                     sub = 'topic_name'
-                    elem.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.topic_name, pos = read_compact_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None

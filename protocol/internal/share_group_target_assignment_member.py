@@ -102,7 +102,11 @@ class ShareGroupTargetAssignmentMemberValue(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -159,7 +163,11 @@ class ShareGroupTargetAssignmentMemberValue(Message):
         sub = None
         try:
             f = 'topic_partitions'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -170,7 +178,11 @@ class ShareGroupTargetAssignmentMemberValue(Message):
                     sub = 'topic_id'
                     elem.topic_id, pos = read_uuid(data, pos)
                     sub = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:

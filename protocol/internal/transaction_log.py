@@ -108,9 +108,18 @@ class TransactionLogValue(Message):
             try:
                 if version >= 1:
                     f = 'topic'
-                    self.topic, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic, pos = read_compact_string(data, pos)
                     f = 'partition_ids'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -227,7 +236,11 @@ class TransactionLogValue(Message):
                 self.producer_id, self.producer_epoch, self.transaction_timeout_ms, self.transaction_status = _S_qhib.unpack_from(data, pos)
                 pos += 15
                 f = 'transaction_partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.transaction_partitions = None
                 else:
@@ -236,9 +249,18 @@ class TransactionLogValue(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'topic'
-                        elem.topic, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.topic = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.topic, pos = read_compact_string(data, pos)
                         sub = 'partition_ids'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:

@@ -69,9 +69,18 @@ class AddPartitionsToTxnRequest(Message):
             try:
                 if version >= 3:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -149,12 +158,21 @@ class AddPartitionsToTxnRequest(Message):
             sub = None
             try:
                 f = 'transactional_id'
-                self.transactional_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transactional_id, pos = read_compact_string(data, pos)
                 f = 'producer_id'
                 self.producer_id, self.producer_epoch, self.verify_only = _S_qhz.unpack_from(data, pos)
                 pos += 11
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -163,9 +181,18 @@ class AddPartitionsToTxnRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'name'
-                        elem.name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.name, pos = read_compact_string(data, pos)
                         sub = 'partitions'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -264,7 +291,11 @@ class AddPartitionsToTxnRequest(Message):
             if version >= 3:
                 if version >= 4:
                     f = 'transactions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -279,7 +310,12 @@ class AddPartitionsToTxnRequest(Message):
                     self.transactions = []
                 if version <= 3:
                     f = 'v3_and_below_transactional_id'
-                    self.v3_and_below_transactional_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.v3_and_below_transactional_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.v3_and_below_transactional_id, pos = read_compact_string(data, pos)
                 else:
                     self.v3_and_below_transactional_id = ''
                 if version <= 3:
@@ -291,7 +327,11 @@ class AddPartitionsToTxnRequest(Message):
                     self.v3_and_below_producer_epoch = 0
                 if version <= 3:
                     f = 'v3_and_below_topics'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -300,9 +340,18 @@ class AddPartitionsToTxnRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_string(data, pos)
                             sub = 'partitions'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -468,9 +517,18 @@ class AddPartitionsToTxnResponse(Message):
             try:
                 if version >= 3:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'results_by_partition'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -562,9 +620,18 @@ class AddPartitionsToTxnResponse(Message):
             sub = None
             try:
                 f = 'transactional_id'
-                self.transactional_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transactional_id, pos = read_compact_string(data, pos)
                 f = 'topic_results'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -656,7 +723,11 @@ class AddPartitionsToTxnResponse(Message):
                     self.error_code = 0
                 if version >= 4:
                     f = 'results_by_transaction'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -671,7 +742,11 @@ class AddPartitionsToTxnResponse(Message):
                     self.results_by_transaction = []
                 if version <= 3:
                     f = 'results_by_topic_v3_and_below'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:

@@ -58,9 +58,19 @@ class AddRaftVoterRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_H.unpack_from(data, pos)
                 pos += 2
@@ -126,14 +136,26 @@ class AddRaftVoterRequest(Message):
         sub = None
         try:
             f = 'cluster_id'
-            self.cluster_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.cluster_id, pos = read_compact_nullable_string(data, pos)
             f = 'timeout_ms'
             self.timeout_ms, self.voter_id = _S_ii.unpack_from(data, pos)
             pos += 8
             f = 'voter_directory_id'
             self.voter_directory_id, pos = read_uuid(data, pos)
             f = 'listeners'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -142,9 +164,19 @@ class AddRaftVoterRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = 'host'
-                    elem.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.host, pos = read_compact_string(data, pos)
                     sub = 'port'
                     elem.port, = _S_H.unpack_from(data, pos)
                     pos += 2
@@ -210,7 +242,15 @@ class AddRaftVoterResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             f = "<tagged fields>"
             if data[pos] == 0:
                 self.unknown_tagged_fields = None

@@ -62,9 +62,22 @@ class AlterClientQuotasRequest(Message):
             try:
                 if version >= 1:
                     f = 'entity_type'
-                    self.entity_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.entity_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.entity_type, pos = read_compact_string(data, pos)
                     f = 'entity_name'
-                    self.entity_name, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.entity_name = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.entity_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.entity_name, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -124,7 +137,12 @@ class AlterClientQuotasRequest(Message):
             try:
                 if version >= 1:
                     f = 'key'
-                    self.key, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.key = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.key, pos = read_compact_string(data, pos)
                     f = 'value'
                     self.value, self.remove = _S_dz.unpack_from(data, pos)
                     pos += 9
@@ -210,7 +228,11 @@ class AlterClientQuotasRequest(Message):
             try:
                 if version >= 1:
                     f = 'entity'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -219,9 +241,22 @@ class AlterClientQuotasRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'entity_type'
-                            elem.entity_type, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.entity_type = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.entity_type, pos = read_compact_string(data, pos)
                             sub = 'entity_name'
-                            elem.entity_name, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.entity_name = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.entity_name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.entity_name, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -233,7 +268,11 @@ class AlterClientQuotasRequest(Message):
                         sub = None
                         self.entity = elems
                     f = 'ops'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -242,7 +281,12 @@ class AlterClientQuotasRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'key'
-                            elem.key, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.key = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.key, pos = read_compact_string(data, pos)
                             sub = 'value'
                             elem.value, elem.remove = _S_dz.unpack_from(data, pos)
                             pos += 9
@@ -353,7 +397,11 @@ class AlterClientQuotasRequest(Message):
         try:
             if version >= 1:
                 f = 'entries'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -437,9 +485,22 @@ class AlterClientQuotasResponse(Message):
             try:
                 if version >= 1:
                     f = 'entity_type'
-                    self.entity_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.entity_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.entity_type, pos = read_compact_string(data, pos)
                     f = 'entity_name'
-                    self.entity_name, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.entity_name = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.entity_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.entity_name, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -516,9 +577,21 @@ class AlterClientQuotasResponse(Message):
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = 'entity'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -527,9 +600,22 @@ class AlterClientQuotasResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'entity_type'
-                            elem.entity_type, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.entity_type = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.entity_type, pos = read_compact_string(data, pos)
                             sub = 'entity_name'
-                            elem.entity_name, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.entity_name = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.entity_name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.entity_name, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -626,7 +712,11 @@ class AlterClientQuotasResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'entries'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

@@ -62,9 +62,22 @@ class AlterConfigsRequest(Message):
             try:
                 if version >= 2:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'value'
-                    self.value, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.value = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.value, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -141,9 +154,18 @@ class AlterConfigsRequest(Message):
                     self.resource_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'resource_name'
-                    self.resource_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.resource_name, pos = read_compact_string(data, pos)
                     f = 'configs'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -152,9 +174,22 @@ class AlterConfigsRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_string(data, pos)
                             sub = 'value'
-                            elem.value, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.value = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.value, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -248,7 +283,11 @@ class AlterConfigsRequest(Message):
         try:
             if version >= 2:
                 f = 'resources'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -343,12 +382,25 @@ class AlterConfigsResponse(Message):
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = 'resource_type'
                     self.resource_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'resource_name'
-                    self.resource_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.resource_name, pos = read_compact_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -430,7 +482,11 @@ class AlterConfigsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'responses'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -442,12 +498,25 @@ class AlterConfigsResponse(Message):
                         elem.error_code, = _S_h.unpack_from(data, pos)
                         pos += 2
                         sub = 'error_message'
-                        elem.error_message, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.error_message = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.error_message, pos = read_compact_nullable_string(data, pos)
                         sub = 'resource_type'
                         elem.resource_type, = _S_b.unpack_from(data, pos)
                         pos += 1
                         sub = 'resource_name'
-                        elem.resource_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.resource_name, pos = read_compact_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None

@@ -134,7 +134,11 @@ class AlterPartitionRequest(Message):
                 pos += 8
                 if version <= 2:
                     f = 'new_isr'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -143,7 +147,11 @@ class AlterPartitionRequest(Message):
                     self.new_isr = []
                 if version >= 3:
                     f = 'new_isr_with_epochs'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -231,7 +239,12 @@ class AlterPartitionRequest(Message):
             try:
                 if version <= 1:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                 else:
                     self.topic_name = ''
                 if version >= 2:
@@ -240,7 +253,11 @@ class AlterPartitionRequest(Message):
                 else:
                     self.topic_id = ZERO_UUID
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -305,7 +322,11 @@ class AlterPartitionRequest(Message):
             self.broker_id, self.broker_epoch = _S_iq.unpack_from(data, pos)
             pos += 12
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -381,7 +402,11 @@ class AlterPartitionResponse(Message):
                 self.partition_index, self.error_code, self.leader_id, self.leader_epoch = _S_ihii.unpack_from(data, pos)
                 pos += 14
                 f = 'isr'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -459,7 +484,12 @@ class AlterPartitionResponse(Message):
             try:
                 if version <= 1:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                 else:
                     self.topic_name = ''
                 if version >= 2:
@@ -468,7 +498,11 @@ class AlterPartitionResponse(Message):
                 else:
                     self.topic_id = ZERO_UUID
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -480,7 +514,11 @@ class AlterPartitionResponse(Message):
                         elem.partition_index, elem.error_code, elem.leader_id, elem.leader_epoch = _S_ihii.unpack_from(data, pos)
                         pos += 14
                         sub = 'isr'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -558,7 +596,11 @@ class AlterPartitionResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

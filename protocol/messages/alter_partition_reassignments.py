@@ -64,7 +64,11 @@ class AlterPartitionReassignmentsRequest(Message):
                 self.partition_index, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'replicas'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.replicas = None
                 else:
@@ -128,9 +132,18 @@ class AlterPartitionReassignmentsRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -142,7 +155,11 @@ class AlterPartitionReassignmentsRequest(Message):
                         elem.partition_index, = _S_i.unpack_from(data, pos)
                         pos += 4
                         sub = 'replicas'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             elem.replicas = None
                         else:
@@ -209,7 +226,11 @@ class AlterPartitionReassignmentsRequest(Message):
             self.timeout_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -273,7 +294,15 @@ class AlterPartitionReassignmentsResponse(Message):
                 self.partition_index, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -328,9 +357,18 @@ class AlterPartitionReassignmentsResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -342,7 +380,15 @@ class AlterPartitionReassignmentsResponse(Message):
                         elem.partition_index, elem.error_code = _S_ih.unpack_from(data, pos)
                         pos += 6
                         sub = 'error_message'
-                        elem.error_message, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.error_message = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.error_message, pos = read_compact_nullable_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None
@@ -410,9 +456,21 @@ class AlterPartitionReassignmentsResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             f = 'responses'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

@@ -57,7 +57,12 @@ class AlterUserScramCredentialsRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'mechanism'
                 self.mechanism, = _S_b.unpack_from(data, pos)
                 pos += 1
@@ -115,7 +120,12 @@ class AlterUserScramCredentialsRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'mechanism'
                 self.mechanism, self.iterations = _S_bi.unpack_from(data, pos)
                 pos += 5
@@ -186,7 +196,11 @@ class AlterUserScramCredentialsRequest(Message):
         sub = None
         try:
             f = 'deletions'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -195,7 +209,12 @@ class AlterUserScramCredentialsRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = 'mechanism'
                     elem.mechanism, = _S_b.unpack_from(data, pos)
                     pos += 1
@@ -210,7 +229,11 @@ class AlterUserScramCredentialsRequest(Message):
                 sub = None
                 self.deletions = elems
             f = 'upsertions'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -219,7 +242,12 @@ class AlterUserScramCredentialsRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = 'mechanism'
                     elem.mechanism, elem.iterations = _S_bi.unpack_from(data, pos)
                     pos += 5
@@ -288,12 +316,25 @@ class AlterUserScramCredentialsResponse(Message):
             sub = None
             try:
                 f = 'user'
-                self.user, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.user = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.user, pos = read_compact_string(data, pos)
                 f = 'error_code'
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -351,7 +392,11 @@ class AlterUserScramCredentialsResponse(Message):
             self.throttle_time_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'results'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -360,12 +405,25 @@ class AlterUserScramCredentialsResponse(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'user'
-                    elem.user, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.user = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.user, pos = read_compact_string(data, pos)
                     sub = 'error_code'
                     elem.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     sub = 'error_message'
-                    elem.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        elem.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.error_message, pos = read_compact_nullable_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None

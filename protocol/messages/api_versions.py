@@ -62,9 +62,19 @@ class ApiVersionsRequest(Message):
         try:
             if version >= 3:
                 f = 'client_software_name'
-                self.client_software_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.client_software_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.client_software_name, pos = read_compact_string(data, pos)
                 f = 'client_software_version'
-                self.client_software_version, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.client_software_version = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.client_software_version, pos = read_compact_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -177,7 +187,12 @@ class ApiVersionsResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'min_version'
                 self.min_version, self.max_version = _S_hh.unpack_from(data, pos)
                 pos += 4
@@ -229,7 +244,12 @@ class ApiVersionsResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'max_version_level'
                 self.max_version_level, self.min_version_level = _S_hh.unpack_from(data, pos)
                 pos += 4
@@ -334,7 +354,11 @@ class ApiVersionsResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'api_keys'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -370,7 +394,11 @@ class ApiVersionsResponse(Message):
                     end = pos + size
                     if tag == 0:
                         f = 'supported_features'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -379,7 +407,12 @@ class ApiVersionsResponse(Message):
                             for idx in range(n):
                                 elem = _new(elem_cls)
                                 sub = 'name'
-                                elem.name, pos = read_compact_string(data, pos)
+                                n = data[pos]
+                                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                    elem.name = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    elem.name, pos = read_compact_string(data, pos)
                                 sub = 'min_version'
                                 elem.min_version, elem.max_version = _S_hh.unpack_from(data, pos)
                                 pos += 4
@@ -403,7 +436,11 @@ class ApiVersionsResponse(Message):
                             raise tag_overrun(pos, end)
                     elif tag == 2:
                         f = 'finalized_features'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -412,7 +449,12 @@ class ApiVersionsResponse(Message):
                             for idx in range(n):
                                 elem = _new(elem_cls)
                                 sub = 'name'
-                                elem.name, pos = read_compact_string(data, pos)
+                                n = data[pos]
+                                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                    elem.name = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    elem.name, pos = read_compact_string(data, pos)
                                 sub = 'max_version_level'
                                 elem.max_version_level, elem.min_version_level = _S_hh.unpack_from(data, pos)
                                 pos += 4

@@ -145,9 +145,18 @@ class BeginQuorumEpochRequest(Message):
             try:
                 if version >= 1:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -244,9 +253,19 @@ class BeginQuorumEpochRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_H.unpack_from(data, pos)
                 pos += 2
@@ -323,12 +342,24 @@ class BeginQuorumEpochRequest(Message):
         try:
             if version >= 1:
                 f = 'cluster_id'
-                self.cluster_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.cluster_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.cluster_id, pos = read_compact_nullable_string(data, pos)
                 f = 'voter_id'
                 self.voter_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -340,7 +371,11 @@ class BeginQuorumEpochRequest(Message):
                     idx = None
                     self.topics = items
                 f = 'leader_endpoints'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -349,9 +384,19 @@ class BeginQuorumEpochRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'name'
-                        elem.name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.name, pos = read_compact_string(data, pos)
                         sub = 'host'
-                        elem.host, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.host, pos = read_compact_string(data, pos)
                         sub = 'port'
                         elem.port, = _S_H.unpack_from(data, pos)
                         pos += 2
@@ -506,9 +551,18 @@ class BeginQuorumEpochResponse(Message):
             try:
                 if version >= 1:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -602,7 +656,12 @@ class BeginQuorumEpochResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_H.unpack_from(data, pos)
                 pos += 2
@@ -678,7 +737,11 @@ class BeginQuorumEpochResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -698,7 +761,11 @@ class BeginQuorumEpochResponse(Message):
                     end = pos + size
                     if tag == 0:
                         f = 'node_endpoints'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -710,7 +777,12 @@ class BeginQuorumEpochResponse(Message):
                                 elem.node_id, = _S_i.unpack_from(data, pos)
                                 pos += 4
                                 sub = 'host'
-                                elem.host, pos = read_compact_string(data, pos)
+                                n = data[pos]
+                                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                    elem.host = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    elem.host, pos = read_compact_string(data, pos)
                                 sub = 'port'
                                 elem.port, = _S_H.unpack_from(data, pos)
                                 pos += 2

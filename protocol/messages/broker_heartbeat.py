@@ -79,7 +79,11 @@ class BrokerHeartbeatRequest(Message):
                 end = pos + size
                 if tag == 0 and version >= 1:
                     f = 'offline_log_dirs'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:

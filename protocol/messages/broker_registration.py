@@ -63,9 +63,19 @@ class BrokerRegistrationRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, self.security_protocol = _S_Hh.unpack_from(data, pos)
                 pos += 4
@@ -117,7 +127,12 @@ class BrokerRegistrationRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'min_supported_version'
                 self.min_supported_version, self.max_supported_version = _S_hh.unpack_from(data, pos)
                 pos += 4
@@ -213,11 +228,20 @@ class BrokerRegistrationRequest(Message):
             self.broker_id, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'cluster_id'
-            self.cluster_id, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.cluster_id, pos = read_compact_string(data, pos)
             f = 'incarnation_id'
             self.incarnation_id, pos = read_uuid(data, pos)
             f = 'listeners'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -226,9 +250,19 @@ class BrokerRegistrationRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = 'host'
-                    elem.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.host, pos = read_compact_string(data, pos)
                     sub = 'port'
                     elem.port, elem.security_protocol = _S_Hh.unpack_from(data, pos)
                     pos += 4
@@ -243,7 +277,11 @@ class BrokerRegistrationRequest(Message):
                 sub = None
                 self.listeners = elems
             f = 'features'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -252,7 +290,12 @@ class BrokerRegistrationRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = 'min_supported_version'
                     elem.min_supported_version, elem.max_supported_version = _S_hh.unpack_from(data, pos)
                     pos += 4
@@ -267,7 +310,15 @@ class BrokerRegistrationRequest(Message):
                 sub = None
                 self.features = elems
             f = 'rack'
-            self.rack, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.rack = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.rack = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.rack, pos = read_compact_nullable_string(data, pos)
             if version >= 1:
                 f = 'is_migrating_zk_broker'
                 self.is_migrating_zk_broker, = _S_z.unpack_from(data, pos)
@@ -276,7 +327,11 @@ class BrokerRegistrationRequest(Message):
                 self.is_migrating_zk_broker = False
             if version >= 2:
                 f = 'log_dirs'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

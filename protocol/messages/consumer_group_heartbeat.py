@@ -61,7 +61,11 @@ class ConsumerGroupHeartbeatRequest(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -151,38 +155,93 @@ class ConsumerGroupHeartbeatRequest(Message):
         sub = None
         try:
             f = 'group_id'
-            self.group_id, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.group_id, pos = read_compact_string(data, pos)
             f = 'member_id'
-            self.member_id, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.member_id, pos = read_compact_string(data, pos)
             f = 'member_epoch'
             self.member_epoch, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'instance_id'
-            self.instance_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.instance_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.instance_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.instance_id, pos = read_compact_nullable_string(data, pos)
             f = 'rack_id'
-            self.rack_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.rack_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.rack_id, pos = read_compact_nullable_string(data, pos)
             f = 'rebalance_timeout_ms'
             self.rebalance_timeout_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'subscribed_topic_names'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 self.subscribed_topic_names = None
             else:
                 items = []
                 for _ in range(n):
-                    item, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        item = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        item, pos = read_compact_string(data, pos)
                     items.append(item)
                 self.subscribed_topic_names = items
             if version >= 1:
                 f = 'subscribed_topic_regex'
-                self.subscribed_topic_regex, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.subscribed_topic_regex = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.subscribed_topic_regex = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.subscribed_topic_regex, pos = read_compact_nullable_string(data, pos)
             else:
                 self.subscribed_topic_regex = None
             f = 'server_assignor'
-            self.server_assignor, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.server_assignor = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.server_assignor = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.server_assignor, pos = read_compact_nullable_string(data, pos)
             f = 'topic_partitions'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 self.topic_partitions = None
             else:
@@ -193,7 +252,11 @@ class ConsumerGroupHeartbeatRequest(Message):
                     sub = 'topic_id'
                     elem.topic_id, pos = read_uuid(data, pos)
                     sub = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -260,7 +323,11 @@ class ConsumerGroupHeartbeatResponse(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -318,7 +385,11 @@ class ConsumerGroupHeartbeatResponse(Message):
             sub = None
             try:
                 f = 'topic_partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -329,7 +400,11 @@ class ConsumerGroupHeartbeatResponse(Message):
                         sub = 'topic_id'
                         elem.topic_id, pos = read_uuid(data, pos)
                         sub = 'partitions'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -409,9 +484,25 @@ class ConsumerGroupHeartbeatResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             f = 'member_id'
-            self.member_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.member_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.member_id, pos = read_compact_nullable_string(data, pos)
             f = 'member_epoch'
             self.member_epoch, self.heartbeat_interval_ms = _S_ii.unpack_from(data, pos)
             pos += 8

@@ -126,7 +126,12 @@ class ControlledShutdownResponse(Message):
             try:
                 if version >= 3:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                     f = 'partition_index'
                     self.partition_index, = _S_i.unpack_from(data, pos)
                     pos += 4
@@ -202,7 +207,11 @@ class ControlledShutdownResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'remaining_partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -211,7 +220,12 @@ class ControlledShutdownResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'topic_name'
-                        elem.topic_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.topic_name, pos = read_compact_string(data, pos)
                         sub = 'partition_index'
                         elem.partition_index, = _S_i.unpack_from(data, pos)
                         pos += 4

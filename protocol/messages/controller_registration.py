@@ -62,9 +62,19 @@ class ControllerRegistrationRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, self.security_protocol = _S_Hh.unpack_from(data, pos)
                 pos += 4
@@ -116,7 +126,12 @@ class ControllerRegistrationRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'min_supported_version'
                 self.min_supported_version, self.max_supported_version = _S_hh.unpack_from(data, pos)
                 pos += 4
@@ -199,7 +214,11 @@ class ControllerRegistrationRequest(Message):
             self.zk_migration_ready, = _S_z.unpack_from(data, pos)
             pos += 1
             f = 'listeners'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -208,9 +227,19 @@ class ControllerRegistrationRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = 'host'
-                    elem.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.host, pos = read_compact_string(data, pos)
                     sub = 'port'
                     elem.port, elem.security_protocol = _S_Hh.unpack_from(data, pos)
                     pos += 4
@@ -225,7 +254,11 @@ class ControllerRegistrationRequest(Message):
                 sub = None
                 self.listeners = elems
             f = 'features'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -234,7 +267,12 @@ class ControllerRegistrationRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = 'min_supported_version'
                     elem.min_supported_version, elem.max_supported_version = _S_hh.unpack_from(data, pos)
                     pos += 4
@@ -300,7 +338,15 @@ class ControllerRegistrationResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             f = "<tagged fields>"
             if data[pos] == 0:
                 self.unknown_tagged_fields = None

@@ -84,14 +84,29 @@ class CreateAclsRequest(Message):
                     self.resource_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'resource_name'
-                    self.resource_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.resource_name, pos = read_compact_string(data, pos)
                     f = 'resource_pattern_type'
                     self.resource_pattern_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'principal'
-                    self.principal, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal, pos = read_compact_string(data, pos)
                     f = 'host'
-                    self.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.host, pos = read_compact_string(data, pos)
                     f = 'operation'
                     self.operation, self.permission_type = _S_bb.unpack_from(data, pos)
                     pos += 2
@@ -182,7 +197,11 @@ class CreateAclsRequest(Message):
         try:
             if version >= 2:
                 f = 'creations'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -194,14 +213,29 @@ class CreateAclsRequest(Message):
                         elem.resource_type, = _S_b.unpack_from(data, pos)
                         pos += 1
                         sub = 'resource_name'
-                        elem.resource_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.resource_name, pos = read_compact_string(data, pos)
                         sub = 'resource_pattern_type'
                         elem.resource_pattern_type, = _S_b.unpack_from(data, pos)
                         pos += 1
                         sub = 'principal'
-                        elem.principal, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.principal = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.principal, pos = read_compact_string(data, pos)
                         sub = 'host'
-                        elem.host, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.host, pos = read_compact_string(data, pos)
                         sub = 'operation'
                         elem.operation, elem.permission_type = _S_bb.unpack_from(data, pos)
                         pos += 2
@@ -305,7 +339,15 @@ class CreateAclsResponse(Message):
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -378,7 +420,11 @@ class CreateAclsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'results'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -390,7 +436,15 @@ class CreateAclsResponse(Message):
                         elem.error_code, = _S_h.unpack_from(data, pos)
                         pos += 2
                         sub = 'error_message'
-                        elem.error_message, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.error_message = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.error_message, pos = read_compact_nullable_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None

@@ -62,9 +62,19 @@ class CreateDelegationTokenRequest(Message):
             try:
                 if version >= 2:
                     f = 'principal_type'
-                    self.principal_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_type, pos = read_compact_string(data, pos)
                     f = 'principal_name'
-                    self.principal_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_name, pos = read_compact_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -142,16 +152,36 @@ class CreateDelegationTokenRequest(Message):
             if version >= 2:
                 if version >= 3:
                     f = 'owner_principal_type'
-                    self.owner_principal_type, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.owner_principal_type = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.owner_principal_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.owner_principal_type, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.owner_principal_type = None
                 if version >= 3:
                     f = 'owner_principal_name'
-                    self.owner_principal_name, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.owner_principal_name = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.owner_principal_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.owner_principal_name, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.owner_principal_name = None
                 f = 'renewers'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -160,9 +190,19 @@ class CreateDelegationTokenRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'principal_type'
-                        elem.principal_type, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.principal_type = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.principal_type, pos = read_compact_string(data, pos)
                         sub = 'principal_name'
-                        elem.principal_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.principal_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.principal_name, pos = read_compact_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None
@@ -288,24 +328,49 @@ class CreateDelegationTokenResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'principal_type'
-                self.principal_type, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.principal_type, pos = read_compact_string(data, pos)
                 f = 'principal_name'
-                self.principal_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.principal_name, pos = read_compact_string(data, pos)
                 if version >= 3:
                     f = 'token_requester_principal_type'
-                    self.token_requester_principal_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.token_requester_principal_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.token_requester_principal_type, pos = read_compact_string(data, pos)
                 else:
                     self.token_requester_principal_type = ''
                 if version >= 3:
                     f = 'token_requester_principal_name'
-                    self.token_requester_principal_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.token_requester_principal_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.token_requester_principal_name, pos = read_compact_string(data, pos)
                 else:
                     self.token_requester_principal_name = ''
                 f = 'issue_timestamp_ms'
                 self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms = _S_qqq.unpack_from(data, pos)
                 pos += 24
                 f = 'token_id'
-                self.token_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.token_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.token_id, pos = read_compact_string(data, pos)
                 f = 'hmac'
                 self.hmac, pos = read_compact_bytes(data, pos)
                 f = 'throttle_time_ms'

@@ -63,7 +63,11 @@ class CreatePartitionsRequest(Message):
             try:
                 if version >= 2:
                     f = 'broker_ids'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -147,12 +151,21 @@ class CreatePartitionsRequest(Message):
             try:
                 if version >= 2:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'count'
                     self.count, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'assignments'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         self.assignments = None
                     else:
@@ -161,7 +174,11 @@ class CreatePartitionsRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'broker_ids'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -263,7 +280,11 @@ class CreatePartitionsRequest(Message):
         try:
             if version >= 2:
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -351,12 +372,25 @@ class CreatePartitionsResponse(Message):
             try:
                 if version >= 2:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'error_code'
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -433,7 +467,11 @@ class CreatePartitionsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'results'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -442,12 +480,25 @@ class CreatePartitionsResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'name'
-                        elem.name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.name, pos = read_compact_string(data, pos)
                         sub = 'error_code'
                         elem.error_code, = _S_h.unpack_from(data, pos)
                         pos += 2
                         sub = 'error_message'
-                        elem.error_message, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.error_message = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.error_message, pos = read_compact_nullable_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None

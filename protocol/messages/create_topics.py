@@ -72,7 +72,11 @@ class CreateTopicsRequest(Message):
                     self.partition_index, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'broker_ids'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -139,9 +143,22 @@ class CreateTopicsRequest(Message):
             try:
                 if version >= 5:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'value'
-                    self.value, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.value = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.value, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -235,12 +252,21 @@ class CreateTopicsRequest(Message):
             try:
                 if version >= 5:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'num_partitions'
                     self.num_partitions, self.replication_factor = _S_ih.unpack_from(data, pos)
                     pos += 6
                     f = 'assignments'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -252,7 +278,11 @@ class CreateTopicsRequest(Message):
                             elem.partition_index, = _S_i.unpack_from(data, pos)
                             pos += 4
                             sub = 'broker_ids'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -268,7 +298,11 @@ class CreateTopicsRequest(Message):
                         sub = None
                         self.assignments = elems
                     f = 'configs'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -277,9 +311,22 @@ class CreateTopicsRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_string(data, pos)
                             sub = 'value'
-                            elem.value, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.value = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.value, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -400,7 +447,11 @@ class CreateTopicsRequest(Message):
         try:
             if version >= 5:
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -492,9 +543,22 @@ class CreateTopicsResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'value'
-                self.value, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.value = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.value = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.value, pos = read_compact_nullable_string(data, pos)
                 f = 'read_only'
                 self.read_only, self.config_source, self.is_sensitive = _S_zbz.unpack_from(data, pos)
                 pos += 3
@@ -583,7 +647,12 @@ class CreateTopicsResponse(Message):
             try:
                 if version >= 5:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     if version >= 7:
                         f = 'topic_id'
                         self.topic_id, pos = read_uuid(data, pos)
@@ -593,12 +662,24 @@ class CreateTopicsResponse(Message):
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = 'num_partitions'
                     self.num_partitions, self.replication_factor = _S_ih.unpack_from(data, pos)
                     pos += 6
                     f = 'configs'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         self.configs = None
                     else:
@@ -607,9 +688,22 @@ class CreateTopicsResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_string(data, pos)
                             sub = 'value'
-                            elem.value, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.value = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.value, pos = read_compact_nullable_string(data, pos)
                             sub = 'read_only'
                             elem.read_only, elem.config_source, elem.is_sensitive = _S_zbz.unpack_from(data, pos)
                             pos += 3
@@ -716,7 +810,11 @@ class CreateTopicsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

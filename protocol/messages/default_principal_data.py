@@ -54,9 +54,19 @@ class DefaultPrincipalData(Message):
         sub = None
         try:
             f = 'type'
-            self.type, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.type = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.type, pos = read_compact_string(data, pos)
             f = 'name'
-            self.name, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.name = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.name, pos = read_compact_string(data, pos)
             f = 'token_authenticated'
             self.token_authenticated, = _S_z.unpack_from(data, pos)
             pos += 1

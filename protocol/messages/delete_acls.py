@@ -84,14 +84,38 @@ class DeleteAclsRequest(Message):
                     self.resource_type_filter, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'resource_name_filter'
-                    self.resource_name_filter, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.resource_name_filter = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.resource_name_filter = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.resource_name_filter, pos = read_compact_nullable_string(data, pos)
                     f = 'pattern_type_filter'
                     self.pattern_type_filter, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'principal_filter'
-                    self.principal_filter, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.principal_filter = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_filter = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_filter, pos = read_compact_nullable_string(data, pos)
                     f = 'host_filter'
-                    self.host_filter, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.host_filter = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.host_filter = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.host_filter, pos = read_compact_nullable_string(data, pos)
                     f = 'operation'
                     self.operation, self.permission_type = _S_bb.unpack_from(data, pos)
                     pos += 2
@@ -182,7 +206,11 @@ class DeleteAclsRequest(Message):
         try:
             if version >= 2:
                 f = 'filters'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -194,14 +222,38 @@ class DeleteAclsRequest(Message):
                         elem.resource_type_filter, = _S_b.unpack_from(data, pos)
                         pos += 1
                         sub = 'resource_name_filter'
-                        elem.resource_name_filter, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.resource_name_filter = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.resource_name_filter = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.resource_name_filter, pos = read_compact_nullable_string(data, pos)
                         sub = 'pattern_type_filter'
                         elem.pattern_type_filter, = _S_b.unpack_from(data, pos)
                         pos += 1
                         sub = 'principal_filter'
-                        elem.principal_filter, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.principal_filter = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.principal_filter = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.principal_filter, pos = read_compact_nullable_string(data, pos)
                         sub = 'host_filter'
-                        elem.host_filter, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.host_filter = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.host_filter = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.host_filter, pos = read_compact_nullable_string(data, pos)
                         sub = 'operation'
                         elem.operation, elem.permission_type = _S_bb.unpack_from(data, pos)
                         pos += 2
@@ -332,19 +384,42 @@ class DeleteAclsResponse(Message):
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = 'resource_type'
                     self.resource_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'resource_name'
-                    self.resource_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.resource_name, pos = read_compact_string(data, pos)
                     f = 'pattern_type'
                     self.pattern_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'principal'
-                    self.principal, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal, pos = read_compact_string(data, pos)
                     f = 'host'
-                    self.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.host, pos = read_compact_string(data, pos)
                     f = 'operation'
                     self.operation, self.permission_type = _S_bb.unpack_from(data, pos)
                     pos += 2
@@ -456,9 +531,21 @@ class DeleteAclsResponse(Message):
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = 'matching_acls'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -470,19 +557,42 @@ class DeleteAclsResponse(Message):
                             elem.error_code, = _S_h.unpack_from(data, pos)
                             pos += 2
                             sub = 'error_message'
-                            elem.error_message, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.error_message = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.error_message, pos = read_compact_nullable_string(data, pos)
                             sub = 'resource_type'
                             elem.resource_type, = _S_b.unpack_from(data, pos)
                             pos += 1
                             sub = 'resource_name'
-                            elem.resource_name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.resource_name, pos = read_compact_string(data, pos)
                             sub = 'pattern_type'
                             elem.pattern_type, = _S_b.unpack_from(data, pos)
                             pos += 1
                             sub = 'principal'
-                            elem.principal, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.principal = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.principal, pos = read_compact_string(data, pos)
                             sub = 'host'
-                            elem.host, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.host, pos = read_compact_string(data, pos)
                             sub = 'operation'
                             elem.operation, elem.permission_type = _S_bb.unpack_from(data, pos)
                             pos += 2
@@ -601,7 +711,11 @@ class DeleteAclsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'filter_results'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

@@ -60,13 +60,22 @@ class DeleteGroupsRequest(Message):
         try:
             if version >= 2:
                 f = 'groups_names'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
                     items = []
                     for _ in range(n):
-                        item, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            item = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            item, pos = read_compact_string(data, pos)
                         items.append(item)
                     self.groups_names = items
                 f = "<tagged fields>"
@@ -134,7 +143,12 @@ class DeleteGroupsResponse(Message):
             try:
                 if version >= 2:
                     f = 'group_id'
-                    self.group_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_id, pos = read_compact_string(data, pos)
                     f = 'error_code'
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
@@ -210,7 +224,11 @@ class DeleteGroupsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'results'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -219,7 +237,12 @@ class DeleteGroupsResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'group_id'
-                        elem.group_id, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.group_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.group_id, pos = read_compact_string(data, pos)
                         sub = 'error_code'
                         elem.error_code, = _S_h.unpack_from(data, pos)
                         pos += 2

@@ -55,7 +55,15 @@ class DeleteTopicsRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.name = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_nullable_string(data, pos)
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = "<tagged fields>"
@@ -128,7 +136,11 @@ class DeleteTopicsRequest(Message):
             if version >= 4:
                 if version >= 6:
                     f = 'topics'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -137,7 +149,15 @@ class DeleteTopicsRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.name = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_nullable_string(data, pos)
                             sub = 'topic_id'
                             elem.topic_id, pos = read_uuid(data, pos)
                             sub = "<tagged fields>"
@@ -154,13 +174,22 @@ class DeleteTopicsRequest(Message):
                     self.topics = []
                 if version <= 5:
                     f = 'topic_names'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         items = []
                         for _ in range(n):
-                            item, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                item = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                item, pos = read_compact_string(data, pos)
                             items.append(item)
                         self.topic_names = items
                 else:
@@ -259,7 +288,15 @@ class DeleteTopicsResponse(Message):
                     pos += 2
                     if version >= 5:
                         f = 'error_message'
-                        self.error_message, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            self.error_message = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            self.error_message = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.error_message, pos = read_compact_nullable_string(data, pos)
                     else:
                         self.error_message = None
                     f = "<tagged fields>"
@@ -341,7 +378,11 @@ class DeleteTopicsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'responses'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -364,7 +405,15 @@ class DeleteTopicsResponse(Message):
                         pos += 2
                         if version >= 5:
                             sub = 'error_message'
-                            elem.error_message, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.error_message = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.error_message, pos = read_compact_nullable_string(data, pos)
                         else:
                             elem.error_message = None
                         sub = "<tagged fields>"

@@ -82,14 +82,38 @@ class DescribeAclsRequest(Message):
                 self.resource_type_filter, = _S_b.unpack_from(data, pos)
                 pos += 1
                 f = 'resource_name_filter'
-                self.resource_name_filter, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.resource_name_filter = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.resource_name_filter = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.resource_name_filter, pos = read_compact_nullable_string(data, pos)
                 f = 'pattern_type_filter'
                 self.pattern_type_filter, = _S_b.unpack_from(data, pos)
                 pos += 1
                 f = 'principal_filter'
-                self.principal_filter, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.principal_filter = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.principal_filter = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.principal_filter, pos = read_compact_nullable_string(data, pos)
                 f = 'host_filter'
-                self.host_filter, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.host_filter = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.host_filter = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host_filter, pos = read_compact_nullable_string(data, pos)
                 f = 'operation'
                 self.operation, self.permission_type = _S_bb.unpack_from(data, pos)
                 pos += 2
@@ -172,9 +196,19 @@ class DescribeAclsResponse(Message):
             try:
                 if version >= 2:
                     f = 'principal'
-                    self.principal, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal, pos = read_compact_string(data, pos)
                     f = 'host'
-                    self.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.host, pos = read_compact_string(data, pos)
                     f = 'operation'
                     self.operation, self.permission_type = _S_bb.unpack_from(data, pos)
                     pos += 2
@@ -264,12 +298,21 @@ class DescribeAclsResponse(Message):
                     self.resource_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'resource_name'
-                    self.resource_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.resource_name, pos = read_compact_string(data, pos)
                     f = 'pattern_type'
                     self.pattern_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'acls'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -278,9 +321,19 @@ class DescribeAclsResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'principal'
-                            elem.principal, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.principal = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.principal, pos = read_compact_string(data, pos)
                             sub = 'host'
-                            elem.host, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.host, pos = read_compact_string(data, pos)
                             sub = 'operation'
                             elem.operation, elem.permission_type = _S_bb.unpack_from(data, pos)
                             pos += 2
@@ -395,9 +448,21 @@ class DescribeAclsResponse(Message):
                 self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'resources'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

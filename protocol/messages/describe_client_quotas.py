@@ -66,12 +66,25 @@ class DescribeClientQuotasRequest(Message):
             try:
                 if version >= 1:
                     f = 'entity_type'
-                    self.entity_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.entity_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.entity_type, pos = read_compact_string(data, pos)
                     f = 'match_type'
                     self.match_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'match'
-                    self.match, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.match = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.match = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.match, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -145,7 +158,11 @@ class DescribeClientQuotasRequest(Message):
         try:
             if version >= 1:
                 f = 'components'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -154,12 +171,25 @@ class DescribeClientQuotasRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'entity_type'
-                        elem.entity_type, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.entity_type = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.entity_type, pos = read_compact_string(data, pos)
                         sub = 'match_type'
                         elem.match_type, = _S_b.unpack_from(data, pos)
                         pos += 1
                         sub = 'match'
-                        elem.match, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.match = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.match = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.match, pos = read_compact_nullable_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None
@@ -252,9 +282,22 @@ class DescribeClientQuotasResponse(Message):
             try:
                 if version >= 1:
                     f = 'entity_type'
-                    self.entity_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.entity_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.entity_type, pos = read_compact_string(data, pos)
                     f = 'entity_name'
-                    self.entity_name, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.entity_name = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.entity_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.entity_name, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -312,7 +355,12 @@ class DescribeClientQuotasResponse(Message):
             try:
                 if version >= 1:
                     f = 'key'
-                    self.key, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.key = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.key, pos = read_compact_string(data, pos)
                     f = 'value'
                     self.value, = _S_d.unpack_from(data, pos)
                     pos += 8
@@ -398,7 +446,11 @@ class DescribeClientQuotasResponse(Message):
             try:
                 if version >= 1:
                     f = 'entity'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -407,9 +459,22 @@ class DescribeClientQuotasResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'entity_type'
-                            elem.entity_type, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.entity_type = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.entity_type, pos = read_compact_string(data, pos)
                             sub = 'entity_name'
-                            elem.entity_name, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.entity_name = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.entity_name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.entity_name, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -421,7 +486,11 @@ class DescribeClientQuotasResponse(Message):
                         sub = None
                         self.entity = elems
                     f = 'values'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -430,7 +499,12 @@ class DescribeClientQuotasResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'key'
-                            elem.key, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.key = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.key, pos = read_compact_string(data, pos)
                             sub = 'value'
                             elem.value, = _S_d.unpack_from(data, pos)
                             pos += 8
@@ -552,9 +626,21 @@ class DescribeClientQuotasResponse(Message):
                 self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'entries'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.entries = None
                 else:

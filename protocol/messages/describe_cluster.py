@@ -121,12 +121,25 @@ class DescribeClusterResponse(Message):
                 self.broker_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'rack'
-                self.rack, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.rack = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.rack, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -203,7 +216,15 @@ class DescribeClusterResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             if version >= 1:
                 f = 'endpoint_type'
                 self.endpoint_type, = _S_b.unpack_from(data, pos)
@@ -211,12 +232,21 @@ class DescribeClusterResponse(Message):
             else:
                 self.endpoint_type = 1
             f = 'cluster_id'
-            self.cluster_id, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.cluster_id, pos = read_compact_string(data, pos)
             f = 'controller_id'
             self.controller_id, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'brokers'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -228,12 +258,25 @@ class DescribeClusterResponse(Message):
                     elem.broker_id, = _S_i.unpack_from(data, pos)
                     pos += 4
                     sub = 'host'
-                    elem.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.host, pos = read_compact_string(data, pos)
                     sub = 'port'
                     elem.port, = _S_i.unpack_from(data, pos)
                     pos += 4
                     sub = 'rack'
-                    elem.rack, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        elem.rack = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        elem.rack = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.rack, pos = read_compact_nullable_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None

@@ -79,15 +79,29 @@ class DescribeConfigsRequest(Message):
                     self.resource_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'resource_name'
-                    self.resource_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.resource_name, pos = read_compact_string(data, pos)
                     f = 'configuration_keys'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         self.configuration_keys = None
                     else:
                         items = []
                         for _ in range(n):
-                            item, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                item = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                item, pos = read_compact_string(data, pos)
                             items.append(item)
                         self.configuration_keys = items
                     f = "<tagged fields>"
@@ -184,7 +198,11 @@ class DescribeConfigsRequest(Message):
         try:
             if version >= 4:
                 f = 'resources'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -196,15 +214,29 @@ class DescribeConfigsRequest(Message):
                         elem.resource_type, = _S_b.unpack_from(data, pos)
                         pos += 1
                         sub = 'resource_name'
-                        elem.resource_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.resource_name, pos = read_compact_string(data, pos)
                         sub = 'configuration_keys'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             elem.configuration_keys = None
                         else:
                             items = []
                             for _ in range(n):
-                                item, pos = read_compact_string(data, pos)
+                                n = data[pos]
+                                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                    item = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    item, pos = read_compact_string(data, pos)
                                 items.append(item)
                             elem.configuration_keys = items
                         sub = "<tagged fields>"
@@ -320,9 +352,22 @@ class DescribeConfigsResponse(Message):
             try:
                 if version >= 4:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'value'
-                    self.value, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.value = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.value, pos = read_compact_nullable_string(data, pos)
                     f = 'source'
                     self.source, = _S_b.unpack_from(data, pos)
                     pos += 1
@@ -431,14 +476,31 @@ class DescribeConfigsResponse(Message):
                 if version >= 4:
                     self.is_default = False
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'value'
-                    self.value, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.value = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.value, pos = read_compact_nullable_string(data, pos)
                     f = 'read_only'
                     self.read_only, self.config_source, self.is_sensitive = _S_zbz.unpack_from(data, pos)
                     pos += 3
                     f = 'synonyms'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -447,9 +509,22 @@ class DescribeConfigsResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_string(data, pos)
                             sub = 'value'
-                            elem.value, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.value = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.value, pos = read_compact_nullable_string(data, pos)
                             sub = 'source'
                             elem.source, = _S_b.unpack_from(data, pos)
                             pos += 1
@@ -467,7 +542,15 @@ class DescribeConfigsResponse(Message):
                     self.config_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'documentation'
-                    self.documentation, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.documentation = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.documentation = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.documentation, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -601,14 +684,31 @@ class DescribeConfigsResponse(Message):
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = 'resource_type'
                     self.resource_type, = _S_b.unpack_from(data, pos)
                     pos += 1
                     f = 'resource_name'
-                    self.resource_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.resource_name, pos = read_compact_string(data, pos)
                     f = 'configs'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -704,7 +804,11 @@ class DescribeConfigsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'results'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

@@ -61,9 +61,19 @@ class DescribeDelegationTokenRequest(Message):
             try:
                 if version >= 2:
                     f = 'principal_type'
-                    self.principal_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_type, pos = read_compact_string(data, pos)
                     f = 'principal_name'
-                    self.principal_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_name, pos = read_compact_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -130,7 +140,11 @@ class DescribeDelegationTokenRequest(Message):
         try:
             if version >= 2:
                 f = 'owners'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.owners = None
                 else:
@@ -139,9 +153,19 @@ class DescribeDelegationTokenRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'principal_type'
-                        elem.principal_type, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.principal_type = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.principal_type, pos = read_compact_string(data, pos)
                         sub = 'principal_name'
-                        elem.principal_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.principal_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.principal_name, pos = read_compact_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None
@@ -225,9 +249,19 @@ class DescribeDelegationTokenResponse(Message):
             try:
                 if version >= 2:
                     f = 'principal_type'
-                    self.principal_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_type, pos = read_compact_string(data, pos)
                     f = 'principal_name'
-                    self.principal_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_name, pos = read_compact_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -325,28 +359,57 @@ class DescribeDelegationTokenResponse(Message):
             try:
                 if version >= 2:
                     f = 'principal_type'
-                    self.principal_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_type, pos = read_compact_string(data, pos)
                     f = 'principal_name'
-                    self.principal_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.principal_name, pos = read_compact_string(data, pos)
                     if version >= 3:
                         f = 'token_requester_principal_type'
-                        self.token_requester_principal_type, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            self.token_requester_principal_type = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.token_requester_principal_type, pos = read_compact_string(data, pos)
                     else:
                         self.token_requester_principal_type = ''
                     if version >= 3:
                         f = 'token_requester_principal_name'
-                        self.token_requester_principal_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            self.token_requester_principal_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.token_requester_principal_name, pos = read_compact_string(data, pos)
                     else:
                         self.token_requester_principal_name = ''
                     f = 'issue_timestamp'
                     self.issue_timestamp, self.expiry_timestamp, self.max_timestamp = _S_qqq.unpack_from(data, pos)
                     pos += 24
                     f = 'token_id'
-                    self.token_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.token_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.token_id, pos = read_compact_string(data, pos)
                     f = 'hmac'
                     self.hmac, pos = read_compact_bytes(data, pos)
                     f = 'renewers'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -355,9 +418,19 @@ class DescribeDelegationTokenResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'principal_type'
-                            elem.principal_type, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.principal_type = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.principal_type, pos = read_compact_string(data, pos)
                             sub = 'principal_name'
-                            elem.principal_name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.principal_name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.principal_name, pos = read_compact_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -466,7 +539,11 @@ class DescribeDelegationTokenResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'tokens'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

@@ -68,13 +68,22 @@ class DescribeGroupsRequest(Message):
         try:
             if version >= 5:
                 f = 'groups'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
                     items = []
                     for _ in range(n):
-                        item, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            item = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            item, pos = read_compact_string(data, pos)
                         items.append(item)
                     self.groups = items
                 f = 'include_authorized_operations'
@@ -168,13 +177,36 @@ class DescribeGroupsResponse(Message):
             try:
                 if version >= 5:
                     f = 'member_id'
-                    self.member_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.member_id, pos = read_compact_string(data, pos)
                     f = 'group_instance_id'
-                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.group_instance_id = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                     f = 'client_id'
-                    self.client_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.client_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.client_id, pos = read_compact_string(data, pos)
                     f = 'client_host'
-                    self.client_host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.client_host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.client_host, pos = read_compact_string(data, pos)
                     f = 'member_metadata'
                     self.member_metadata, pos = read_compact_bytes(data, pos)
                     f = 'member_assignment'
@@ -292,15 +324,39 @@ class DescribeGroupsResponse(Message):
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
                     f = 'group_id'
-                    self.group_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_id, pos = read_compact_string(data, pos)
                     f = 'group_state'
-                    self.group_state, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_state = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_state, pos = read_compact_string(data, pos)
                     f = 'protocol_type'
-                    self.protocol_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.protocol_type, pos = read_compact_string(data, pos)
                     f = 'protocol_data'
-                    self.protocol_data, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.protocol_data = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.protocol_data, pos = read_compact_string(data, pos)
                     f = 'members'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -309,13 +365,36 @@ class DescribeGroupsResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'member_id'
-                            elem.member_id, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.member_id, pos = read_compact_string(data, pos)
                             sub = 'group_instance_id'
-                            elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.group_instance_id = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
                             sub = 'client_id'
-                            elem.client_id, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.client_id = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.client_id, pos = read_compact_string(data, pos)
                             sub = 'client_host'
-                            elem.client_host, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.client_host = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.client_host, pos = read_compact_string(data, pos)
                             sub = 'member_metadata'
                             elem.member_metadata, pos = read_compact_bytes(data, pos)
                             sub = 'member_assignment'
@@ -443,7 +522,11 @@ class DescribeGroupsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'groups'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

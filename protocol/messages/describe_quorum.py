@@ -111,9 +111,18 @@ class DescribeQuorumRequest(Message):
             sub = None
             try:
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -180,7 +189,11 @@ class DescribeQuorumRequest(Message):
         sub = None
         try:
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -356,14 +369,26 @@ class DescribeQuorumResponse(Message):
                 pos += 6
                 if version >= 2:
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.error_message = None
                 f = 'leader_id'
                 self.leader_id, self.leader_epoch, self.high_watermark = _S_iiq.unpack_from(data, pos)
                 pos += 16
                 f = 'current_voters'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -400,7 +425,11 @@ class DescribeQuorumResponse(Message):
                     sub = None
                     self.current_voters = elems
                 f = 'observers'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -486,9 +515,18 @@ class DescribeQuorumResponse(Message):
             sub = None
             try:
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -548,9 +586,19 @@ class DescribeQuorumResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_H.unpack_from(data, pos)
                 pos += 2
@@ -612,7 +660,11 @@ class DescribeQuorumResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'listeners'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -621,9 +673,19 @@ class DescribeQuorumResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'name'
-                        elem.name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.name, pos = read_compact_string(data, pos)
                         sub = 'host'
-                        elem.host, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.host, pos = read_compact_string(data, pos)
                         sub = 'port'
                         elem.port, = _S_H.unpack_from(data, pos)
                         pos += 2
@@ -702,11 +764,23 @@ class DescribeQuorumResponse(Message):
             pos += 2
             if version >= 2:
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
             else:
                 self.error_message = None
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -719,7 +793,11 @@ class DescribeQuorumResponse(Message):
                 self.topics = items
             if version >= 2:
                 f = 'nodes'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

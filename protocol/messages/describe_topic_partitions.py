@@ -12,12 +12,12 @@ from ..primitives import (
     ZERO_UUID, DECODE_ERRORS, located, wrapped, null_array, read_unknown_tags, write_tags,
     read_compact_string, read_compact_nullable_string, write_compact_string, read_uuid,
     read_compact_array_length, read_fixed_array, write_compact_array_length,
-    fixed_array_structs,
+    fixed_array_structs, multi_array_structs,
 )
 
 _new = object.__new__
-_CA_hiii_i = fixed_array_structs('hiii', 'i', True)
 _CA_i = fixed_array_structs('', 'i', True)
+_CM_hiii_ai_ai = multi_array_structs('hiii[i][i]', True)
 _S_h = Struct('>h')
 _S_hiii = Struct('>hiii')
 _S_i = Struct('>i')
@@ -56,7 +56,12 @@ class DescribeTopicPartitionsRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -103,7 +108,12 @@ class DescribeTopicPartitionsRequest(Message):
             sub = None
             try:
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partition_index'
                 self.partition_index, = _S_i.unpack_from(data, pos)
                 pos += 4
@@ -166,7 +176,11 @@ class DescribeTopicPartitionsRequest(Message):
         sub = None
         try:
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -175,7 +189,12 @@ class DescribeTopicPartitionsRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None
@@ -243,12 +262,11 @@ class DescribeTopicPartitionsResponse(Message):
             self.unknown_tagged_fields = unknown_tagged_fields
 
         def _write(self, buf, pieces, version):
-            items = self.replica_nodes
-            n = len(items)
-            buf += _CA_hiii_i[n].pack(self.error_code, self.partition_index, self.leader_id, self.leader_epoch, n + 1, *items)
-            items = self.isr_nodes
-            n = len(items)
-            buf += _CA_i[n].pack(n + 1, *items)
+            a0 = self.replica_nodes
+            n0 = len(a0)
+            a1 = self.isr_nodes
+            n1 = len(a1)
+            buf += _CM_hiii_ai_ai[n0, n1].pack(self.error_code, self.partition_index, self.leader_id, self.leader_epoch, n0 + 1, *a0, n1 + 1, *a1)
             items = self.eligible_leader_replicas
             if items is None:
                 buf.append(0)
@@ -280,31 +298,51 @@ class DescribeTopicPartitionsResponse(Message):
                 self.error_code, self.partition_index, self.leader_id, self.leader_epoch = _S_hiii.unpack_from(data, pos)
                 pos += 14
                 f = 'replica_nodes'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
                     self.replica_nodes, pos = read_fixed_array(data, pos, n, 'i', 4)
                 f = 'isr_nodes'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
                     self.isr_nodes, pos = read_fixed_array(data, pos, n, 'i', 4)
                 f = 'eligible_leader_replicas'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.eligible_leader_replicas = None
                 else:
                     self.eligible_leader_replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                 f = 'last_known_elr'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.last_known_elr = None
                 else:
                     self.last_known_elr, pos = read_fixed_array(data, pos, n, 'i', 4)
                 f = 'offline_replicas'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -355,12 +393,11 @@ class DescribeTopicPartitionsResponse(Message):
             items = self.partitions
             write_compact_array_length(buf, items)
             for elem in items:
-                items = elem.replica_nodes
-                n = len(items)
-                buf += _CA_hiii_i[n].pack(elem.error_code, elem.partition_index, elem.leader_id, elem.leader_epoch, n + 1, *items)
-                items = elem.isr_nodes
-                n = len(items)
-                buf += _CA_i[n].pack(n + 1, *items)
+                a0 = elem.replica_nodes
+                n0 = len(a0)
+                a1 = elem.isr_nodes
+                n1 = len(a1)
+                buf += _CM_hiii_ai_ai[n0, n1].pack(elem.error_code, elem.partition_index, elem.leader_id, elem.leader_epoch, n0 + 1, *a0, n1 + 1, *a1)
                 items = elem.eligible_leader_replicas
                 if items is None:
                     buf.append(0)
@@ -397,14 +434,26 @@ class DescribeTopicPartitionsResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'name'
-                self.name, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.name = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_nullable_string(data, pos)
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'is_internal'
                 self.is_internal, = _S_z.unpack_from(data, pos)
                 pos += 1
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -416,31 +465,51 @@ class DescribeTopicPartitionsResponse(Message):
                         elem.error_code, elem.partition_index, elem.leader_id, elem.leader_epoch = _S_hiii.unpack_from(data, pos)
                         pos += 14
                         sub = 'replica_nodes'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
                             elem.replica_nodes, pos = read_fixed_array(data, pos, n, 'i', 4)
                         sub = 'isr_nodes'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
                             elem.isr_nodes, pos = read_fixed_array(data, pos, n, 'i', 4)
                         sub = 'eligible_leader_replicas'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             elem.eligible_leader_replicas = None
                         else:
                             elem.eligible_leader_replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                         sub = 'last_known_elr'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             elem.last_known_elr = None
                         else:
                             elem.last_known_elr, pos = read_fixed_array(data, pos, n, 'i', 4)
                         sub = 'offline_replicas'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -504,7 +573,12 @@ class DescribeTopicPartitionsResponse(Message):
             sub = None
             try:
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partition_index'
                 self.partition_index, = _S_i.unpack_from(data, pos)
                 pos += 4
@@ -567,7 +641,11 @@ class DescribeTopicPartitionsResponse(Message):
             self.throttle_time_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

@@ -55,13 +55,22 @@ class DescribeTransactionsRequest(Message):
         sub = None
         try:
             f = 'transactional_ids'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
                 items = []
                 for _ in range(n):
-                    item, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        item = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        item, pos = read_compact_string(data, pos)
                     items.append(item)
                 self.transactional_ids = items
             f = "<tagged fields>"
@@ -114,9 +123,18 @@ class DescribeTransactionsResponse(Message):
             sub = None
             try:
                 f = 'topic'
-                self.topic, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -195,14 +213,28 @@ class DescribeTransactionsResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'transactional_id'
-                self.transactional_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transactional_id, pos = read_compact_string(data, pos)
                 f = 'transaction_state'
-                self.transaction_state, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.transaction_state = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transaction_state, pos = read_compact_string(data, pos)
                 f = 'transaction_timeout_ms'
                 self.transaction_timeout_ms, self.transaction_start_time_ms, self.producer_id, self.producer_epoch = _S_iqqh.unpack_from(data, pos)
                 pos += 22
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -211,9 +243,18 @@ class DescribeTransactionsResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'topic'
-                        elem.topic, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.topic = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.topic, pos = read_compact_string(data, pos)
                         sub = 'partitions'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -280,7 +321,11 @@ class DescribeTransactionsResponse(Message):
             self.throttle_time_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'transaction_states'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

@@ -52,7 +52,12 @@ class DescribeUserScramCredentialsRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -103,7 +108,11 @@ class DescribeUserScramCredentialsRequest(Message):
         sub = None
         try:
             f = 'users'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 self.users = None
             else:
@@ -112,7 +121,12 @@ class DescribeUserScramCredentialsRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None
@@ -231,14 +245,31 @@ class DescribeUserScramCredentialsResponse(Message):
             sub = None
             try:
                 f = 'user'
-                self.user, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.user = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.user, pos = read_compact_string(data, pos)
                 f = 'error_code'
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'credential_infos'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -316,9 +347,21 @@ class DescribeUserScramCredentialsResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             f = 'results'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

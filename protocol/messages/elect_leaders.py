@@ -68,9 +68,18 @@ class ElectLeadersRequest(Message):
             try:
                 if version >= 2:
                     f = 'topic'
-                    self.topic, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -161,7 +170,11 @@ class ElectLeadersRequest(Message):
                 self.election_type, = _S_b.unpack_from(data, pos)
                 pos += 1
                 f = 'topic_partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.topic_partitions = None
                 else:
@@ -170,9 +183,18 @@ class ElectLeadersRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'topic'
-                        elem.topic, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.topic = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.topic, pos = read_compact_string(data, pos)
                         sub = 'partitions'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -281,7 +303,15 @@ class ElectLeadersResponse(Message):
                     self.partition_id, self.error_code = _S_ih.unpack_from(data, pos)
                     pos += 6
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -352,9 +382,18 @@ class ElectLeadersResponse(Message):
             try:
                 if version >= 2:
                     f = 'topic'
-                    self.topic, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic, pos = read_compact_string(data, pos)
                     f = 'partition_result'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -366,7 +405,15 @@ class ElectLeadersResponse(Message):
                             elem.partition_id, elem.error_code = _S_ih.unpack_from(data, pos)
                             pos += 6
                             sub = 'error_message'
-                            elem.error_message, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.error_message = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.error_message, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -465,7 +512,11 @@ class ElectLeadersResponse(Message):
                 self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'replica_election_results'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

@@ -134,7 +134,11 @@ class EndQuorumEpochRequest(Message):
                     self.partition_index, self.leader_id, self.leader_epoch = _S_iii.unpack_from(data, pos)
                     pos += 12
                     f = 'preferred_candidates'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -229,9 +233,18 @@ class EndQuorumEpochRequest(Message):
             try:
                 if version >= 1:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -319,9 +332,19 @@ class EndQuorumEpochRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_H.unpack_from(data, pos)
                 pos += 2
@@ -395,9 +418,21 @@ class EndQuorumEpochRequest(Message):
         try:
             if version >= 1:
                 f = 'cluster_id'
-                self.cluster_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.cluster_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.cluster_id, pos = read_compact_nullable_string(data, pos)
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -409,7 +444,11 @@ class EndQuorumEpochRequest(Message):
                     idx = None
                     self.topics = items
                 f = 'leader_endpoints'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -418,9 +457,19 @@ class EndQuorumEpochRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'name'
-                        elem.name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.name, pos = read_compact_string(data, pos)
                         sub = 'host'
-                        elem.host, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.host, pos = read_compact_string(data, pos)
                         sub = 'port'
                         elem.port, = _S_H.unpack_from(data, pos)
                         pos += 2
@@ -574,9 +623,18 @@ class EndQuorumEpochResponse(Message):
             try:
                 if version >= 1:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -670,7 +728,12 @@ class EndQuorumEpochResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_H.unpack_from(data, pos)
                 pos += 2
@@ -746,7 +809,11 @@ class EndQuorumEpochResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -766,7 +833,11 @@ class EndQuorumEpochResponse(Message):
                     end = pos + size
                     if tag == 0:
                         f = 'node_endpoints'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -778,7 +849,12 @@ class EndQuorumEpochResponse(Message):
                                 elem.node_id, = _S_i.unpack_from(data, pos)
                                 pos += 4
                                 sub = 'host'
-                                elem.host, pos = read_compact_string(data, pos)
+                                n = data[pos]
+                                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                    elem.host = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    elem.host, pos = read_compact_string(data, pos)
                                 sub = 'port'
                                 elem.port, = _S_H.unpack_from(data, pos)
                                 pos += 2

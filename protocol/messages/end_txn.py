@@ -62,7 +62,12 @@ class EndTxnRequest(Message):
         try:
             if version >= 3:
                 f = 'transactional_id'
-                self.transactional_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transactional_id, pos = read_compact_string(data, pos)
                 f = 'producer_id'
                 self.producer_id, self.producer_epoch, self.committed = _S_qhz.unpack_from(data, pos)
                 pos += 11

@@ -256,7 +256,12 @@ class FetchRequest(Message):
                 if version >= 12:
                     if version <= 12:
                         f = 'topic'
-                        self.topic, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            self.topic = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.topic, pos = read_compact_string(data, pos)
                     else:
                         self.topic = ''
                     if version >= 13:
@@ -265,7 +270,11 @@ class FetchRequest(Message):
                     else:
                         self.topic_id = ZERO_UUID
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -379,7 +388,12 @@ class FetchRequest(Message):
                 if version >= 12:
                     if version <= 12:
                         f = 'topic'
-                        self.topic, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            self.topic = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.topic, pos = read_compact_string(data, pos)
                     else:
                         self.topic = ''
                     if version >= 13:
@@ -388,7 +402,11 @@ class FetchRequest(Message):
                     else:
                         self.topic_id = ZERO_UUID
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -533,7 +551,11 @@ class FetchRequest(Message):
                 self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch = _S_iiibii.unpack_from(data, pos)
                 pos += 21
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -545,7 +567,11 @@ class FetchRequest(Message):
                     idx = None
                     self.topics = items
                 f = 'forgotten_topics_data'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -555,7 +581,12 @@ class FetchRequest(Message):
                         elem = _new(elem_cls)
                         if version <= 12:
                             sub = 'topic'
-                            elem.topic, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.topic = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.topic, pos = read_compact_string(data, pos)
                         else:
                             elem.topic = ''
                         if version >= 13:
@@ -564,7 +595,11 @@ class FetchRequest(Message):
                         else:
                             elem.topic_id = ZERO_UUID
                         sub = 'partitions'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -580,7 +615,12 @@ class FetchRequest(Message):
                     sub = None
                     self.forgotten_topics_data = elems
                 f = 'rack_id'
-                self.rack_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.rack_id, pos = read_compact_string(data, pos)
                 f = "<tagged fields>"
                 self.cluster_id = None
                 self.replica_state = FetchRequest.ReplicaState()
@@ -591,7 +631,15 @@ class FetchRequest(Message):
                     end = pos + size
                     if tag == 0:
                         f = 'cluster_id'
-                        self.cluster_id, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            self.cluster_id = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.cluster_id, pos = read_compact_nullable_string(data, pos)
                         if pos > end:
                             raise tag_overrun(pos, end)
                     elif tag == 1 and version >= 15:
@@ -991,7 +1039,11 @@ class FetchResponse(Message):
                     self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset = _S_ihqqq.unpack_from(data, pos)
                     pos += 30
                     f = 'aborted_transactions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         self.aborted_transactions = None
                     else:
@@ -1187,7 +1239,12 @@ class FetchResponse(Message):
                 if version >= 12:
                     if version <= 12:
                         f = 'topic'
-                        self.topic, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            self.topic = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.topic, pos = read_compact_string(data, pos)
                     else:
                         self.topic = ''
                     if version >= 13:
@@ -1196,7 +1253,11 @@ class FetchResponse(Message):
                     else:
                         self.topic_id = ZERO_UUID
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -1279,12 +1340,25 @@ class FetchResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'rack'
-                self.rack, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.rack = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.rack, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -1364,7 +1438,11 @@ class FetchResponse(Message):
                 self.throttle_time_ms, self.error_code, self.session_id = _S_ihi.unpack_from(data, pos)
                 pos += 10
                 f = 'responses'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -1384,7 +1462,11 @@ class FetchResponse(Message):
                     end = pos + size
                     if tag == 0 and version >= 16:
                         f = 'node_endpoints'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -1396,12 +1478,25 @@ class FetchResponse(Message):
                                 elem.node_id, = _S_i.unpack_from(data, pos)
                                 pos += 4
                                 sub = 'host'
-                                elem.host, pos = read_compact_string(data, pos)
+                                n = data[pos]
+                                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                    elem.host = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    elem.host, pos = read_compact_string(data, pos)
                                 sub = 'port'
                                 elem.port, = _S_i.unpack_from(data, pos)
                                 pos += 4
                                 sub = 'rack'
-                                elem.rack, pos = read_compact_nullable_string(data, pos)
+                                n = data[pos]
+                                if n == 0:
+                                    elem.rack = None
+                                    pos += 1
+                                elif n < 128 and (s_end := pos + n) <= len(data):
+                                    elem.rack = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    elem.rack, pos = read_compact_nullable_string(data, pos)
                                 sub = "<tagged fields>"
                                 if data[pos] == 0:
                                     elem.unknown_tagged_fields = None

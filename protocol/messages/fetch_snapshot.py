@@ -187,9 +187,18 @@ class FetchSnapshotRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -261,7 +270,11 @@ class FetchSnapshotRequest(Message):
             self.replica_id, self.max_bytes = _S_ii.unpack_from(data, pos)
             pos += 8
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -281,7 +294,15 @@ class FetchSnapshotRequest(Message):
                 end = pos + size
                 if tag == 0:
                     f = 'cluster_id'
-                    self.cluster_id, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.cluster_id = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.cluster_id, pos = read_compact_nullable_string(data, pos)
                     if pos > end:
                         raise tag_overrun(pos, end)
                 else:
@@ -542,9 +563,18 @@ class FetchSnapshotResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -607,7 +637,12 @@ class FetchSnapshotResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_H.unpack_from(data, pos)
                 pos += 2
@@ -676,7 +711,11 @@ class FetchSnapshotResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -696,7 +735,11 @@ class FetchSnapshotResponse(Message):
                 end = pos + size
                 if tag == 0 and version >= 1:
                     f = 'node_endpoints'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -708,7 +751,12 @@ class FetchSnapshotResponse(Message):
                             elem.node_id, = _S_i.unpack_from(data, pos)
                             pos += 4
                             sub = 'host'
-                            elem.host, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.host, pos = read_compact_string(data, pos)
                             sub = 'port'
                             elem.port, = _S_H.unpack_from(data, pos)
                             pos += 2

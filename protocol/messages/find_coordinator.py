@@ -70,7 +70,12 @@ class FindCoordinatorRequest(Message):
             if version >= 3:
                 if version <= 3:
                     f = 'key'
-                    self.key, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.key = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.key, pos = read_compact_string(data, pos)
                 else:
                     self.key = ''
                 f = 'key_type'
@@ -78,13 +83,22 @@ class FindCoordinatorRequest(Message):
                 pos += 1
                 if version >= 4:
                     f = 'coordinator_keys'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         items = []
                         for _ in range(n):
-                            item, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                item = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                item, pos = read_compact_string(data, pos)
                             items.append(item)
                         self.coordinator_keys = items
                 else:
@@ -159,17 +173,35 @@ class FindCoordinatorResponse(Message):
             sub = None
             try:
                 f = 'key'
-                self.key, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.key = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.key, pos = read_compact_string(data, pos)
                 f = 'node_id'
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -268,7 +300,15 @@ class FindCoordinatorResponse(Message):
                     self.error_code = 0
                 if version <= 3:
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.error_message = None
                 if version <= 3:
@@ -279,7 +319,12 @@ class FindCoordinatorResponse(Message):
                     self.node_id = 0
                 if version <= 3:
                     f = 'host'
-                    self.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.host, pos = read_compact_string(data, pos)
                 else:
                     self.host = ''
                 if version <= 3:
@@ -290,7 +335,11 @@ class FindCoordinatorResponse(Message):
                     self.port = 0
                 if version >= 4:
                     f = 'coordinators'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -299,17 +348,35 @@ class FindCoordinatorResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'key'
-                            elem.key, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.key = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.key, pos = read_compact_string(data, pos)
                             sub = 'node_id'
                             elem.node_id, = _S_i.unpack_from(data, pos)
                             pos += 4
                             sub = 'host'
-                            elem.host, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.host, pos = read_compact_string(data, pos)
                             sub = 'port'
                             elem.port, elem.error_code = _S_ih.unpack_from(data, pos)
                             pos += 6
                             sub = 'error_message'
-                            elem.error_message, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.error_message = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.error_message, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None

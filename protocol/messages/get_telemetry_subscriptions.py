@@ -11,11 +11,11 @@ from ..message import Message
 from ..primitives import (
     ZERO_UUID, DECODE_ERRORS, located, wrapped, null_array, read_unknown_tags, write_tags,
     read_compact_string, write_compact_string, read_uuid, read_compact_array_length,
-    read_fixed_array, write_compact_array_length, fixed_array_structs,
+    read_fixed_array, write_compact_array_length, multi_array_structs,
 )
 
 _new = object.__new__
-_CA_i_b = fixed_array_structs('i', 'b', True)
+_CM_i_abiiz = multi_array_structs('i[b]ii?', True)
 _S_i = Struct('>i')
 _S_ih = Struct('>ih')
 _S_iiz = Struct('>ii?')
@@ -101,10 +101,9 @@ class GetTelemetrySubscriptionsResponse(Message):
     def _write(self, buf, pieces, version):
         buf += _S_ih.pack(self.throttle_time_ms, self.error_code)
         buf += self.client_instance_id.bytes
-        items = self.accepted_compression_types
-        n = len(items)
-        buf += _CA_i_b[n].pack(self.subscription_id, n + 1, *items)
-        buf += _S_iiz.pack(self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality)
+        a0 = self.accepted_compression_types
+        n0 = len(a0)
+        buf += _CM_i_abiiz[n0,].pack(self.subscription_id, n0 + 1, *a0, self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality)
         items = self.requested_metrics
         write_compact_array_length(buf, items)
         for item in items:
@@ -130,7 +129,11 @@ class GetTelemetrySubscriptionsResponse(Message):
             self.subscription_id, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'accepted_compression_types'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -139,13 +142,22 @@ class GetTelemetrySubscriptionsResponse(Message):
             self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality = _S_iiz.unpack_from(data, pos)
             pos += 9
             f = 'requested_metrics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
                 items = []
                 for _ in range(n):
-                    item, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        item = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        item, pos = read_compact_string(data, pos)
                     items.append(item)
                 self.requested_metrics = items
             f = "<tagged fields>"

@@ -68,14 +68,32 @@ class HeartbeatRequest(Message):
         try:
             if version >= 4:
                 f = 'group_id'
-                self.group_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_id, pos = read_compact_string(data, pos)
                 f = 'generation_id'
                 self.generation_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'member_id'
-                self.member_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.member_id, pos = read_compact_string(data, pos)
                 f = 'group_instance_id'
-                self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.group_instance_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None

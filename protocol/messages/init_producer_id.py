@@ -64,7 +64,15 @@ class InitProducerIdRequest(Message):
         try:
             if version >= 2:
                 f = 'transactional_id'
-                self.transactional_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.transactional_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transactional_id, pos = read_compact_nullable_string(data, pos)
                 f = 'transaction_timeout_ms'
                 self.transaction_timeout_ms, = _S_i.unpack_from(data, pos)
                 pos += 4

@@ -64,7 +64,12 @@ class JoinGroupRequest(Message):
             try:
                 if version >= 6:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'metadata'
                     self.metadata, pos = read_compact_bytes(data, pos)
                     f = "<tagged fields>"
@@ -160,18 +165,45 @@ class JoinGroupRequest(Message):
         try:
             if version >= 6:
                 f = 'group_id'
-                self.group_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_id, pos = read_compact_string(data, pos)
                 f = 'session_timeout_ms'
                 self.session_timeout_ms, self.rebalance_timeout_ms = _S_ii.unpack_from(data, pos)
                 pos += 8
                 f = 'member_id'
-                self.member_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.member_id, pos = read_compact_string(data, pos)
                 f = 'group_instance_id'
-                self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.group_instance_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                 f = 'protocol_type'
-                self.protocol_type, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.protocol_type, pos = read_compact_string(data, pos)
                 f = 'protocols'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -180,7 +212,12 @@ class JoinGroupRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'name'
-                        elem.name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.name, pos = read_compact_string(data, pos)
                         sub = 'metadata'
                         elem.metadata, pos = read_compact_bytes(data, pos)
                         sub = "<tagged fields>"
@@ -195,7 +232,15 @@ class JoinGroupRequest(Message):
                     self.protocols = elems
                 if version >= 8:
                     f = 'reason'
-                    self.reason, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.reason = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.reason = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.reason, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.reason = None
                 f = "<tagged fields>"
@@ -297,9 +342,22 @@ class JoinGroupResponse(Message):
             try:
                 if version >= 6:
                     f = 'member_id'
-                    self.member_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.member_id, pos = read_compact_string(data, pos)
                     f = 'group_instance_id'
-                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.group_instance_id = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                     f = 'metadata'
                     self.metadata, pos = read_compact_bytes(data, pos)
                     f = "<tagged fields>"
@@ -408,7 +466,15 @@ class JoinGroupResponse(Message):
                 pos += 10
                 if version >= 7:
                     f = 'protocol_type'
-                    self.protocol_type, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.protocol_type = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.protocol_type, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.protocol_type = None
                 f = 'protocol_name'
@@ -417,7 +483,12 @@ class JoinGroupResponse(Message):
                 else:
                     self.protocol_name, pos = read_compact_string(data, pos)
                 f = 'leader'
-                self.leader, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.leader = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.leader, pos = read_compact_string(data, pos)
                 if version >= 9:
                     f = 'skip_assignment'
                     self.skip_assignment, = _S_z.unpack_from(data, pos)
@@ -425,9 +496,18 @@ class JoinGroupResponse(Message):
                 else:
                     self.skip_assignment = False
                 f = 'member_id'
-                self.member_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.member_id, pos = read_compact_string(data, pos)
                 f = 'members'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -436,9 +516,22 @@ class JoinGroupResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'member_id'
-                        elem.member_id, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.member_id, pos = read_compact_string(data, pos)
                         sub = 'group_instance_id'
-                        elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.group_instance_id = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
                         sub = 'metadata'
                         elem.metadata, pos = read_compact_bytes(data, pos)
                         sub = "<tagged fields>"

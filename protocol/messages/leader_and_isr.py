@@ -12,16 +12,13 @@ from ..primitives import (
     ZERO_UUID, DECODE_ERRORS, located, wrapped, null_array, read_unknown_tags, write_tags,
     read_string, read_compact_string, write_string, write_compact_string, read_uuid,
     read_array_length, read_compact_array_length, read_fixed_array, write_array_length,
-    write_compact_array_length, fixed_array_structs,
+    write_compact_array_length, multi_array_structs,
 )
 
 _new = object.__new__
-_A_i = fixed_array_structs('', 'i', False)
-_A_i_i = fixed_array_structs('i', 'i', False)
-_A_iiii_i = fixed_array_structs('iiii', 'i', False)
-_CA_i = fixed_array_structs('', 'i', True)
-_CA_i_i = fixed_array_structs('i', 'i', True)
-_CA_iiii_i = fixed_array_structs('iiii', 'i', True)
+_CM_iiii_aii_ai_ai_aiz = multi_array_structs('iiii[i]i[i][i][i]?', True)
+_M_ai_ai = multi_array_structs('[i][i]', False)
+_M_iiii_aii_ai = multi_array_structs('iiii[i]i[i]', False)
 _S_b = Struct('>b')
 _S_h = Struct('>h')
 _S_i = Struct('>i')
@@ -74,19 +71,15 @@ class LeaderAndIsrRequest(Message):
 
         def _write(self, buf, pieces, version):
             if version >= 4:
-                items = self.isr
-                n = len(items)
-                buf += _CA_iiii_i[n].pack(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, n + 1, *items)
-                items = self.replicas
-                n = len(items)
-                buf += _CA_i_i[n].pack(self.partition_epoch, n + 1, *items)
-                items = self.adding_replicas
-                n = len(items)
-                buf += _CA_i[n].pack(n + 1, *items)
-                items = self.removing_replicas
-                n = len(items)
-                buf += _CA_i[n].pack(n + 1, *items)
-                buf += _S_z.pack(self.is_new)
+                a0 = self.isr
+                n0 = len(a0)
+                a1 = self.replicas
+                n1 = len(a1)
+                a2 = self.adding_replicas
+                n2 = len(a2)
+                a3 = self.removing_replicas
+                n3 = len(a3)
+                buf += _CM_iiii_aii_ai_ai_aiz[n0, n1, n2, n3].pack(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, n0 + 1, *a0, self.partition_epoch, n1 + 1, *a1, n2 + 1, *a2, n3 + 1, *a3, self.is_new)
                 if version >= 6:
                     buf += _S_b.pack(self.leader_recovery_state)
                 if self.unknown_tagged_fields:
@@ -96,20 +89,17 @@ class LeaderAndIsrRequest(Message):
             else:
                 if version <= 1:
                     write_string(buf, self.topic_name)
-                items = self.isr
-                n = len(items)
-                buf += _A_iiii_i[n].pack(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, n, *items)
-                items = self.replicas
-                n = len(items)
-                buf += _A_i_i[n].pack(self.partition_epoch, n, *items)
+                a0 = self.isr
+                n0 = len(a0)
+                a1 = self.replicas
+                n1 = len(a1)
+                buf += _M_iiii_aii_ai[n0, n1].pack(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, n0, *a0, self.partition_epoch, n1, *a1)
                 if version >= 3:
-                    items = self.adding_replicas
-                    n = len(items)
-                    buf += _A_i[n].pack(n, *items)
-                if version >= 3:
-                    items = self.removing_replicas
-                    n = len(items)
-                    buf += _A_i[n].pack(n, *items)
+                    a0 = self.adding_replicas
+                    n0 = len(a0)
+                    a1 = self.removing_replicas
+                    n1 = len(a1)
+                    buf += _M_ai_ai[n0, n1].pack(n0, *a0, n1, *a1)
                 if version >= 1:
                     buf += _S_z.pack(self.is_new)
 
@@ -126,7 +116,11 @@ class LeaderAndIsrRequest(Message):
                     self.partition_index, self.controller_epoch, self.leader, self.leader_epoch = _S_iiii.unpack_from(data, pos)
                     pos += 16
                     f = 'isr'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -135,19 +129,31 @@ class LeaderAndIsrRequest(Message):
                     self.partition_epoch, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'replicas'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         self.replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                     f = 'adding_replicas'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         self.adding_replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                     f = 'removing_replicas'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -251,19 +257,15 @@ class LeaderAndIsrRequest(Message):
                 items = self.partition_states
                 write_compact_array_length(buf, items)
                 for elem in items:
-                    items = elem.isr
-                    n = len(items)
-                    buf += _CA_iiii_i[n].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n + 1, *items)
-                    items = elem.replicas
-                    n = len(items)
-                    buf += _CA_i_i[n].pack(elem.partition_epoch, n + 1, *items)
-                    items = elem.adding_replicas
-                    n = len(items)
-                    buf += _CA_i[n].pack(n + 1, *items)
-                    items = elem.removing_replicas
-                    n = len(items)
-                    buf += _CA_i[n].pack(n + 1, *items)
-                    buf += _S_z.pack(elem.is_new)
+                    a0 = elem.isr
+                    n0 = len(a0)
+                    a1 = elem.replicas
+                    n1 = len(a1)
+                    a2 = elem.adding_replicas
+                    n2 = len(a2)
+                    a3 = elem.removing_replicas
+                    n3 = len(a3)
+                    buf += _CM_iiii_aii_ai_ai_aiz[n0, n1, n2, n3].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n0 + 1, *a0, elem.partition_epoch, n1 + 1, *a1, n2 + 1, *a2, n3 + 1, *a3, elem.is_new)
                     if version >= 6:
                         buf += _S_b.pack(elem.leader_recovery_state)
                     if elem.unknown_tagged_fields:
@@ -279,20 +281,17 @@ class LeaderAndIsrRequest(Message):
                 items = self.partition_states
                 write_array_length(buf, items)
                 for elem in items:
-                    items = elem.isr
-                    n = len(items)
-                    buf += _A_iiii_i[n].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n, *items)
-                    items = elem.replicas
-                    n = len(items)
-                    buf += _A_i_i[n].pack(elem.partition_epoch, n, *items)
+                    a0 = elem.isr
+                    n0 = len(a0)
+                    a1 = elem.replicas
+                    n1 = len(a1)
+                    buf += _M_iiii_aii_ai[n0, n1].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n0, *a0, elem.partition_epoch, n1, *a1)
                     if version >= 3:
-                        items = elem.adding_replicas
-                        n = len(items)
-                        buf += _A_i[n].pack(n, *items)
-                    if version >= 3:
-                        items = elem.removing_replicas
-                        n = len(items)
-                        buf += _A_i[n].pack(n, *items)
+                        a0 = elem.adding_replicas
+                        n0 = len(a0)
+                        a1 = elem.removing_replicas
+                        n1 = len(a1)
+                        buf += _M_ai_ai[n0, n1].pack(n0, *a0, n1, *a1)
                     buf += _S_z.pack(elem.is_new)
 
         @classmethod
@@ -304,14 +303,23 @@ class LeaderAndIsrRequest(Message):
             try:
                 if version >= 4:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                     if version >= 5:
                         f = 'topic_id'
                         self.topic_id, pos = read_uuid(data, pos)
                     else:
                         self.topic_id = ZERO_UUID
                     f = 'partition_states'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -324,7 +332,11 @@ class LeaderAndIsrRequest(Message):
                             elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch = _S_iiii.unpack_from(data, pos)
                             pos += 16
                             sub = 'isr'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -333,19 +345,31 @@ class LeaderAndIsrRequest(Message):
                             elem.partition_epoch, = _S_i.unpack_from(data, pos)
                             pos += 4
                             sub = 'replicas'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
                                 elem.replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                             sub = 'adding_replicas'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
                                 elem.adding_replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                             sub = 'removing_replicas'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -487,7 +511,12 @@ class LeaderAndIsrRequest(Message):
                     self.broker_id, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'host_name'
-                    self.host_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.host_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.host_name, pos = read_compact_string(data, pos)
                     f = 'port'
                     self.port, = _S_i.unpack_from(data, pos)
                     pos += 4
@@ -578,12 +607,11 @@ class LeaderAndIsrRequest(Message):
                 write_array_length(buf, items)
                 for elem in items:
                     write_string(buf, elem.topic_name)
-                    items = elem.isr
-                    n = len(items)
-                    buf += _A_iiii_i[n].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n, *items)
-                    items = elem.replicas
-                    n = len(items)
-                    buf += _A_i_i[n].pack(elem.partition_epoch, n, *items)
+                    a0 = elem.isr
+                    n0 = len(a0)
+                    a1 = elem.replicas
+                    n1 = len(a1)
+                    buf += _M_iiii_aii_ai[n0, n1].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n0, *a0, elem.partition_epoch, n1, *a1)
                     if version >= 1:
                         buf += _S_z.pack(elem.is_new)
             if version >= 2:
@@ -627,7 +655,11 @@ class LeaderAndIsrRequest(Message):
                 else:
                     self.type = 0
                 f = 'topic_states'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -639,7 +671,11 @@ class LeaderAndIsrRequest(Message):
                     idx = None
                     self.topic_states = items
                 f = 'live_leaders'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -651,7 +687,12 @@ class LeaderAndIsrRequest(Message):
                         elem.broker_id, = _S_i.unpack_from(data, pos)
                         pos += 4
                         sub = 'host_name'
-                        elem.host_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.host_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.host_name, pos = read_compact_string(data, pos)
                         sub = 'port'
                         elem.port, = _S_i.unpack_from(data, pos)
                         pos += 4
@@ -818,7 +859,12 @@ class LeaderAndIsrResponse(Message):
                 if version >= 4:
                     if version <= 4:
                         f = 'topic_name'
-                        self.topic_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.topic_name, pos = read_compact_string(data, pos)
                     else:
                         self.topic_name = ''
                     f = 'partition_index'
@@ -886,7 +932,11 @@ class LeaderAndIsrResponse(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partition_errors'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -983,7 +1033,11 @@ class LeaderAndIsrResponse(Message):
                 pos += 2
                 if version <= 4:
                     f = 'partition_errors'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -992,7 +1046,12 @@ class LeaderAndIsrResponse(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'topic_name'
-                            elem.topic_name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.topic_name, pos = read_compact_string(data, pos)
                             sub = 'partition_index'
                             elem.partition_index, elem.error_code = _S_ih.unpack_from(data, pos)
                             pos += 6
@@ -1010,7 +1069,11 @@ class LeaderAndIsrResponse(Message):
                     self.partition_errors = []
                 if version >= 5:
                     f = 'topics'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:

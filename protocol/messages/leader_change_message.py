@@ -132,7 +132,11 @@ class LeaderChangeMessage(Message):
             self.version, self.leader_id = _S_hi.unpack_from(data, pos)
             pos += 6
             f = 'voters'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -159,7 +163,11 @@ class LeaderChangeMessage(Message):
                 sub = None
                 self.voters = elems
             f = 'granting_voters'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

@@ -65,12 +65,33 @@ class LeaveGroupRequest(Message):
             try:
                 if version >= 4:
                     f = 'member_id'
-                    self.member_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.member_id, pos = read_compact_string(data, pos)
                     f = 'group_instance_id'
-                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.group_instance_id = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                     if version >= 5:
                         f = 'reason'
-                        self.reason, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            self.reason = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            self.reason = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.reason, pos = read_compact_nullable_string(data, pos)
                     else:
                         self.reason = None
                     f = "<tagged fields>"
@@ -150,9 +171,18 @@ class LeaveGroupRequest(Message):
             if version >= 4:
                 self.member_id = ''
                 f = 'group_id'
-                self.group_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_id, pos = read_compact_string(data, pos)
                 f = 'members'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -161,12 +191,33 @@ class LeaveGroupRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'member_id'
-                        elem.member_id, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.member_id, pos = read_compact_string(data, pos)
                         sub = 'group_instance_id'
-                        elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.group_instance_id = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
                         if version >= 5:
                             sub = 'reason'
-                            elem.reason, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.reason = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.reason = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.reason, pos = read_compact_nullable_string(data, pos)
                         else:
                             elem.reason = None
                         sub = "<tagged fields>"
@@ -267,9 +318,22 @@ class LeaveGroupResponse(Message):
             try:
                 if version >= 4:
                     f = 'member_id'
-                    self.member_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.member_id, pos = read_compact_string(data, pos)
                     f = 'group_instance_id'
-                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.group_instance_id = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                     f = 'error_code'
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
@@ -354,7 +418,11 @@ class LeaveGroupResponse(Message):
                 self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'members'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -363,9 +431,22 @@ class LeaveGroupResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'member_id'
-                        elem.member_id, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.member_id, pos = read_compact_string(data, pos)
                         sub = 'group_instance_id'
-                        elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.group_instance_id = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
                         sub = 'error_code'
                         elem.error_code, = _S_h.unpack_from(data, pos)
                         pos += 2

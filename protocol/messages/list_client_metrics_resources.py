@@ -90,7 +90,12 @@ class ListClientMetricsResourcesResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -148,7 +153,11 @@ class ListClientMetricsResourcesResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'client_metrics_resources'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -157,7 +166,12 @@ class ListClientMetricsResourcesResponse(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None

@@ -67,26 +67,44 @@ class ListGroupsRequest(Message):
             if version >= 3:
                 if version >= 4:
                     f = 'states_filter'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         items = []
                         for _ in range(n):
-                            item, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                item = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                item, pos = read_compact_string(data, pos)
                             items.append(item)
                         self.states_filter = items
                 else:
                     self.states_filter = []
                 if version >= 5:
                     f = 'types_filter'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         items = []
                         for _ in range(n):
-                            item, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                item = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                item, pos = read_compact_string(data, pos)
                             items.append(item)
                         self.types_filter = items
                 else:
@@ -156,17 +174,37 @@ class ListGroupsResponse(Message):
             try:
                 if version >= 3:
                     f = 'group_id'
-                    self.group_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_id, pos = read_compact_string(data, pos)
                     f = 'protocol_type'
-                    self.protocol_type, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.protocol_type, pos = read_compact_string(data, pos)
                     if version >= 4:
                         f = 'group_state'
-                        self.group_state, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            self.group_state = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.group_state, pos = read_compact_string(data, pos)
                     else:
                         self.group_state = ''
                     if version >= 5:
                         f = 'group_type'
-                        self.group_type, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            self.group_type = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            self.group_type, pos = read_compact_string(data, pos)
                     else:
                         self.group_type = ''
                     f = "<tagged fields>"
@@ -250,7 +288,11 @@ class ListGroupsResponse(Message):
                 self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'groups'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -259,17 +301,37 @@ class ListGroupsResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'group_id'
-                        elem.group_id, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.group_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.group_id, pos = read_compact_string(data, pos)
                         sub = 'protocol_type'
-                        elem.protocol_type, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.protocol_type, pos = read_compact_string(data, pos)
                         if version >= 4:
                             sub = 'group_state'
-                            elem.group_state, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.group_state = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.group_state, pos = read_compact_string(data, pos)
                         else:
                             elem.group_state = ''
                         if version >= 5:
                             sub = 'group_type'
-                            elem.group_type, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.group_type = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.group_type, pos = read_compact_string(data, pos)
                         else:
                             elem.group_type = ''
                         sub = "<tagged fields>"

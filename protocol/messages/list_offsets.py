@@ -163,9 +163,18 @@ class ListOffsetsRequest(Message):
             try:
                 if version >= 6:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -292,7 +301,11 @@ class ListOffsetsRequest(Message):
                 self.replica_id, self.isolation_level = _S_ib.unpack_from(data, pos)
                 pos += 5
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -499,9 +512,18 @@ class ListOffsetsResponse(Message):
             try:
                 if version >= 6:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -628,7 +650,11 @@ class ListOffsetsResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

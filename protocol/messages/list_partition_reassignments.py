@@ -12,12 +12,12 @@ from ..primitives import (
     DECODE_ERRORS, located, wrapped, null_array, read_unknown_tags, write_tags,
     read_compact_string, read_compact_nullable_string, write_compact_string,
     read_compact_array_length, read_fixed_array, write_compact_array_length,
-    fixed_array_structs,
+    fixed_array_structs, multi_array_structs,
 )
 
 _new = object.__new__
 _CA_i = fixed_array_structs('', 'i', True)
-_CA_i_i = fixed_array_structs('i', 'i', True)
+_CM_i_ai_ai_ai = multi_array_structs('i[i][i][i]', True)
 _S_i = Struct('>i')
 _S_ih = Struct('>ih')
 
@@ -59,9 +59,18 @@ class ListPartitionReassignmentsRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'partition_indexes'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -125,7 +134,11 @@ class ListPartitionReassignmentsRequest(Message):
             self.timeout_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 self.topics = None
             else:
@@ -134,9 +147,18 @@ class ListPartitionReassignmentsRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'name'
-                    elem.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.name, pos = read_compact_string(data, pos)
                     sub = 'partition_indexes'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -188,15 +210,13 @@ class ListPartitionReassignmentsResponse(Message):
             self.unknown_tagged_fields = unknown_tagged_fields
 
         def _write(self, buf, pieces, version):
-            items = self.replicas
-            n = len(items)
-            buf += _CA_i_i[n].pack(self.partition_index, n + 1, *items)
-            items = self.adding_replicas
-            n = len(items)
-            buf += _CA_i[n].pack(n + 1, *items)
-            items = self.removing_replicas
-            n = len(items)
-            buf += _CA_i[n].pack(n + 1, *items)
+            a0 = self.replicas
+            n0 = len(a0)
+            a1 = self.adding_replicas
+            n1 = len(a1)
+            a2 = self.removing_replicas
+            n2 = len(a2)
+            buf += _CM_i_ai_ai_ai[n0, n1, n2].pack(self.partition_index, n0 + 1, *a0, n1 + 1, *a1, n2 + 1, *a2)
             if self.unknown_tagged_fields:
                 write_tags(buf, (), self.unknown_tagged_fields)
             else:
@@ -213,19 +233,31 @@ class ListPartitionReassignmentsResponse(Message):
                 self.partition_index, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'replicas'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
                     self.replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                 f = 'adding_replicas'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
                     self.adding_replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                 f = 'removing_replicas'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -265,15 +297,13 @@ class ListPartitionReassignmentsResponse(Message):
             items = self.partitions
             write_compact_array_length(buf, items)
             for elem in items:
-                items = elem.replicas
-                n = len(items)
-                buf += _CA_i_i[n].pack(elem.partition_index, n + 1, *items)
-                items = elem.adding_replicas
-                n = len(items)
-                buf += _CA_i[n].pack(n + 1, *items)
-                items = elem.removing_replicas
-                n = len(items)
-                buf += _CA_i[n].pack(n + 1, *items)
+                a0 = elem.replicas
+                n0 = len(a0)
+                a1 = elem.adding_replicas
+                n1 = len(a1)
+                a2 = elem.removing_replicas
+                n2 = len(a2)
+                buf += _CM_i_ai_ai_ai[n0, n1, n2].pack(elem.partition_index, n0 + 1, *a0, n1 + 1, *a1, n2 + 1, *a2)
                 if elem.unknown_tagged_fields:
                     write_tags(buf, (), elem.unknown_tagged_fields)
                 else:
@@ -291,9 +321,18 @@ class ListPartitionReassignmentsResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -305,19 +344,31 @@ class ListPartitionReassignmentsResponse(Message):
                         elem.partition_index, = _S_i.unpack_from(data, pos)
                         pos += 4
                         sub = 'replicas'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
                             elem.replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                         sub = 'adding_replicas'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
                             elem.adding_replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                         sub = 'removing_replicas'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -389,9 +440,21 @@ class ListPartitionReassignmentsResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

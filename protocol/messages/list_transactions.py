@@ -63,17 +63,30 @@ class ListTransactionsRequest(Message):
         sub = None
         try:
             f = 'state_filters'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
                 items = []
                 for _ in range(n):
-                    item, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        item = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        item, pos = read_compact_string(data, pos)
                     items.append(item)
                 self.state_filters = items
             f = 'producer_id_filters'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -135,12 +148,22 @@ class ListTransactionsResponse(Message):
             sub = None
             try:
                 f = 'transactional_id'
-                self.transactional_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transactional_id, pos = read_compact_string(data, pos)
                 f = 'producer_id'
                 self.producer_id, = _S_q.unpack_from(data, pos)
                 pos += 8
                 f = 'transaction_state'
-                self.transaction_state, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.transaction_state = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transaction_state, pos = read_compact_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -206,17 +229,30 @@ class ListTransactionsResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'unknown_state_filters'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
                 items = []
                 for _ in range(n):
-                    item, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        item = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        item, pos = read_compact_string(data, pos)
                     items.append(item)
                 self.unknown_state_filters = items
             f = 'transaction_states'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -225,12 +261,22 @@ class ListTransactionsResponse(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'transactional_id'
-                    elem.transactional_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.transactional_id, pos = read_compact_string(data, pos)
                     sub = 'producer_id'
                     elem.producer_id, = _S_q.unpack_from(data, pos)
                     pos += 8
                     sub = 'transaction_state'
-                    elem.transaction_state, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.transaction_state = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.transaction_state, pos = read_compact_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None

@@ -13,13 +13,13 @@ from ..primitives import (
     read_string, read_nullable_string, read_compact_string, read_compact_nullable_string,
     write_string, write_compact_string, read_uuid, read_array_length,
     read_compact_array_length, read_fixed_array, write_array_length,
-    write_compact_array_length, fixed_array_structs,
+    write_compact_array_length, fixed_array_structs, multi_array_structs,
 )
 
 _new = object.__new__
 _A_i = fixed_array_structs('', 'i', False)
-_CA_hiii_i = fixed_array_structs('hiii', 'i', True)
-_CA_i = fixed_array_structs('', 'i', True)
+_CM_hiii_ai_ai_ai = multi_array_structs('hiii[i][i][i]', True)
+_M_ai_ai = multi_array_structs('[i][i]', False)
 _S_h = Struct('>h')
 _S_hii = Struct('>hii')
 _S_hiii = Struct('>hiii')
@@ -156,7 +156,11 @@ class MetadataRequest(Message):
         try:
             if version >= 9:
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.topics = None
                 else:
@@ -295,12 +299,25 @@ class MetadataResponse(Message):
                     self.node_id, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'host'
-                    self.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.host, pos = read_compact_string(data, pos)
                     f = 'port'
                     self.port, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'rack'
-                    self.rack, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.rack = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.rack = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.rack, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -358,15 +375,13 @@ class MetadataResponse(Message):
 
         def _write(self, buf, pieces, version):
             if version >= 9:
-                items = self.replica_nodes
-                n = len(items)
-                buf += _CA_hiii_i[n].pack(self.error_code, self.partition_index, self.leader_id, self.leader_epoch, n + 1, *items)
-                items = self.isr_nodes
-                n = len(items)
-                buf += _CA_i[n].pack(n + 1, *items)
-                items = self.offline_replicas
-                n = len(items)
-                buf += _CA_i[n].pack(n + 1, *items)
+                a0 = self.replica_nodes
+                n0 = len(a0)
+                a1 = self.isr_nodes
+                n1 = len(a1)
+                a2 = self.offline_replicas
+                n2 = len(a2)
+                buf += _CM_hiii_ai_ai_ai[n0, n1, n2].pack(self.error_code, self.partition_index, self.leader_id, self.leader_epoch, n0 + 1, *a0, n1 + 1, *a1, n2 + 1, *a2)
                 if self.unknown_tagged_fields:
                     write_tags(buf, (), self.unknown_tagged_fields)
                 else:
@@ -375,12 +390,11 @@ class MetadataResponse(Message):
                 buf += _S_hii.pack(self.error_code, self.partition_index, self.leader_id)
                 if version >= 7:
                     buf += _S_i.pack(self.leader_epoch)
-                items = self.replica_nodes
-                n = len(items)
-                buf += _A_i[n].pack(n, *items)
-                items = self.isr_nodes
-                n = len(items)
-                buf += _A_i[n].pack(n, *items)
+                a0 = self.replica_nodes
+                n0 = len(a0)
+                a1 = self.isr_nodes
+                n1 = len(a1)
+                buf += _M_ai_ai[n0, n1].pack(n0, *a0, n1, *a1)
                 if version >= 5:
                     items = self.offline_replicas
                     n = len(items)
@@ -398,19 +412,31 @@ class MetadataResponse(Message):
                     self.error_code, self.partition_index, self.leader_id, self.leader_epoch = _S_hiii.unpack_from(data, pos)
                     pos += 14
                     f = 'replica_nodes'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         self.replica_nodes, pos = read_fixed_array(data, pos, n, 'i', 4)
                     f = 'isr_nodes'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         self.isr_nodes, pos = read_fixed_array(data, pos, n, 'i', 4)
                     f = 'offline_replicas'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -495,15 +521,13 @@ class MetadataResponse(Message):
                 items = self.partitions
                 write_compact_array_length(buf, items)
                 for elem in items:
-                    items = elem.replica_nodes
-                    n = len(items)
-                    buf += _CA_hiii_i[n].pack(elem.error_code, elem.partition_index, elem.leader_id, elem.leader_epoch, n + 1, *items)
-                    items = elem.isr_nodes
-                    n = len(items)
-                    buf += _CA_i[n].pack(n + 1, *items)
-                    items = elem.offline_replicas
-                    n = len(items)
-                    buf += _CA_i[n].pack(n + 1, *items)
+                    a0 = elem.replica_nodes
+                    n0 = len(a0)
+                    a1 = elem.isr_nodes
+                    n1 = len(a1)
+                    a2 = elem.offline_replicas
+                    n2 = len(a2)
+                    buf += _CM_hiii_ai_ai_ai[n0, n1, n2].pack(elem.error_code, elem.partition_index, elem.leader_id, elem.leader_epoch, n0 + 1, *a0, n1 + 1, *a1, n2 + 1, *a2)
                     if elem.unknown_tagged_fields:
                         write_tags(buf, (), elem.unknown_tagged_fields)
                     else:
@@ -524,12 +548,11 @@ class MetadataResponse(Message):
                     buf += _S_hii.pack(elem.error_code, elem.partition_index, elem.leader_id)
                     if version >= 7:
                         buf += _S_i.pack(elem.leader_epoch)
-                    items = elem.replica_nodes
-                    n = len(items)
-                    buf += _A_i[n].pack(n, *items)
-                    items = elem.isr_nodes
-                    n = len(items)
-                    buf += _A_i[n].pack(n, *items)
+                    a0 = elem.replica_nodes
+                    n0 = len(a0)
+                    a1 = elem.isr_nodes
+                    n1 = len(a1)
+                    buf += _M_ai_ai[n0, n1].pack(n0, *a0, n1, *a1)
                     if version >= 5:
                         items = elem.offline_replicas
                         n = len(items)
@@ -562,7 +585,11 @@ class MetadataResponse(Message):
                     self.is_internal, = _S_z.unpack_from(data, pos)
                     pos += 1
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -574,19 +601,31 @@ class MetadataResponse(Message):
                             elem.error_code, elem.partition_index, elem.leader_id, elem.leader_epoch = _S_hiii.unpack_from(data, pos)
                             pos += 14
                             sub = 'replica_nodes'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
                                 elem.replica_nodes, pos = read_fixed_array(data, pos, n, 'i', 4)
                             sub = 'isr_nodes'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
                                 elem.isr_nodes, pos = read_fixed_array(data, pos, n, 'i', 4)
                             sub = 'offline_replicas'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -767,7 +806,11 @@ class MetadataResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'brokers'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -779,12 +822,25 @@ class MetadataResponse(Message):
                         elem.node_id, = _S_i.unpack_from(data, pos)
                         pos += 4
                         sub = 'host'
-                        elem.host, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.host, pos = read_compact_string(data, pos)
                         sub = 'port'
                         elem.port, = _S_i.unpack_from(data, pos)
                         pos += 4
                         sub = 'rack'
-                        elem.rack, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.rack = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.rack = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.rack, pos = read_compact_nullable_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None
@@ -796,12 +852,24 @@ class MetadataResponse(Message):
                     sub = None
                     self.brokers = elems
                 f = 'cluster_id'
-                self.cluster_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.cluster_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.cluster_id, pos = read_compact_nullable_string(data, pos)
                 f = 'controller_id'
                 self.controller_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

@@ -77,7 +77,15 @@ class OffsetCommitRequest(Message):
                     self.partition_index, self.committed_offset, self.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
                     pos += 16
                     f = 'committed_metadata'
-                    self.committed_metadata, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.committed_metadata = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.committed_metadata = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.committed_metadata, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -164,9 +172,18 @@ class OffsetCommitRequest(Message):
             try:
                 if version >= 8:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -179,7 +196,15 @@ class OffsetCommitRequest(Message):
                             elem.partition_index, elem.committed_offset, elem.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
                             pos += 16
                             sub = 'committed_metadata'
-                            elem.committed_metadata, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.committed_metadata = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.committed_metadata = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.committed_metadata, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -303,16 +328,38 @@ class OffsetCommitRequest(Message):
             if version >= 8:
                 self.retention_time_ms = -1
                 f = 'group_id'
-                self.group_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_id, pos = read_compact_string(data, pos)
                 f = 'generation_id_or_member_epoch'
                 self.generation_id_or_member_epoch, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'member_id'
-                self.member_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.member_id, pos = read_compact_string(data, pos)
                 f = 'group_instance_id'
-                self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.group_instance_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -480,9 +527,18 @@ class OffsetCommitResponse(Message):
             try:
                 if version >= 8:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -586,7 +642,11 @@ class OffsetCommitResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

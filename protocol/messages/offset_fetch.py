@@ -69,9 +69,18 @@ class OffsetFetchRequest(Message):
             try:
                 if version >= 6:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partition_indexes'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -134,9 +143,18 @@ class OffsetFetchRequest(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'partition_indexes'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -206,10 +224,23 @@ class OffsetFetchRequest(Message):
             sub = None
             try:
                 f = 'group_id'
-                self.group_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_id, pos = read_compact_string(data, pos)
                 if version >= 9:
                     f = 'member_id'
-                    self.member_id, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.member_id = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.member_id, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.member_id = None
                 if version >= 9:
@@ -219,7 +250,11 @@ class OffsetFetchRequest(Message):
                 else:
                     self.member_epoch = -1
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     self.topics = None
                 else:
@@ -228,9 +263,18 @@ class OffsetFetchRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'name'
-                        elem.name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.name, pos = read_compact_string(data, pos)
                         sub = 'partition_indexes'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -328,12 +372,21 @@ class OffsetFetchRequest(Message):
             if version >= 6:
                 if version <= 7:
                     f = 'group_id'
-                    self.group_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.group_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.group_id, pos = read_compact_string(data, pos)
                 else:
                     self.group_id = ''
                 if version <= 7:
                     f = 'topics'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         self.topics = None
                     else:
@@ -342,9 +395,18 @@ class OffsetFetchRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_string(data, pos)
                             sub = 'partition_indexes'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -363,7 +425,11 @@ class OffsetFetchRequest(Message):
                     self.topics = []
                 if version >= 8:
                     f = 'groups'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -478,7 +544,15 @@ class OffsetFetchResponse(Message):
                     self.partition_index, self.committed_offset, self.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
                     pos += 16
                     f = 'metadata'
-                    self.metadata, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.metadata = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.metadata = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.metadata, pos = read_compact_nullable_string(data, pos)
                     f = 'error_code'
                     self.error_code, = _S_h.unpack_from(data, pos)
                     pos += 2
@@ -565,9 +639,18 @@ class OffsetFetchResponse(Message):
             try:
                 if version >= 6:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -579,7 +662,15 @@ class OffsetFetchResponse(Message):
                             elem.partition_index, elem.committed_offset, elem.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
                             pos += 16
                             sub = 'metadata'
-                            elem.metadata, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.metadata = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.metadata = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.metadata, pos = read_compact_nullable_string(data, pos)
                             sub = 'error_code'
                             elem.error_code, = _S_h.unpack_from(data, pos)
                             pos += 2
@@ -681,7 +772,15 @@ class OffsetFetchResponse(Message):
                 self.partition_index, self.committed_offset, self.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
                 pos += 16
                 f = 'metadata'
-                self.metadata, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.metadata = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.metadata = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.metadata, pos = read_compact_nullable_string(data, pos)
                 f = 'error_code'
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
@@ -740,9 +839,18 @@ class OffsetFetchResponse(Message):
             sub = None
             try:
                 f = 'name'
-                self.name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -754,7 +862,15 @@ class OffsetFetchResponse(Message):
                         elem.partition_index, elem.committed_offset, elem.committed_leader_epoch = _S_iqi.unpack_from(data, pos)
                         pos += 16
                         sub = 'metadata'
-                        elem.metadata, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.metadata = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.metadata = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.metadata, pos = read_compact_nullable_string(data, pos)
                         sub = 'error_code'
                         elem.error_code, = _S_h.unpack_from(data, pos)
                         pos += 2
@@ -821,9 +937,18 @@ class OffsetFetchResponse(Message):
             sub = None
             try:
                 f = 'group_id'
-                self.group_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_id, pos = read_compact_string(data, pos)
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -915,7 +1040,11 @@ class OffsetFetchResponse(Message):
                 pos += 4
                 if version <= 7:
                     f = 'topics'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -936,7 +1065,11 @@ class OffsetFetchResponse(Message):
                     self.error_code = 0
                 if version >= 8:
                     f = 'groups'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:

@@ -145,9 +145,18 @@ class OffsetForLeaderEpochRequest(Message):
             try:
                 if version >= 4:
                     f = 'topic'
-                    self.topic, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -260,7 +269,11 @@ class OffsetForLeaderEpochRequest(Message):
                 self.replica_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -429,9 +442,18 @@ class OffsetForLeaderEpochResponse(Message):
             try:
                 if version >= 4:
                     f = 'topic'
-                    self.topic, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -544,7 +566,11 @@ class OffsetForLeaderEpochResponse(Message):
                 self.throttle_time_ms, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'topics'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

@@ -173,9 +173,18 @@ class ProduceRequest(Message):
             try:
                 if version >= 9:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partition_data'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -320,12 +329,24 @@ class ProduceRequest(Message):
         try:
             if version >= 9:
                 f = 'transactional_id'
-                self.transactional_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.transactional_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.transactional_id, pos = read_compact_nullable_string(data, pos)
                 f = 'acks'
                 self.acks, self.timeout_ms = _S_hi.unpack_from(data, pos)
                 pos += 6
                 f = 'topic_data'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -414,7 +435,15 @@ class ProduceResponse(Message):
                     self.batch_index, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'batch_index_error_message'
-                    self.batch_index_error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.batch_index_error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.batch_index_error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.batch_index_error_message, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -566,7 +595,11 @@ class ProduceResponse(Message):
                     self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset = _S_ihqqq.unpack_from(data, pos)
                     pos += 30
                     f = 'record_errors'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -578,7 +611,15 @@ class ProduceResponse(Message):
                             elem.batch_index, = _S_i.unpack_from(data, pos)
                             pos += 4
                             sub = 'batch_index_error_message'
-                            elem.batch_index_error_message, pos = read_compact_nullable_string(data, pos)
+                            n = data[pos]
+                            if n == 0:
+                                elem.batch_index_error_message = None
+                                pos += 1
+                            elif n < 128 and (s_end := pos + n) <= len(data):
+                                elem.batch_index_error_message = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.batch_index_error_message, pos = read_compact_nullable_string(data, pos)
                             sub = "<tagged fields>"
                             if data[pos] == 0:
                                 elem.unknown_tagged_fields = None
@@ -590,7 +631,15 @@ class ProduceResponse(Message):
                         sub = None
                         self.record_errors = elems
                     f = 'error_message'
-                    self.error_message, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.error_message = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.error_message, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     self.current_leader = ProduceResponse.LeaderIdAndEpoch()
                     self.unknown_tagged_fields = None
@@ -706,9 +755,18 @@ class ProduceResponse(Message):
             try:
                 if version >= 9:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partition_responses'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -790,12 +848,25 @@ class ProduceResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'rack'
-                self.rack, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.rack = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.rack, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -866,7 +937,11 @@ class ProduceResponse(Message):
         try:
             if version >= 9:
                 f = 'responses'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -889,7 +964,11 @@ class ProduceResponse(Message):
                     end = pos + size
                     if tag == 0 and version >= 10:
                         f = 'node_endpoints'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -901,12 +980,25 @@ class ProduceResponse(Message):
                                 elem.node_id, = _S_i.unpack_from(data, pos)
                                 pos += 4
                                 sub = 'host'
-                                elem.host, pos = read_compact_string(data, pos)
+                                n = data[pos]
+                                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                    elem.host = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    elem.host, pos = read_compact_string(data, pos)
                                 sub = 'port'
                                 elem.port, = _S_i.unpack_from(data, pos)
                                 pos += 4
                                 sub = 'rack'
-                                elem.rack, pos = read_compact_nullable_string(data, pos)
+                                n = data[pos]
+                                if n == 0:
+                                    elem.rack = None
+                                    pos += 1
+                                elif n < 128 and (s_end := pos + n) <= len(data):
+                                    elem.rack = str(data[pos + 1:s_end], "utf-8")
+                                    pos = s_end
+                                else:
+                                    elem.rack, pos = read_compact_nullable_string(data, pos)
                                 sub = "<tagged fields>"
                                 if data[pos] == 0:
                                     elem.unknown_tagged_fields = None

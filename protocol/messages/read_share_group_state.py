@@ -112,7 +112,11 @@ class ReadShareGroupStateRequest(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -182,9 +186,18 @@ class ReadShareGroupStateRequest(Message):
         sub = None
         try:
             f = 'group_id'
-            self.group_id, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.group_id, pos = read_compact_string(data, pos)
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -314,12 +327,24 @@ class ReadShareGroupStateResponse(Message):
                 self.partition, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'state_epoch'
                 self.state_epoch, self.start_offset = _S_iq.unpack_from(data, pos)
                 pos += 12
                 f = 'state_batches'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -392,7 +417,11 @@ class ReadShareGroupStateResponse(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -449,7 +478,11 @@ class ReadShareGroupStateResponse(Message):
         sub = None
         try:
             f = 'results'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

@@ -111,7 +111,11 @@ class ReadShareGroupStateSummaryRequest(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -181,9 +185,18 @@ class ReadShareGroupStateSummaryRequest(Message):
         sub = None
         try:
             f = 'group_id'
-            self.group_id, pos = read_compact_string(data, pos)
+            n = data[pos]
+            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.group_id, pos = read_compact_string(data, pos)
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -252,7 +265,15 @@ class ReadShareGroupStateSummaryResponse(Message):
                 self.partition, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'state_epoch'
                 self.state_epoch, self.start_offset = _S_iq.unpack_from(data, pos)
                 pos += 12
@@ -313,7 +334,11 @@ class ReadShareGroupStateSummaryResponse(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -325,7 +350,15 @@ class ReadShareGroupStateSummaryResponse(Message):
                         elem.partition, elem.error_code = _S_ih.unpack_from(data, pos)
                         pos += 6
                         sub = 'error_message'
-                        elem.error_message, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.error_message = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.error_message, pos = read_compact_nullable_string(data, pos)
                         sub = 'state_epoch'
                         elem.state_epoch, elem.start_offset = _S_iq.unpack_from(data, pos)
                         pos += 12
@@ -385,7 +418,11 @@ class ReadShareGroupStateSummaryResponse(Message):
         sub = None
         try:
             f = 'results'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

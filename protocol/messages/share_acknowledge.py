@@ -64,7 +64,11 @@ class ShareAcknowledgeRequest(Message):
                 self.first_offset, self.last_offset = _S_qq.unpack_from(data, pos)
                 pos += 16
                 f = 'acknowledge_types'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -127,7 +131,11 @@ class ShareAcknowledgeRequest(Message):
                 self.partition_index, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'acknowledgement_batches'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -139,7 +147,11 @@ class ShareAcknowledgeRequest(Message):
                         elem.first_offset, elem.last_offset = _S_qq.unpack_from(data, pos)
                         pos += 16
                         sub = 'acknowledge_types'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -206,7 +218,11 @@ class ShareAcknowledgeRequest(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -272,14 +288,34 @@ class ShareAcknowledgeRequest(Message):
         sub = None
         try:
             f = 'group_id'
-            self.group_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.group_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.group_id, pos = read_compact_nullable_string(data, pos)
             f = 'member_id'
-            self.member_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.member_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.member_id, pos = read_compact_nullable_string(data, pos)
             f = 'share_session_epoch'
             self.share_session_epoch, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -393,7 +429,15 @@ class ShareAcknowledgeResponse(Message):
                 self.partition_index, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'current_leader'
                 self.current_leader, pos = ShareAcknowledgeResponse.LeaderIdAndEpoch._read(data, pos, version)
                 f = "<tagged fields>"
@@ -448,7 +492,11 @@ class ShareAcknowledgeResponse(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -514,12 +562,25 @@ class ShareAcknowledgeResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'rack'
-                self.rack, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.rack = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.rack, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -590,9 +651,21 @@ class ShareAcknowledgeResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             f = 'responses'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -604,7 +677,11 @@ class ShareAcknowledgeResponse(Message):
                 idx = None
                 self.responses = items
             f = 'node_endpoints'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -616,12 +693,25 @@ class ShareAcknowledgeResponse(Message):
                     elem.node_id, = _S_i.unpack_from(data, pos)
                     pos += 4
                     sub = 'host'
-                    elem.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.host, pos = read_compact_string(data, pos)
                     sub = 'port'
                     elem.port, = _S_i.unpack_from(data, pos)
                     pos += 4
                     sub = 'rack'
-                    elem.rack, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        elem.rack = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        elem.rack = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.rack, pos = read_compact_nullable_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None

@@ -68,7 +68,11 @@ class ShareFetchRequest(Message):
                 self.first_offset, self.last_offset = _S_qq.unpack_from(data, pos)
                 pos += 16
                 f = 'acknowledge_types'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -133,7 +137,11 @@ class ShareFetchRequest(Message):
                 self.partition_index, self.partition_max_bytes = _S_ii.unpack_from(data, pos)
                 pos += 8
                 f = 'acknowledgement_batches'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -145,7 +153,11 @@ class ShareFetchRequest(Message):
                         elem.first_offset, elem.last_offset = _S_qq.unpack_from(data, pos)
                         pos += 16
                         sub = 'acknowledge_types'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -212,7 +224,11 @@ class ShareFetchRequest(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -273,7 +289,11 @@ class ShareFetchRequest(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -352,14 +372,34 @@ class ShareFetchRequest(Message):
         sub = None
         try:
             f = 'group_id'
-            self.group_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.group_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.group_id, pos = read_compact_nullable_string(data, pos)
             f = 'member_id'
-            self.member_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.member_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.member_id, pos = read_compact_nullable_string(data, pos)
             f = 'share_session_epoch'
             self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes = _S_iiii.unpack_from(data, pos)
             pos += 16
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -371,7 +411,11 @@ class ShareFetchRequest(Message):
                 idx = None
                 self.topics = items
             f = 'forgotten_topics_data'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -382,7 +426,11 @@ class ShareFetchRequest(Message):
                     sub = 'topic_id'
                     elem.topic_id, pos = read_uuid(data, pos)
                     sub = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -568,12 +616,28 @@ class ShareFetchResponse(Message):
                 self.partition_index, self.error_code = _S_ih.unpack_from(data, pos)
                 pos += 6
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'acknowledge_error_code'
                 self.acknowledge_error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'acknowledge_error_message'
-                self.acknowledge_error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.acknowledge_error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.acknowledge_error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.acknowledge_error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'current_leader'
                 self.current_leader, pos = ShareFetchResponse.LeaderIdAndEpoch._read(data, pos, version)
                 f = 'records'
@@ -603,7 +667,11 @@ class ShareFetchResponse(Message):
                     self.records = data[start:end]
                     pos = end
                 f = 'acquired_records'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -676,7 +744,11 @@ class ShareFetchResponse(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -742,12 +814,25 @@ class ShareFetchResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'rack'
-                self.rack, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.rack = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.rack, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -818,9 +903,21 @@ class ShareFetchResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             f = 'responses'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -832,7 +929,11 @@ class ShareFetchResponse(Message):
                 idx = None
                 self.responses = items
             f = 'node_endpoints'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -844,12 +945,25 @@ class ShareFetchResponse(Message):
                     elem.node_id, = _S_i.unpack_from(data, pos)
                     pos += 4
                     sub = 'host'
-                    elem.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.host, pos = read_compact_string(data, pos)
                     sub = 'port'
                     elem.port, = _S_i.unpack_from(data, pos)
                     pos += 4
                     sub = 'rack'
-                    elem.rack, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        elem.rack = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        elem.rack = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.rack, pos = read_compact_nullable_string(data, pos)
                     sub = "<tagged fields>"
                     if data[pos] == 0:
                         elem.unknown_tagged_fields = None

@@ -60,13 +60,22 @@ class ShareGroupDescribeRequest(Message):
         sub = None
         try:
             f = 'group_ids'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
                 items = []
                 for _ in range(n):
-                    item, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        item = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        item, pos = read_compact_string(data, pos)
                     items.append(item)
                 self.group_ids = items
             f = 'include_authorized_operations'
@@ -127,9 +136,18 @@ class ShareGroupDescribeResponse(Message):
                 f = 'topic_id'
                 self.topic_id, pos = read_uuid(data, pos)
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -188,7 +206,11 @@ class ShareGroupDescribeResponse(Message):
             sub = None
             try:
                 f = 'topic_partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -199,9 +221,18 @@ class ShareGroupDescribeResponse(Message):
                         sub = 'topic_id'
                         elem.topic_id, pos = read_uuid(data, pos)
                         sub = 'topic_name'
-                        elem.topic_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.topic_name, pos = read_compact_string(data, pos)
                         sub = 'partitions'
-                        n, pos = read_compact_array_length(data, pos)
+                        n = data[pos] - 1
+                        if 0 <= n < 127:
+                            pos += 1
+                        else:
+                            n, pos = read_compact_array_length(data, pos)
                         if n < 0:
                             raise null_array()
                         else:
@@ -280,24 +311,56 @@ class ShareGroupDescribeResponse(Message):
             sub = None
             try:
                 f = 'member_id'
-                self.member_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.member_id, pos = read_compact_string(data, pos)
                 f = 'rack_id'
-                self.rack_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.rack_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.rack_id, pos = read_compact_nullable_string(data, pos)
                 f = 'member_epoch'
                 self.member_epoch, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'client_id'
-                self.client_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.client_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.client_id, pos = read_compact_string(data, pos)
                 f = 'client_host'
-                self.client_host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.client_host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.client_host, pos = read_compact_string(data, pos)
                 f = 'subscribed_topic_names'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
                     items = []
                     for _ in range(n):
-                        item, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            item = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            item, pos = read_compact_string(data, pos)
                         items.append(item)
                     self.subscribed_topic_names = items
                 f = 'assignment'
@@ -375,18 +438,45 @@ class ShareGroupDescribeResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'group_id'
-                self.group_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_id, pos = read_compact_string(data, pos)
                 f = 'group_state'
-                self.group_state, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_state = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_state, pos = read_compact_string(data, pos)
                 f = 'group_epoch'
                 self.group_epoch, self.assignment_epoch = _S_ii.unpack_from(data, pos)
                 pos += 8
                 f = 'assignor_name'
-                self.assignor_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.assignor_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.assignor_name, pos = read_compact_string(data, pos)
                 f = 'members'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -452,7 +542,11 @@ class ShareGroupDescribeResponse(Message):
             self.throttle_time_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'groups'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:

@@ -113,9 +113,18 @@ class StopReplicaRequest(Message):
             try:
                 if version >= 2:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partition_indexes'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -232,9 +241,18 @@ class StopReplicaRequest(Message):
             sub = None
             try:
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partition_states'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -375,7 +393,11 @@ class StopReplicaRequest(Message):
                     self.delete_partitions = False
                 if version <= 2:
                     f = 'topics'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -384,9 +406,18 @@ class StopReplicaRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_string(data, pos)
                             sub = 'partition_indexes'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -405,7 +436,11 @@ class StopReplicaRequest(Message):
                     self.topics = []
                 if version >= 3:
                     f = 'topic_states'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -536,7 +571,12 @@ class StopReplicaResponse(Message):
             try:
                 if version >= 2:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                     f = 'partition_index'
                     self.partition_index, self.error_code = _S_ih.unpack_from(data, pos)
                     pos += 6
@@ -612,7 +652,11 @@ class StopReplicaResponse(Message):
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'partition_errors'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -621,7 +665,12 @@ class StopReplicaResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'topic_name'
-                        elem.topic_name, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.topic_name, pos = read_compact_string(data, pos)
                         sub = 'partition_index'
                         elem.partition_index, elem.error_code = _S_ih.unpack_from(data, pos)
                         pos += 6

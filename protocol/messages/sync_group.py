@@ -62,7 +62,12 @@ class SyncGroupRequest(Message):
             try:
                 if version >= 4:
                     f = 'member_id'
-                    self.member_id, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.member_id, pos = read_compact_string(data, pos)
                     f = 'assignment'
                     self.assignment, pos = read_compact_bytes(data, pos)
                     f = "<tagged fields>"
@@ -154,26 +159,64 @@ class SyncGroupRequest(Message):
         try:
             if version >= 4:
                 f = 'group_id'
-                self.group_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_id, pos = read_compact_string(data, pos)
                 f = 'generation_id'
                 self.generation_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'member_id'
-                self.member_id, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.member_id, pos = read_compact_string(data, pos)
                 f = 'group_instance_id'
-                self.group_instance_id, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.group_instance_id = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                 if version >= 5:
                     f = 'protocol_type'
-                    self.protocol_type, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.protocol_type = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.protocol_type, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.protocol_type = None
                 if version >= 5:
                     f = 'protocol_name'
-                    self.protocol_name, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.protocol_name = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.protocol_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.protocol_name, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.protocol_name = None
                 f = 'assignments'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -182,7 +225,12 @@ class SyncGroupRequest(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'member_id'
-                        elem.member_id, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.member_id, pos = read_compact_string(data, pos)
                         sub = 'assignment'
                         elem.assignment, pos = read_compact_bytes(data, pos)
                         sub = "<tagged fields>"
@@ -297,12 +345,28 @@ class SyncGroupResponse(Message):
                 pos += 6
                 if version >= 5:
                     f = 'protocol_type'
-                    self.protocol_type, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.protocol_type = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.protocol_type, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.protocol_type = None
                 if version >= 5:
                     f = 'protocol_name'
-                    self.protocol_name, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.protocol_name = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.protocol_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.protocol_name, pos = read_compact_nullable_string(data, pos)
                 else:
                     self.protocol_name = None
                 f = 'assignment'

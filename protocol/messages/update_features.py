@@ -65,7 +65,12 @@ class UpdateFeaturesRequest(Message):
             sub = None
             try:
                 f = 'feature'
-                self.feature, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.feature = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.feature, pos = read_compact_string(data, pos)
                 f = 'max_version_level'
                 self.max_version_level, = _S_h.unpack_from(data, pos)
                 pos += 2
@@ -145,7 +150,11 @@ class UpdateFeaturesRequest(Message):
             self.timeout_ms, = _S_i.unpack_from(data, pos)
             pos += 4
             f = 'feature_updates'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -154,7 +163,12 @@ class UpdateFeaturesRequest(Message):
                 for idx in range(n):
                     elem = _new(elem_cls)
                     sub = 'feature'
-                    elem.feature, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        elem.feature = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        elem.feature, pos = read_compact_string(data, pos)
                     sub = 'max_version_level'
                     elem.max_version_level, = _S_h.unpack_from(data, pos)
                     pos += 2
@@ -237,12 +251,25 @@ class UpdateFeaturesResponse(Message):
             sub = None
             try:
                 f = 'feature'
-                self.feature, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.feature = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.feature, pos = read_compact_string(data, pos)
                 f = 'error_code'
                 self.error_code, = _S_h.unpack_from(data, pos)
                 pos += 2
                 f = 'error_message'
-                self.error_message, pos = read_compact_nullable_string(data, pos)
+                n = data[pos]
+                if n == 0:
+                    self.error_message = None
+                    pos += 1
+                elif n < 128 and (s_end := pos + n) <= len(data):
+                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = "<tagged fields>"
                 if data[pos] == 0:
                     self.unknown_tagged_fields = None
@@ -306,10 +333,22 @@ class UpdateFeaturesResponse(Message):
             self.throttle_time_ms, self.error_code = _S_ih.unpack_from(data, pos)
             pos += 6
             f = 'error_message'
-            self.error_message, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.error_message = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.error_message, pos = read_compact_nullable_string(data, pos)
             if version <= 1:
                 f = 'results'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -318,12 +357,25 @@ class UpdateFeaturesResponse(Message):
                     for idx in range(n):
                         elem = _new(elem_cls)
                         sub = 'feature'
-                        elem.feature, pos = read_compact_string(data, pos)
+                        n = data[pos]
+                        if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                            elem.feature = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.feature, pos = read_compact_string(data, pos)
                         sub = 'error_code'
                         elem.error_code, = _S_h.unpack_from(data, pos)
                         pos += 2
                         sub = 'error_message'
-                        elem.error_message, pos = read_compact_nullable_string(data, pos)
+                        n = data[pos]
+                        if n == 0:
+                            elem.error_message = None
+                            pos += 1
+                        elif n < 128 and (s_end := pos + n) <= len(data):
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            pos = s_end
+                        else:
+                            elem.error_message, pos = read_compact_nullable_string(data, pos)
                         sub = "<tagged fields>"
                         if data[pos] == 0:
                             elem.unknown_tagged_fields = None

@@ -13,16 +13,14 @@ from ..primitives import (
     read_tag_header, read_unknown_tags, write_tags, read_string, read_nullable_string,
     read_compact_string, read_compact_nullable_string, write_string, write_compact_string,
     read_uuid, read_array_length, read_compact_array_length, read_fixed_array,
-    write_array_length, write_compact_array_length, fixed_array_structs,
+    write_array_length, write_compact_array_length, fixed_array_structs, multi_array_structs,
 )
 
 _new = object.__new__
 _A_i = fixed_array_structs('', 'i', False)
-_A_i_i = fixed_array_structs('i', 'i', False)
-_A_iiii_i = fixed_array_structs('iiii', 'i', False)
-_CA_i = fixed_array_structs('', 'i', True)
-_CA_i_i = fixed_array_structs('i', 'i', True)
-_CA_iiii_i = fixed_array_structs('iiii', 'i', True)
+_CM_iiii_aii_ai_ai = multi_array_structs('iiii[i]i[i][i]', True)
+_M_iiii_aii_ai = multi_array_structs('iiii[i]i[i]', False)
+_M_iiii_aii_ai_ai = multi_array_structs('iiii[i]i[i][i]', False)
 _S_b = Struct('>b')
 _S_h = Struct('>h')
 _S_i = Struct('>i')
@@ -68,15 +66,13 @@ class UpdateMetadataRequest(Message):
 
         def _write(self, buf, pieces, version):
             if version >= 6:
-                items = self.isr
-                n = len(items)
-                buf += _CA_iiii_i[n].pack(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, n + 1, *items)
-                items = self.replicas
-                n = len(items)
-                buf += _CA_i_i[n].pack(self.zk_version, n + 1, *items)
-                items = self.offline_replicas
-                n = len(items)
-                buf += _CA_i[n].pack(n + 1, *items)
+                a0 = self.isr
+                n0 = len(a0)
+                a1 = self.replicas
+                n1 = len(a1)
+                a2 = self.offline_replicas
+                n2 = len(a2)
+                buf += _CM_iiii_aii_ai_ai[n0, n1, n2].pack(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, n0 + 1, *a0, self.zk_version, n1 + 1, *a1, n2 + 1, *a2)
                 if self.unknown_tagged_fields:
                     write_tags(buf, (), self.unknown_tagged_fields)
                 else:
@@ -84,12 +80,11 @@ class UpdateMetadataRequest(Message):
             else:
                 if version <= 4:
                     write_string(buf, self.topic_name)
-                items = self.isr
-                n = len(items)
-                buf += _A_iiii_i[n].pack(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, n, *items)
-                items = self.replicas
-                n = len(items)
-                buf += _A_i_i[n].pack(self.zk_version, n, *items)
+                a0 = self.isr
+                n0 = len(a0)
+                a1 = self.replicas
+                n1 = len(a1)
+                buf += _M_iiii_aii_ai[n0, n1].pack(self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, n0, *a0, self.zk_version, n1, *a1)
                 if version >= 4:
                     items = self.offline_replicas
                     n = len(items)
@@ -108,7 +103,11 @@ class UpdateMetadataRequest(Message):
                     self.partition_index, self.controller_epoch, self.leader, self.leader_epoch = _S_iiii.unpack_from(data, pos)
                     pos += 16
                     f = 'isr'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -117,13 +116,21 @@ class UpdateMetadataRequest(Message):
                     self.zk_version, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'replicas'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
                         self.replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                     f = 'offline_replicas'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -202,15 +209,13 @@ class UpdateMetadataRequest(Message):
                 items = self.partition_states
                 write_compact_array_length(buf, items)
                 for elem in items:
-                    items = elem.isr
-                    n = len(items)
-                    buf += _CA_iiii_i[n].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n + 1, *items)
-                    items = elem.replicas
-                    n = len(items)
-                    buf += _CA_i_i[n].pack(elem.zk_version, n + 1, *items)
-                    items = elem.offline_replicas
-                    n = len(items)
-                    buf += _CA_i[n].pack(n + 1, *items)
+                    a0 = elem.isr
+                    n0 = len(a0)
+                    a1 = elem.replicas
+                    n1 = len(a1)
+                    a2 = elem.offline_replicas
+                    n2 = len(a2)
+                    buf += _CM_iiii_aii_ai_ai[n0, n1, n2].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n0 + 1, *a0, elem.zk_version, n1 + 1, *a1, n2 + 1, *a2)
                     if elem.unknown_tagged_fields:
                         write_tags(buf, (), elem.unknown_tagged_fields)
                     else:
@@ -224,15 +229,13 @@ class UpdateMetadataRequest(Message):
                 items = self.partition_states
                 write_array_length(buf, items)
                 for elem in items:
-                    items = elem.isr
-                    n = len(items)
-                    buf += _A_iiii_i[n].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n, *items)
-                    items = elem.replicas
-                    n = len(items)
-                    buf += _A_i_i[n].pack(elem.zk_version, n, *items)
-                    items = elem.offline_replicas
-                    n = len(items)
-                    buf += _A_i[n].pack(n, *items)
+                    a0 = elem.isr
+                    n0 = len(a0)
+                    a1 = elem.replicas
+                    n1 = len(a1)
+                    a2 = elem.offline_replicas
+                    n2 = len(a2)
+                    buf += _M_iiii_aii_ai_ai[n0, n1, n2].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n0, *a0, elem.zk_version, n1, *a1, n2, *a2)
 
         @classmethod
         def _read(cls, data, pos, version):
@@ -243,14 +246,23 @@ class UpdateMetadataRequest(Message):
             try:
                 if version >= 6:
                     f = 'topic_name'
-                    self.topic_name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.topic_name, pos = read_compact_string(data, pos)
                     if version >= 7:
                         f = 'topic_id'
                         self.topic_id, pos = read_uuid(data, pos)
                     else:
                         self.topic_id = ZERO_UUID
                     f = 'partition_states'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -263,7 +275,11 @@ class UpdateMetadataRequest(Message):
                             elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch = _S_iiii.unpack_from(data, pos)
                             pos += 16
                             sub = 'isr'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -272,13 +288,21 @@ class UpdateMetadataRequest(Message):
                             elem.zk_version, = _S_i.unpack_from(data, pos)
                             pos += 4
                             sub = 'replicas'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
                                 elem.replicas, pos = read_fixed_array(data, pos, n, 'i', 4)
                             sub = 'offline_replicas'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -400,9 +424,19 @@ class UpdateMetadataRequest(Message):
                     self.port, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'host'
-                    self.host, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.host, pos = read_compact_string(data, pos)
                     f = 'listener'
-                    self.listener, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.listener = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.listener, pos = read_compact_string(data, pos)
                     f = 'security_protocol'
                     self.security_protocol, = _S_h.unpack_from(data, pos)
                     pos += 2
@@ -508,7 +542,11 @@ class UpdateMetadataRequest(Message):
                     self.id, = _S_i.unpack_from(data, pos)
                     pos += 4
                     f = 'endpoints'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -520,9 +558,19 @@ class UpdateMetadataRequest(Message):
                             elem.port, = _S_i.unpack_from(data, pos)
                             pos += 4
                             sub = 'host'
-                            elem.host, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.host, pos = read_compact_string(data, pos)
                             sub = 'listener'
-                            elem.listener, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.listener = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.listener, pos = read_compact_string(data, pos)
                             sub = 'security_protocol'
                             elem.security_protocol, = _S_h.unpack_from(data, pos)
                             pos += 2
@@ -537,7 +585,15 @@ class UpdateMetadataRequest(Message):
                         sub = None
                         self.endpoints = elems
                     f = 'rack'
-                    self.rack, pos = read_compact_nullable_string(data, pos)
+                    n = data[pos]
+                    if n == 0:
+                        self.rack = None
+                        pos += 1
+                    elif n < 128 and (s_end := pos + n) <= len(data):
+                        self.rack = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.rack, pos = read_compact_nullable_string(data, pos)
                     f = "<tagged fields>"
                     if data[pos] == 0:
                         self.unknown_tagged_fields = None
@@ -664,12 +720,11 @@ class UpdateMetadataRequest(Message):
                 write_array_length(buf, items)
                 for elem in items:
                     write_string(buf, elem.topic_name)
-                    items = elem.isr
-                    n = len(items)
-                    buf += _A_iiii_i[n].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n, *items)
-                    items = elem.replicas
-                    n = len(items)
-                    buf += _A_i_i[n].pack(elem.zk_version, n, *items)
+                    a0 = elem.isr
+                    n0 = len(a0)
+                    a1 = elem.replicas
+                    n1 = len(a1)
+                    buf += _M_iiii_aii_ai[n0, n1].pack(elem.partition_index, elem.controller_epoch, elem.leader, elem.leader_epoch, n0, *a0, elem.zk_version, n1, *a1)
                     if version >= 4:
                         items = elem.offline_replicas
                         n = len(items)
@@ -708,7 +763,11 @@ class UpdateMetadataRequest(Message):
                 self.controller_epoch, self.broker_epoch = _S_iq.unpack_from(data, pos)
                 pos += 12
                 f = 'topic_states'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -720,7 +779,11 @@ class UpdateMetadataRequest(Message):
                     idx = None
                     self.topic_states = items
                 f = 'live_brokers'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

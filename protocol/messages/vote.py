@@ -146,9 +146,18 @@ class VoteRequest(Message):
             sub = None
             try:
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -235,7 +244,15 @@ class VoteRequest(Message):
         sub = None
         try:
             f = 'cluster_id'
-            self.cluster_id, pos = read_compact_nullable_string(data, pos)
+            n = data[pos]
+            if n == 0:
+                self.cluster_id = None
+                pos += 1
+            elif n < 128 and (s_end := pos + n) <= len(data):
+                self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                pos = s_end
+            else:
+                self.cluster_id, pos = read_compact_nullable_string(data, pos)
             if version >= 1:
                 f = 'voter_id'
                 self.voter_id, = _S_i.unpack_from(data, pos)
@@ -243,7 +260,11 @@ class VoteRequest(Message):
             else:
                 self.voter_id = -1
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -362,9 +383,18 @@ class VoteResponse(Message):
             sub = None
             try:
                 f = 'topic_name'
-                self.topic_name, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.topic_name, pos = read_compact_string(data, pos)
                 f = 'partitions'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -437,7 +467,12 @@ class VoteResponse(Message):
                 self.node_id, = _S_i.unpack_from(data, pos)
                 pos += 4
                 f = 'host'
-                self.host, pos = read_compact_string(data, pos)
+                n = data[pos]
+                if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    pos = s_end
+                else:
+                    self.host, pos = read_compact_string(data, pos)
                 f = 'port'
                 self.port, = _S_H.unpack_from(data, pos)
                 pos += 2
@@ -504,7 +539,11 @@ class VoteResponse(Message):
             self.error_code, = _S_h.unpack_from(data, pos)
             pos += 2
             f = 'topics'
-            n, pos = read_compact_array_length(data, pos)
+            n = data[pos] - 1
+            if 0 <= n < 127:
+                pos += 1
+            else:
+                n, pos = read_compact_array_length(data, pos)
             if n < 0:
                 raise null_array()
             else:
@@ -524,7 +563,11 @@ class VoteResponse(Message):
                 end = pos + size
                 if tag == 0 and version >= 1:
                     f = 'node_endpoints'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -536,7 +579,12 @@ class VoteResponse(Message):
                             elem.node_id, = _S_i.unpack_from(data, pos)
                             pos += 4
                             sub = 'host'
-                            elem.host, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.host, pos = read_compact_string(data, pos)
                             sub = 'port'
                             elem.port, = _S_H.unpack_from(data, pos)
                             pos += 2

@@ -68,9 +68,18 @@ class WriteTxnMarkersRequest(Message):
             try:
                 if version >= 1:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partition_indexes'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -163,7 +172,11 @@ class WriteTxnMarkersRequest(Message):
                     self.producer_id, self.producer_epoch, self.transaction_result = _S_qhz.unpack_from(data, pos)
                     pos += 11
                     f = 'topics'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -172,9 +185,18 @@ class WriteTxnMarkersRequest(Message):
                         for idx in range(n):
                             elem = _new(elem_cls)
                             sub = 'name'
-                            elem.name, pos = read_compact_string(data, pos)
+                            n = data[pos]
+                            if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                pos = s_end
+                            else:
+                                elem.name, pos = read_compact_string(data, pos)
                             sub = 'partition_indexes'
-                            n, pos = read_compact_array_length(data, pos)
+                            n = data[pos] - 1
+                            if 0 <= n < 127:
+                                pos += 1
+                            else:
+                                n, pos = read_compact_array_length(data, pos)
                             if n < 0:
                                 raise null_array()
                             else:
@@ -276,7 +298,11 @@ class WriteTxnMarkersRequest(Message):
         try:
             if version >= 1:
                 f = 'markers'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:
@@ -420,9 +446,18 @@ class WriteTxnMarkersResponse(Message):
             try:
                 if version >= 1:
                     f = 'name'
-                    self.name, pos = read_compact_string(data, pos)
+                    n = data[pos]
+                    if 0 < n < 128 and (s_end := pos + n) <= len(data):
+                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        pos = s_end
+                    else:
+                        self.name, pos = read_compact_string(data, pos)
                     f = 'partitions'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -526,7 +561,11 @@ class WriteTxnMarkersResponse(Message):
                     self.producer_id, = _S_q.unpack_from(data, pos)
                     pos += 8
                     f = 'topics'
-                    n, pos = read_compact_array_length(data, pos)
+                    n = data[pos] - 1
+                    if 0 <= n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_compact_array_length(data, pos)
                     if n < 0:
                         raise null_array()
                     else:
@@ -608,7 +647,11 @@ class WriteTxnMarkersResponse(Message):
         try:
             if version >= 1:
                 f = 'markers'
-                n, pos = read_compact_array_length(data, pos)
+                n = data[pos] - 1
+                if 0 <= n < 127:
+                    pos += 1
+                else:
+                    n, pos = read_compact_array_length(data, pos)
                 if n < 0:
                     raise null_array()
                 else:

@@ -68,3 +68,21 @@ def test_long_arrays_use_multibyte_counts(version):
     theirs = TheirMetadata.decode(data, version=version)
     assert list(theirs.topics[0].partitions[2].replica_nodes) == replicas
     assert len(theirs.brokers) == 130
+
+
+@pytest.mark.parametrize("length", [0, 1, 125, 126, 127, 128, 300])
+def test_compact_strings_around_the_inline_limit(length):
+    """Compact strings below 127 bytes are decoded inline, longer ones by a call: both must
+    agree with kafka-python, and a frame cut inside either kind reports the field."""
+    from kafka.protocol.producer import ProduceRequest as TheirProduce
+    from protocol.exceptions import ProtocolError
+    from protocol.messages import ProduceRequest as P
+    name = "é" * (length // 2) + "t" * (length % 2)          # multi-byte UTF-8 too
+    message = P(transactional_id="x" * length, topic_data=[P.TopicProduceData(name=name, partition_data=[
+        P.PartitionProduceData(index=1, records=b"r")])])
+    data = roundtrip(message, 9)
+    theirs = TheirProduce.decode(data, version=9)
+    assert theirs.transactional_id == "x" * length and theirs.topic_data[0].name == name
+    cut = data[:1 + length + 6 + 1 + 1 + len(name.encode()) - 1] if length else data[:9]
+    with pytest.raises(ProtocolError, match="topic_data|name"):
+        P.decode(cut, 9)
