@@ -188,6 +188,11 @@ BROKER_CONFIGS = [
        doc="Per-address limits, 'host:count,host:count', overriding max.connections.per.ip."),
     _c("connections.max.idle.ms", "long", 600000, None, "medium",
        doc="Idle connections are closed after this many milliseconds."),
+    # --- client quotas (broker/quotas.py; the quotas themselves are set with AlterClientQuotas)
+    _c("quota.window.num", "int", 11, at_least(1), "low",
+       doc="Samples kept to measure a client's byte rate against its quota."),
+    _c("quota.window.size.seconds", "int", 1, at_least(1), "low",
+       doc="Time span of each quota sample."),
     # --- logs
     _c("log.dirs", "list", None, some_log_dir, "high",
        doc="Directories holding the log data; when unset, log.dir is used."),
@@ -723,16 +728,42 @@ class BrokerConfig:
             value = parse_value(definition, overrides[name])
             source = SOURCE_TOPIC
             synonyms.append((name, format_value(value), SOURCE_TOPIC))
+        synonyms += self._topic_synonyms(definition)
         for broker_name, factor in definition.synonyms:
-            for syn_name, syn_value, syn_source in self.synonyms_of(broker_name):
-                synonyms.append((syn_name, syn_value, syn_source))
             broker_value = self._values.get(broker_name)
             if value is None and broker_value is not None:
                 value = _scale(broker_value, factor)
-                source = self.source_of(broker_name)
         if value is None:
-            value, source = definition.default, SOURCE_DEFAULT
+            value = definition.default
+        if source is None:
+            # Kafka reports the head of the synonym chain, or DEFAULT_CONFIG when it is empty
+            # (even though the value came from a secondary synonym such as log.retention.hours)
+            source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
         return value, source, synonyms
+
+    def _topic_synonyms(self, definition) -> list:
+        """The broker synonyms of a topic config as Kafka's DescribeConfigs lists them: by
+        source (dynamic broker, dynamic default, static, default), then by synonym priority,
+        and starting at the first entry named like the primary synonym. So with only
+        log.retention.hours in server.properties, retention.ms has no synonyms and source
+        DEFAULT_CONFIG, and kafka-topics.sh --describe does not list it (Kafka's ConfigHelper
+        trims the chain this way to drop listener-prefixed names)."""
+        if not definition.synonyms:
+            return []
+        names = [broker_name for broker_name, _ in definition.synonyms]
+        chain = []
+        for layer, source in ((self.dynamic_broker, SOURCE_DYNAMIC_BROKER),
+                              (self.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+                              (self.static, SOURCE_STATIC_BROKER)):
+            chain += [(n, format_value(layer[n]), source) for n in names if n in layer]
+        for n in names:
+            known = BROKER_CONFIG.get(n)
+            if known is not None and known.default is not None:
+                chain.append((n, format_value(known.default), SOURCE_DEFAULT))
+        primary = names[0]
+        while chain and chain[0][0] != primary:
+            chain.pop(0)
+        return chain
 
     def topic_config(self, overrides: dict | None = None):
         """The storage LogConfig of a topic with these overrides ({topic property: raw str})."""

@@ -31,6 +31,9 @@ per channel):
 - Bad input: an undecodable header or body, an unknown api key or an unsupported version closes
   the connection with a log line (what Kafka does), except ApiVersions at an unsupported version,
   answered at v0 with UNSUPPORTED_VERSION. Handler exceptions become error responses (dispatch).
+- Quota throttling: a handler that sets `ctx.throttle_time_ms` (Produce/Fetch over a byte-rate
+  quota) gets its response sent at once, then the connection is muted: no further frame is
+  handled until the throttle time has passed (Kafka >= 2.0, KIP-219), or the broker stops.
 - Idle: `last_active` is refreshed on every read and write; the server closes connections idle
   longer than `connections.max.idle.ms` that have no request in flight.
 """
@@ -100,6 +103,7 @@ class Connection(asyncio.BufferedProtocol):
         self._scratch_len = 0          # bytes in the shared scratch for this read
         self._body = None              # memoryview of the large frame being read directly
         self._body_filled = 0
+        self._muted_until = 0.0        # loop time before which no frame is handled (throttled)
 
     # -- asyncio.Protocol callbacks ------------------------------------------------------------
 
@@ -252,6 +256,12 @@ class Connection(asyncio.BufferedProtocol):
         loop = self.broker.loop
         try:
             while not self.closed:
+                if self._muted_until and not self.server.stopping:
+                    delay = self._muted_until - loop.time()
+                    if delay > 0:
+                        await self._sleep_muted(delay)
+                        continue
+                    self._muted_until = 0.0
                 if not self.frames:
                     if self.server.stopping:
                         break
@@ -277,6 +287,17 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             self.server.request_done(self)
 
+    async def _sleep_muted(self, delay: float) -> None:
+        """Wait out a throttle; frames arriving meanwhile (or shutdown) wake us to re-check."""
+        loop = self.broker.loop
+        self._wakeup = loop.create_future()
+        timer = loop.call_later(delay, self._wake)
+        try:
+            await self._wakeup
+        finally:
+            timer.cancel()
+            self._wakeup = None
+
     async def _handle(self, frame):
         try:
             header, module, request = decode_request(frame)
@@ -292,7 +313,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         ctx = RequestContext(header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.client_host, self.client_port,
-                             self.connection_id, self.listener_name)
+                             self.connection_id, self.listener_name,
+                             request_size=len(frame) + 4)
         try:
             response = await run_handler(self.broker, ctx, module, request)
         except BadRequest as exc:
@@ -301,6 +323,8 @@ class Connection(asyncio.BufferedProtocol):
             return
         if response is not None and not self.closed:
             await self._send(header.correlation_id, header.api_key, header.api_version, response)
+        if ctx.throttle_time_ms > 0:
+            self._muted_until = self.broker.loop.time() + ctx.throttle_time_ms / 1000.0
 
     async def _send(self, correlation_id, api_key, api_version, response):
         pieces = encode_response(correlation_id, api_key, api_version, response)

@@ -220,6 +220,13 @@ def _offset_fetch(request, code):
     return R(error_code=code, topics=topics, groups=groups)
 
 
+def _alter_client_quotas(request, code):
+    from protocol.messages.alter_client_quotas import AlterClientQuotasResponse as R
+    return R(entries=[R.EntryData(error_code=code, entity=[
+        R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry in request.entries])
+
+
 _BUILDERS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -238,6 +245,7 @@ _BUILDERS = {
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
 }
 
 

@@ -3,7 +3,8 @@
 Lifecycle (Kafka's KafkaServer.startup/shutdown, in order):
 
 start():
- 1. open the metadata store (first log dir) -> cluster id; apply persisted dynamic broker configs;
+ 1. open the metadata store (first log dir) -> cluster id; apply persisted dynamic broker configs
+    and client quotas;
  2. start the LogManager (recovery of every partition dir; blocking: run in an executor);
  3. create the ReplicaManager and make this broker leader of every assigned partition
     (TopicManager.startup);
@@ -30,6 +31,7 @@ import time as _time
 
 from broker.config import BrokerConfig
 from broker.connection import Connection
+from broker.quotas import QuotaManagers
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +130,8 @@ class Broker:
         self.group_coordinator = None
         self.topics = None
         self.connections = ConnectionServer(self)
+        self.quotas = QuotaManagers(config.get("quota.window.num"),
+                                    config.get("quota.window.size.seconds"))
         self.bound_ports: dict = {}         # listener name -> port actually bound
         self._advertised = None
         self._servers: list = []
@@ -182,6 +186,7 @@ class Broker:
             self.metadata = open_store(self.config)
         self.metadata.load()
         self._apply_dynamic_broker_configs()
+        self.quotas.update(self.metadata.client_quotas())
         log.info("[KafkaServer id=%d] starting, cluster id %s", self.broker_id, self.cluster_id)
         if self.log_manager is None:
             from storage.log_manager import LogManager

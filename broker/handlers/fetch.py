@@ -20,6 +20,10 @@ Behaviour:
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch, v9+), with high_watermark,
   last_stable_offset and log_start_offset filled in.
 - Records are `FileRegion`s pointing into segment files; the connection sends them with sendfile.
+- Client quotas (consumers only, not replicas): max_bytes is capped at what the
+  consumer_byte_rate quota allows in one window; a response that takes the client over its
+  quota is answered empty with throttle_time_ms (its bytes are not counted), and the connection
+  reads nothing more until that time has passed (Kafka's KIP-219 behaviour).
 - Versions 0-3 are not served: they need down-conversion to old message formats.
 """
 import uuid
@@ -92,7 +96,11 @@ async def handle(broker, ctx, request):
                              session_id=INVALID_SESSION_ID, responses=[])
 
     partitions = context.partitions
-    read_kwargs = dict(max_bytes=request.max_bytes, isolation_level=isolation_level,
+    quotas = getattr(broker, "quotas", None) if replica_id < 0 else None   # not replicas
+    max_bytes = request.max_bytes
+    if quotas is not None and quotas.fetch.overrides:
+        max_bytes = quotas.fetch_max_bytes(ctx, max_bytes)
+    read_kwargs = dict(max_bytes=max_bytes, isolation_level=isolation_level,
                        replica_id=replica_id)
     results = replica_manager.read(partitions, **read_kwargs)
     if _must_wait(request, results):
@@ -101,6 +109,13 @@ async def handle(broker, ctx, request):
             partitions, min_bytes=request.min_bytes, max_wait_ms=request.max_wait_ms,
             isolation_level=isolation_level, replica_id=replica_id)
         results = replica_manager.read(partitions, **read_kwargs)
+
+    if quotas is not None and quotas.fetch.overrides:
+        size = sum(r.records_size for r in results.values())
+        ctx.throttle_time_ms = quotas.fetch_throttle(ctx, size, broker.time.ms())
+        if ctx.throttle_time_ms > 0:
+            return FetchResponse(throttle_time_ms=ctx.throttle_time_ms, error_code=0,
+                                 session_id=context.session_id, responses=[])
 
     keys = context.response_keys({p.key: results[(p.topic, p.partition)] for p in partitions})
     by_key = {p.key: p for p in partitions}

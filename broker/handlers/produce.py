@@ -22,6 +22,9 @@ Behaviour:
   batches, is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition (what Kafka answers
   a producer not allowed to use transactions; no transactional producer gets this far, since
   InitProducerId already refuses transactional ids).
+- Client quotas: the request's size counts against the producer_byte_rate quota of its (user,
+  client id) (broker/quotas.py); over it, throttle_time_ms says how long the client must wait and
+  the connection reads nothing more meanwhile (also with acks=0, which has no response).
 - Version quirks: v0-v2 carry message format v0/v1 batches, which storage converts to v2;
   log_append_time_ms from v2, log_start_offset from v5, record_errors/error_message from v8.
 """
@@ -75,11 +78,16 @@ async def handle(broker, ctx, request):
     results = (replica_manager.append_records(entries, acks, produce_version=ctx.api_version)
                if entries else {})
     await replica_manager.flush_if_due(results)
+    quotas = getattr(broker, "quotas", None)      # (handler tests pass a bare namespace)
+    if quotas is not None and quotas.produce.overrides:
+        ctx.throttle_time_ms = quotas.produce_throttle(ctx, broker.time.ms())
     if acks == 0:
         _close_if_failed(ctx.api_version, results, early, forced_error)
         return None
     await replica_manager.wait_for_acks(results, acks, request.timeout_ms)
-    return _response(request, ctx.api_version, results, early, forced_error)
+    response = _response(request, ctx.api_version, results, early, forced_error)
+    response.throttle_time_ms = ctx.throttle_time_ms
+    return response
 
 
 # Kafka checks each partition's records before the log sees them (ProduceRequest.validateRecords):

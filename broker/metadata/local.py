@@ -7,7 +7,11 @@ Used when `zookeeper.connect` is not set (one broker). File `kbroker-metadata.js
      "topics": {"<name>": {"topic_id": "<uuid hex>",
                            "partitions": {"0": {"replicas": [0], "leader_epoch": 0}, ...},
                            "configs": {"retention.ms": "1000"}}},
-     "broker_configs": {"": {...cluster default...}, "0": {...broker 0...}}}
+     "broker_configs": {"": {...cluster default...}, "0": {...broker 0...}},
+     "client_quotas": [{"entity": [["client-id", null], ["user", "alice"]],
+                        "values": {"producer_byte_rate": 1024.0}}, ...]}
+
+(null names the default entity of its type; a file without "client_quotas" has none.)
 
 Crash policy: every change rewrites the whole file atomically (write `<file>.tmp`, fsync, rename
 over the old one, fsync the directory), so after a crash the file is the old or the new state,
@@ -68,6 +72,10 @@ class LocalMetadataStore(MetadataStore):
             self._topics[name] = topic
             self._by_id[topic.topic_id] = topic
         self._broker_configs = {k: dict(v) for k, v in state.get("broker_configs", {}).items()}
+        self._client_quotas = {
+            tuple(sorted((str(t), None if n is None else str(n)) for t, n in item["entity"])):
+                {str(k): float(v) for k, v in item["values"].items()}
+            for item in state.get("client_quotas", [])}
 
     def _persist(self) -> None:
         state = {
@@ -81,6 +89,10 @@ class LocalMetadataStore(MetadataStore):
                          "configs": t.configs}
                 for t in self._topics.values()},
             "broker_configs": self._broker_configs,
+            "client_quotas": [{"entity": [list(pair) for pair in entity], "values": values}
+                              for entity, values in sorted(
+                                  self._client_quotas.items(),
+                                  key=lambda item: [(t, n or "") for t, n in item[0]])],
         }
         data = json.dumps(state, indent=1, sort_keys=True).encode()
         tmp = self.path + ".tmp"

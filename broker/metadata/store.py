@@ -3,7 +3,8 @@
 What it holds is what Kafka keeps in ZooKeeper under /brokers/topics, /config/topics and
 /config/brokers: per topic its topic id (a UUID, KIP-516), each partition's replica list and
 leader epoch, and the topic's config overrides; dynamic broker configs per broker id and the
-cluster-wide default; the cluster id.
+cluster-wide default; client quotas per entity (/config/users, /config/clients, /config/ips:
+{entity tuple: {key: float}}, see broker/quotas.py); the cluster id.
 
 Contract:
 - Reads (`list_topics`, `get_topic`, `get_topic_by_id`, `topic_config`, `broker_config`) are
@@ -51,6 +52,7 @@ class MetadataStore(abc.ABC):
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._broker_configs: dict[str, dict] = {}   # "" = cluster default, else str(broker id)
+        self._client_quotas: dict[tuple, dict] = {}  # entity tuple -> {quota key: float}
         self.version = 0
 
     # -- lifecycle
@@ -86,6 +88,10 @@ class MetadataStore(abc.ABC):
     def broker_config(self, broker_id: int | None) -> dict:
         """Dynamic configs of one broker, or the cluster default when broker_id is None."""
         return dict(self._broker_configs.get(_broker_key(broker_id), {}))
+
+    def client_quotas(self) -> dict:
+        """{entity tuple ((type, name or None), ...) sorted by type: {key: float}}."""
+        return {entity: dict(values) for entity, values in self._client_quotas.items()}
 
     # -- writes
     def create_topic(self, name: str, topic_id: uuid.UUID, assignments: dict,
@@ -131,6 +137,16 @@ class MetadataStore(abc.ABC):
             self._broker_configs[key] = dict(configs)
         else:
             self._broker_configs.pop(key, None)
+        self._changed()
+
+    def set_client_quotas(self, changes: dict) -> None:
+        """Replace the values of each entity in {entity tuple: {key: float}} (empty: remove
+        the entity), all in one write."""
+        for entity, values in changes.items():
+            if values:
+                self._client_quotas[tuple(entity)] = {k: float(v) for k, v in values.items()}
+            else:
+                self._client_quotas.pop(tuple(entity), None)
         self._changed()
 
     def _changed(self):

@@ -7,23 +7,36 @@ Output follows Kafka 3.x's ConfigCommand:
 1 are:" or, with ``--entity-default``, "Default configs for brokers in the cluster are:". Alterations
 use IncrementalAlterConfigs: ``--add-config k1=v1,k2=[a,b]`` (brackets protect commas) and
 ``--delete-config k1,k2``; success prints "Completed updating config for topic t.".
-``--entity-type users|clients|ips`` goes through Describe/AlterClientQuotas (when the broker serves them).
+``--entity-type users|clients|ips`` (client quotas) is broker/tools/client_quotas.py.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+import argparse
 
 from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, Admin
 from broker.client.cluster import ClusterClient
-from broker.client.errors import UnsupportedVersionError
+from broker.tools import client_quotas
 from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
 
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
            7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users", "clients", "ips")
-QUOTA_TYPES = ("users", "clients", "ips")
+
+
+class _OrderedName(argparse.Action):
+    """--entity-name / --entity-default: also kept in command-line order in `entity_names` ("" for a
+    default), which is how Kafka pairs them with the --entity-type values."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        default = option_string == "--entity-default"
+        ordered = list(getattr(namespace, "entity_names", None) or [])
+        ordered.append("" if default else values)
+        namespace.entity_names = ordered
+        if default:
+            namespace.entity_default = True
+        else:
+            namespace.entity_name = list(namespace.entity_name or []) + [values]
 
 
 def build_parser() -> ToolParser:
@@ -35,18 +48,22 @@ def build_parser() -> ToolParser:
     actions.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
     p.add_argument("--entity-type", action="append", metavar="<String>",
                    help="Type of entity (topics/clients/users/brokers/broker-loggers/ips)")
-    p.add_argument("--entity-name", action="append", metavar="<String>",
-                   help="Name of entity (topic name/client id/user principal name/broker id)")
-    p.add_argument("--entity-default", action="store_true",
-                   help="Default entity name for clients/users/brokers (applies to corresponding entity type)")
+    p.add_argument("--entity-name", action=_OrderedName, metavar="<String>",
+                   help="Name of entity (topic name/client id/user principal name/broker id/ip)")
+    p.add_argument("--entity-default", action=_OrderedName, nargs=0, default=False,
+                   help="Default entity name for clients/users/brokers/ips (applies to corresponding entity type "
+                        "in command line)")
     p.add_argument("--topic", metavar="<String: topic>", help="The topic's name (same as --entity-type topics "
                                                               "--entity-name <topic>).")
     p.add_argument("--broker", metavar="<String: broker-id>", help="The broker's ID.")
     p.add_argument("--broker-defaults", action="store_true", help="The config defaults for all brokers.")
     p.add_argument("--broker-logger", metavar="<String: broker-id>", help="The broker's ID for its logger config.")
     p.add_argument("--user", metavar="<String: user-principal>", help="The user's principal name.")
+    p.add_argument("--user-defaults", action="store_true", help="The config defaults for all users.")
     p.add_argument("--client", metavar="<String: client-id>", help="The client's ID.")
+    p.add_argument("--client-defaults", action="store_true", help="The config defaults for all clients.")
     p.add_argument("--ip", metavar="<String: ip>", help="The IP address.")
+    p.add_argument("--ip-defaults", action="store_true", help="The config defaults for all IPs.")
     p.add_argument("--force", action="store_true", help="Suppress console prompts (accepted; these tools never "
                                                           "prompt).")
     p.add_argument("--add-config", metavar="<String>",
@@ -119,8 +136,6 @@ def line(c) -> str:
 
 
 async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) -> None:
-    if etype in QUOTA_TYPES:
-        return await quota_call(describe_quotas(cluster, etype, name))
     if etype == "topics":
         names = [name] if name else sorted(n for n in await admin.list_topics())
         rtype, label = RESOURCE_TOPIC, "topic"
@@ -149,7 +164,10 @@ async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) ->
             print(line(c))
 
 
-async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> None:
+def config_changes(opts) -> tuple[dict, list]:
+    """(configs to add, config names to delete) of an --alter."""
+    if opts.add_config and opts.add_config_file:
+        raise ToolError("Only one of --add-config or --add-config-file must be specified")
     adds = parse_add_config(opts.add_config) if opts.add_config else {}
     if opts.add_config_file:
         adds.update(read_properties(opts.add_config_file))
@@ -160,8 +178,11 @@ async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> No
     overlap = set(adds) & set(deletes)
     if overlap:
         raise ToolError(f"Invalid entity config: the same config can't be added and deleted: {', '.join(overlap)}")
-    if etype in QUOTA_TYPES:
-        return await quota_call(alter_quotas(cluster, etype, name, adds, deletes))
+    return adds, deletes
+
+
+async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> None:
+    adds, deletes = config_changes(opts)
     ops = [(k, OP_SET, v) for k, v in adds.items()] + [(k, OP_DELETE, None) for k in deletes]
     if etype == "topics":
         await cluster.topic_metadata(name)
@@ -185,57 +206,23 @@ async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> No
               else "Completed updating default config for brokers in the cluster.")
 
 
-QUOTA_ENTITY = {"users": "user", "clients": "client-id", "ips": "ip"}
-
-
-async def quota_call(coroutine):
-    """Users, clients and ips have only quota configs, served by Describe/AlterClientQuotas (KIP-546). A
-    broker without those APIs (this project's broker has no quotas yet) gets one clear line."""
-    try:
-        return await coroutine
-    except UnsupportedVersionError:
-        raise ToolError("The broker does not support client quotas (DescribeClientQuotas/AlterClientQuotas), "
-                        "so --entity-type users, clients and ips are not available on it") from None
-
-
-async def describe_quotas(cluster, etype: str, name: str | None) -> None:
-    R = DescribeClientQuotasRequest
-    match_type, match = (0, name) if name is not None else (1, None)
-    response = await cluster.send(None, R(strict=False, components=[
-        R.ComponentData(entity_type=QUOTA_ENTITY[etype], match_type=match_type, match=match)]))
-    if response.error_code:
-        raise KafkaError(response.error_code, response.error_message or ErrorCode(response.error_code).name)
-    for entry in response.entries or []:
-        parts = []
-        for e in entry.entity:
-            label = "user-principal" if e.entity_type == "user" else e.entity_type
-            parts.append(f"{label} '{e.entity_name}'" if e.entity_name is not None else f"the default {label}")
-        values = ", ".join(f"{v.key}={v.value}" for v in sorted(entry.values, key=lambda v: v.key))
-        print(f"Quota configs for {', '.join(parts)} are {values}")
-
-
-async def alter_quotas(cluster, etype: str, name: str | None, adds: dict, deletes: list) -> None:
-    R = AlterClientQuotasRequest
-    try:
-        ops = [R.OpData(key=k, value=float(v), remove=False) for k, v in adds.items()]
-    except ValueError:
-        raise ToolError("Quota values must be numbers") from None
-    ops += [R.OpData(key=k, value=0.0, remove=True) for k in deletes]
-    response = await cluster.send(None, R(validate_only=False, entries=[R.EntryData(
-        entity=[R.EntityData(entity_type=QUOTA_ENTITY[etype], entity_name=name)], ops=ops)]))
-    for e in response.entries:
-        if e.error_code:
-            raise KafkaError(e.error_code, e.error_message or ErrorCode(e.error_code).name)
-    print(f"Completed updating config for {etype[:-1]} {name}." if name is not None
-          else f"Completed updating default config for {etype} in the cluster.")
-
-
 async def run(opts) -> int:
-    etype, name = entity(opts)
+    for etype in opts.entity_type or []:
+        if etype not in ENTITY_TYPES:
+            raise ToolError(f"Invalid entity-type {etype}, --entity-type must be one of {', '.join(ENTITY_TYPES)}")
+    quota = client_quotas.quota_entities(opts)      # users, clients, ips: (types, names)
+    if quota is None:
+        etype, name = entity(opts)
+    changes = config_changes(opts) if opts.alter and quota is not None else None
     props = read_properties(opts.command_config) if opts.command_config else {}
     async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
         admin = Admin(cluster)
-        if opts.describe:
+        if quota is not None:
+            if opts.describe:
+                await client_quotas.describe(cluster, *quota)
+            else:
+                await client_quotas.alter(cluster, *quota, *changes)
+        elif opts.describe:
             await describe(admin, cluster, etype, name, opts)
         else:
             await alter(admin, cluster, etype, name, opts)

@@ -174,8 +174,22 @@ def test_dynamic_validation():
 def test_topic_config_synonyms_and_units():
     config = BrokerConfig({"log.retention.hours": "2", "log.segment.bytes": "5000"})
     value, source, synonyms = config.topic_value("retention.ms")
-    assert (value, source) == (2 * 3600 * 1000, SOURCE_STATIC_BROKER)
-    assert [n for n, _, _ in synonyms] == ["log.retention.hours", "log.retention.hours"]
+    # Kafka's chain starts at the primary synonym (log.retention.ms): with only
+    # log.retention.hours set the value comes from it, but the source is DEFAULT_CONFIG and
+    # there are no synonyms, so kafka-topics.sh --describe does not list retention.ms
+    assert (value, source, synonyms) == (2 * 3600 * 1000, SOURCE_DEFAULT, [])
+    assert config.topic_value("segment.bytes")[1:] == (
+        SOURCE_STATIC_BROKER, [("log.segment.bytes", "5000", SOURCE_STATIC_BROKER),
+                               ("log.segment.bytes", "1073741824", SOURCE_DEFAULT)])
+    config = BrokerConfig({"log.retention.hours": "2", "log.retention.ms": "1000"})
+    config.set_dynamic({"log.retention.hours": "5"}, cluster_default=True)
+    value, source, synonyms = config.topic_value("retention.ms")
+    # by source first, then by synonym priority; the dynamic hours come before the static ms
+    # and are dropped with everything else ahead of the first log.retention.ms
+    assert (value, source) == (1000, SOURCE_STATIC_BROKER)
+    assert [(n, s) for n, _, s in synonyms] == [
+        ("log.retention.ms", SOURCE_STATIC_BROKER), ("log.retention.hours", SOURCE_STATIC_BROKER),
+        ("log.retention.hours", SOURCE_DEFAULT)]
     config = BrokerConfig({"log.retention.minutes": "3", "log.retention.ms": "-1"})
     assert config.topic_value("retention.ms")[0] == -1        # ms wins over minutes
     assert config.topic_value("retention.ms", {"retention.ms": "10"})[:2] == (10, SOURCE_TOPIC)

@@ -57,14 +57,7 @@ def test_configs_brokers_and_quota_entities(tools_broker, tool):
     assert "  broker=DEBUG sensitive=false synonyms={}" in r.lines
     r = tool("configs", "--bootstrap-server", b, "--alter", "--broker-logger", broker_id, "--delete-config", "broker")
     assert r.code == 0, r
-    # users/clients/ips need the client-quota APIs, which this broker does not serve: one clear line
-    for argv in (["--describe", "--entity-type", "users", "--entity-name", "alice"],
-                 ["--alter", "--entity-type", "clients", "--entity-default", "--add-config", "producer_byte_rate=1"],
-                 ["--alter", "--ip", "127.0.0.1", "--add-config", "connection_creation_rate=10", "--force"]):
-        r = tool("configs", "--bootstrap-server", b, *argv)
-        assert r.code == 1 and r.out == ""
-        assert r.err == ("Error: The broker does not support client quotas (DescribeClientQuotas/AlterClientQuotas), "
-                         "so --entity-type users, clients and ips are not available on it\n")
+    # users/clients/ips (client quotas): tests/tools/test_configs_quotas.py
 
 
 def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):

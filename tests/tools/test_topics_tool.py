@@ -62,8 +62,13 @@ def test_list_filters_and_regex(tools_broker, tool):
     assert r.out == ""
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--at-min-isr-partitions")
     assert [PARTITION_LINE.match(l).group(1, 2) for l in r.lines] == [("beta", "0")]    # isr 1 == min.insync 1
-    # server.properties sets log.retention.hours/log.segment.bytes: like Kafka, those count as overrides
-    # (STATIC_BROKER_CONFIG), so the header shows them; --topics-with-overrides prints headers only
+    # server.properties sets log.segment.bytes and log.retention.hours. As Kafka: segment.bytes comes from its
+    # primary synonym (STATIC_BROKER_CONFIG) and is listed; retention.ms only from the secondary
+    # log.retention.hours, which Kafka's DescribeConfigs drops (source DEFAULT_CONFIG): not listed
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta")
+    listed = TOPIC_LINE.match(r.lines[0]).group(5).split(",")
+    assert "segment.bytes=1073741824" in listed and not [c for c in listed if c.startswith("retention.ms=")]
+    # --topics-with-overrides prints headers only
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--topics-with-overrides")
     assert all(l.startswith("Topic: beta\t") for l in r.lines)
 

@@ -1,0 +1,266 @@
+"""kafka-configs.sh for users, clients and ips: client quotas through Describe/AlterClientQuotas.
+
+Follows Kafka 3.x's ConfigCommand with --bootstrap-server:
+- Entities: ``--entity-type users|clients|ips`` with ``--entity-name``/``--entity-default`` (users and
+  clients may be given together: a user's quota for one client id), or ``--user``, ``--client``,
+  ``--ip`` and ``--user-defaults``, ``--client-defaults``, ``--ip-defaults``. Names pair with types in
+  command-line order; the flags come after, in Kafka's flag order (client before user).
+- ``--describe`` sends a strict filter: a named type matches exactly, a default type its default
+  entity, a type with no name any entity of that type. One line per entity:
+      Quota configs for user-principal 'alice', client-id 'c1' are producer_byte_rate=1024.0
+  ("the default user-principal" for a default part), values printed as Java doubles in the order
+  of the Java HashMap the admin client builds (so scripts see exactly Kafka's lines).
+- ``--alter`` checks the keys (quota keys only; SCRAM credentials are not served by this broker),
+  refuses deleting a key the entity does not have ("Invalid config(s): k"), parses values as doubles,
+  then sends one AlterClientQuotas entry; it prints "Completed updating config for user alice." or
+  "Completed updating default config for users in the cluster." (after the first entity type given).
+"""
+from __future__ import annotations
+
+import ipaddress
+import socket
+from decimal import Decimal
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+from broker.client.errors import UnsupportedVersionError
+from broker.tools.common import ToolError
+
+QUOTA_TYPES = ("users", "clients", "ips")
+ENTITY = {"users": "user", "clients": "client-id", "ips": "ip"}
+LABEL = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
+USER_CLIENT_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+IP_KEYS = ("connection_creation_rate",)
+SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# Kafka's option order for the shortcut flags (ConfigCommandOptions.entityFlags / entityDefaultsFlags)
+NAME_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"), ("broker", "brokers"),
+              ("broker_logger", "broker-loggers"), ("ip", "ips"))
+DEFAULT_FLAGS = (("client_defaults", "clients"), ("user_defaults", "users"), ("broker_defaults", "brokers"),
+                 ("ip_defaults", "ips"))
+
+
+# -- Java's formatting --------------------------------------------------------------------------
+
+def java_double(value: float) -> str:
+    """Java's Double.toString: plain between 1e-3 and 1e7 ("1024.0"), else "1.048576E7"."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    sign = "-" if str(value).startswith("-") else ""
+    a = abs(value)
+    if a == 0:
+        return sign + "0.0"
+    t = Decimal(repr(a)).normalize().as_tuple()          # shortest round-trip digits, as JDK 19+
+    digits, exp = "".join(map(str, t.digits)), t.exponent
+    if 1e-3 <= a < 1e7:
+        if exp >= 0:
+            return f"{sign}{digits}{'0' * exp}.0"
+        point = len(digits) + exp
+        if point > 0:
+            return f"{sign}{digits[:point]}.{digits[point:]}"
+        return f"{sign}0.{'0' * -point}{digits}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{len(digits) - 1 + exp}"
+
+
+def _int32(x: int) -> int:
+    x &= 0xFFFFFFFF
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+def java_string_hash(s: str | None) -> int:
+    if s is None:
+        return 0
+    data, h = s.encode("utf-16-be"), 0                       # UTF-16 code units, as Java's chars
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return _int32(h)
+
+
+def java_hashmap_order(keys: list, hashes: list, initial_capacity: int) -> list:
+    """The iteration order of a java.util.HashMap(initial_capacity) filled with `keys` in order:
+    by bucket of the final table, then insertion order (resizes keep each bucket's order)."""
+    cap = 1
+    while cap < max(1, initial_capacity):
+        cap <<= 1
+    threshold = int(cap * 0.75)
+    for size in range(1, len(keys) + 1):
+        if size > threshold:
+            cap <<= 1
+            threshold = int(cap * 0.75)
+    def bucket(h):
+        h &= 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (cap - 1)
+    order = sorted(range(len(keys)), key=lambda i: (bucket(hashes[i]), i))
+    return [keys[i] for i in order]
+
+
+def entity_hash(parts: list) -> int:
+    """ClientQuotaEntity.hashCode: its Map's hash, the sum of hash(type) ^ hash(name)."""
+    return _int32(sum(java_string_hash(t) ^ java_string_hash(n) for t, n in parts))
+
+
+def quota_line(parts: list, values: list) -> str:
+    """parts [(entity type, name or None)], values [(key, float)] in the response's order."""
+    by_type = dict(parts)
+    entity = ", ".join(f"{LABEL[t]} '{by_type[t]}'" if by_type[t] is not None else f"the default {LABEL[t]}"
+                       for t in ("user", "client-id", "ip") if t in by_type)
+    keys = java_hashmap_order([k for k, _ in values], [java_string_hash(k) for k, _ in values], len(values))
+    value_of = dict(values)
+    return f"Quota configs for {entity} are " + ", ".join(f"{k}={java_double(value_of[k])}" for k in keys)
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+def quota_entities(opts):
+    """(entity types, names) in Kafka's order when users, clients or ips are involved, else None.
+    A name "" is the default entity."""
+    types = list(opts.entity_type or [])
+    names = list(getattr(opts, "entity_names", None) or [])
+    flag_types, flag_names = [], []
+    for attr, etype in NAME_FLAGS:
+        if getattr(opts, attr) is not None:
+            flag_types.append(etype)
+            flag_names.append(getattr(opts, attr))
+    for attr, etype in DEFAULT_FLAGS:
+        if getattr(opts, attr):
+            flag_types.append(etype)
+            flag_names.append("")
+    if not any(t in QUOTA_TYPES for t in types + flag_types):
+        return None
+    # Kafka's checks, in its order
+    conjunction = flag_types and (opts.entity_type or opts.entity_name or opts.entity_default)
+    types += flag_types
+    names += flag_names
+    duplicates = sorted({t for t in types if types.count(t) > 1})
+    if duplicates:
+        raise ToolError(f"Duplicate entity type(s) specified: {','.join(duplicates)}")
+    if len(types) > 1 and set(types) != {"users", "clients"}:
+        raise ToolError("Only 'users' and 'clients' entity types may be specified together")
+    if conjunction:
+        raise ToolError("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
+    if "ips" in types:
+        for name in names:
+            if name and not valid_ip_entity(name):
+                raise ToolError(f"The entity name for {types[0]} must be a valid IP or resolvable host, "
+                                f"but it is: {name}")
+    if opts.alter:
+        if not names:
+            raise ToolError("an entity-name or default entity must be specified with --alter of users, clients, "
+                            "brokers or ips")
+        if len(types) != len(names):
+            raise ToolError("An entity name must be specified for every entity type")
+    elif len(names) > len(types):
+        raise ToolError("More entity names specified than entity types")
+    return types, names
+
+
+def valid_ip_entity(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(name, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+async def _send(cluster, request):
+    try:
+        return await cluster.send(None, request)
+    except UnsupportedVersionError:
+        raise ToolError("The broker does not support client quotas (DescribeClientQuotas/AlterClientQuotas), "
+                        "so --entity-type users, clients and ips are not available on it") from None
+
+
+async def describe_entities(cluster, types: list, names: list) -> list:
+    """[(parts, values)] of the entities matching Kafka's strict filter for these types/names."""
+    R = DescribeClientQuotasRequest
+    components = []
+    for i, etype in enumerate(types):
+        name = names[i] if i < len(names) else None
+        match_type, match = (2, None) if name is None else (1, None) if name == "" else (0, name)
+        components.append(R.ComponentData(entity_type=ENTITY[etype], match_type=match_type, match=match))
+    response = await _send(cluster, R(strict=True, components=components))
+    if response.error_code:
+        raise KafkaError(response.error_code, response.error_message or ErrorCode(response.error_code).name)
+    return [([(e.entity_type, e.entity_name) for e in entry.entity], [(v.key, v.value) for v in entry.values])
+            for entry in response.entries or []]
+
+
+async def describe(cluster, types: list, names: list) -> None:
+    entries = await describe_entities(cluster, types, names)
+    # the admin client's HashMap<ClientQuotaEntity, ...>, sized for the entries, decides the order
+    order = java_hashmap_order(list(range(len(entries))), [entity_hash(p) for p, _ in entries], len(entries))
+    for i in order:
+        print(quota_line(*entries[i]))
+    # Kafka then describes SCRAM credentials of named users; this broker has none to show.
+
+
+def _scala_set(keys) -> str:
+    return f"Set({', '.join(keys)})"
+
+
+def _check_keys(types: list, names: list, adds: dict, deletes: list) -> None:
+    if types[0] == "ips":
+        unknown = [k for k in list(adds) + deletes if k not in IP_KEYS]
+        if unknown:
+            raise ToolError("Only connection quota configs can be added for 'ips' using --bootstrap-server. "
+                            f"Unexpected config names: {','.join(unknown)}")
+        return
+    add_unknown = [k for k in adds if k not in USER_CLIENT_KEYS and k not in SCRAM_KEYS]
+    add_scram = [k for k in adds if k in SCRAM_KEYS]
+    del_unknown = [k for k in deletes if k not in USER_CLIENT_KEYS and k not in SCRAM_KEYS]
+    del_scram = [k for k in deletes if k in SCRAM_KEYS]
+    if types[0] == "clients" or len(types) == 2:
+        if add_unknown or add_scram:
+            raise ToolError("Only quota configs can be added for 'clients' using --bootstrap-server. "
+                            f"Unexpected config names: {_scala_set(add_unknown + add_scram)}")
+        if del_unknown or del_scram:
+            raise ToolError("Only quota configs can be deleted for 'clients' using --bootstrap-server. "
+                            f"Unexpected config names: Buffer({', '.join(del_unknown + del_scram)})")
+        return
+    if add_unknown:
+        raise ToolError("Only quota and SCRAM credential configs can be added for 'users' using "
+                        f"--bootstrap-server. Unexpected config names: {_scala_set(add_unknown)}")
+    if del_unknown:
+        raise ToolError("Only quota and SCRAM credential configs can be deleted for 'users' using "
+                        f"--bootstrap-server. Unexpected config names: Buffer({', '.join(del_unknown)})")
+    if add_scram or del_scram:
+        if "" in names:
+            raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                            "Credentials using --bootstrap-server.")
+        if len(add_scram) < len(adds) or len(del_scram) < len(deletes):
+            raise ToolError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+                            "using --bootstrap-server.")
+        raise ToolError("The broker does not support SCRAM credentials (AlterUserScramCredentials)")
+
+
+async def alter(cluster, types: list, names: list, adds: dict, deletes: list) -> None:
+    _check_keys(types, names, adds, deletes)
+    current = await describe_entities(cluster, types, names)
+    present = {k for k, _ in current[0][1]} if current else set()
+    invalid = [k for k in deletes if k not in present]
+    if invalid:
+        raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+    R = AlterClientQuotasRequest
+    ops = []
+    for key, text in adds.items():
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise ToolError(f"Cannot parse quota configuration value for {key}: {text}") from None
+        ops.append(R.OpData(key=key, value=value, remove=False))
+    ops += [R.OpData(key=k, value=0.0, remove=True) for k in deletes]
+    entity = [R.EntityData(entity_type=ENTITY[t], entity_name=n or None) for t, n in zip(types, names)]
+    response = await _send(cluster, R(validate_only=False, entries=[R.EntryData(entity=entity, ops=ops)]))
+    for entry in response.entries:
+        if entry.error_code:
+            raise KafkaError(entry.error_code, entry.error_message or ErrorCode(entry.error_code).name)
+    head_type, head_name = types[0], names[0]
+    print(f"Completed updating config for {head_type[:-1]} {head_name}." if head_name
+          else f"Completed updating default config for {head_type} in the cluster.")

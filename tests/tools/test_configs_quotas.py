@@ -1,0 +1,135 @@
+"""kafka-configs.sh for users, clients and ips (client quotas) against a broker subprocess: Kafka 3.x's
+flags and output lines, persistence across a restart, and the tool's errors.
+
+The Java formatting helpers are checked against values printed by OpenJDK 17 (Double.toString, and
+java.util.HashMap iteration orders of the maps Kafka's admin client builds)."""
+import pytest
+
+from broker.tools.client_quotas import entity_hash, java_double, java_hashmap_order, java_string_hash
+
+
+# -- Java's formatting (golden values from OpenJDK 17) -------------------------------------------
+
+@pytest.mark.parametrize("value, text", [
+    (1024.0, "1024.0"), (10485760.0, "1.048576E7"), (1e7, "1.0E7"), (9999999.0, "9999999.0"),
+    (0.001, "0.001"), (0.0005, "5.0E-4"), (12.5, "12.5"), (1e-5, "1.0E-5"), (123456789.0, "1.23456789E8"),
+    (1.5e300, "1.5E300"), (100.0, "100.0"), (2147483647.0, "2.147483647E9")])
+def test_java_double(value, text):
+    assert java_double(value) == text
+
+
+@pytest.mark.parametrize("keys, order", [
+    (["producer_byte_rate", "consumer_byte_rate"], ["consumer_byte_rate", "producer_byte_rate"]),
+    (["producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"],
+     ["producer_byte_rate", "consumer_byte_rate", "controller_mutation_rate", "request_percentage"]),
+    (["request_percentage", "controller_mutation_rate", "consumer_byte_rate"],
+     ["consumer_byte_rate", "controller_mutation_rate", "request_percentage"]),
+    (["controller_mutation_rate", "producer_byte_rate", "request_percentage"],
+     ["controller_mutation_rate", "producer_byte_rate", "request_percentage"])])
+def test_value_order_is_javas_hashmap_order(keys, order):
+    assert java_hashmap_order(keys, [java_string_hash(k) for k in keys], len(keys)) == order
+
+
+def test_entity_order_is_javas_hashmap_order():
+    entities = [[("user", "alice")], [("user", None)], [("user", "alice"), ("client-id", "c1")],
+                [("client-id", None)], [("client-id", "c1")], [("user", None), ("client-id", None)],
+                [("user", "bob")], [("user", "alice"), ("client-id", None)]]
+    java = {4: [0, 3, 1, 2], 5: [4, 0, 3, 1, 2], 8: [5, 4, 0, 7, 6, 3, 1, 2]}
+    for n, order in java.items():
+        assert java_hashmap_order(list(range(n)), [entity_hash(e) for e in entities[:n]], n) == order
+
+
+# -- against the broker ---------------------------------------------------------------------------
+
+def configs(script, broker, *argv):
+    r = script("kafka-configs.sh", "--bootstrap-server", broker.bootstrap, *argv)
+    assert r.code == 0 and r.err == "", r
+    return r.lines
+
+
+USERS = ["Quota configs for user-principal 'alice' are producer_byte_rate=1024.0",
+         "Quota configs for the default user-principal are consumer_byte_rate=1.048576E7"]
+
+
+def test_alter_describe_and_restart(broker_process, script):
+    b = broker_process()
+    assert configs(script, b, "--alter", "--entity-type", "users", "--entity-name", "alice",
+                   "--add-config", "producer_byte_rate=1024") == ["Completed updating config for user alice."]
+    assert configs(script, b, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type",
+                   "clients", "--entity-name", "c1", "--add-config", "producer_byte_rate=2048,consumer_byte_rate=4096"
+                   ) == ["Completed updating config for user alice."]
+    assert configs(script, b, "--alter", "--user-defaults", "--add-config", "consumer_byte_rate=10485760") == [
+        "Completed updating default config for users in the cluster."]
+    assert configs(script, b, "--alter", "--entity-type", "clients", "--entity-default", "--add-config",
+                   "request_percentage=12.5,producer_byte_rate=100") == [
+        "Completed updating default config for clients in the cluster."]
+    assert configs(script, b, "--alter", "--ip", "127.0.0.1", "--add-config", "connection_creation_rate=10") == [
+        "Completed updating config for ip 127.0.0.1."]
+
+    def describe_all():
+        return {
+            "users": configs(script, b, "--describe", "--entity-type", "users"),
+            "alice": configs(script, b, "--describe", "--entity-type", "users", "--entity-name", "alice"),
+            "alice-c1": configs(script, b, "--describe", "--entity-type", "users", "--entity-name", "alice",
+                                "--entity-type", "clients", "--entity-name", "c1"),
+            "clients": configs(script, b, "--describe", "--entity-type", "clients"),
+            "ips": configs(script, b, "--describe", "--entity-type", "ips"),
+        }
+    expected = {
+        "users": USERS,                          # strict: not alice's client entity
+        "alice": USERS[:1],
+        "alice-c1": ["Quota configs for user-principal 'alice', client-id 'c1' are "
+                     "consumer_byte_rate=4096.0, producer_byte_rate=2048.0"],
+        "clients": ["Quota configs for the default client-id are producer_byte_rate=100.0, request_percentage=12.5"],
+        "ips": ["Quota configs for ip '127.0.0.1' are connection_creation_rate=10.0"],
+    }
+    assert describe_all() == expected
+    b.restart()                                  # persisted in the metadata store
+    assert describe_all() == expected
+
+    assert configs(script, b, "--alter", "--user", "alice", "--client", "c1", "--delete-config",
+                   "consumer_byte_rate") == ["Completed updating config for client c1."]   # Kafka: first type given
+    assert configs(script, b, "--describe", "--user", "alice", "--client", "c1") == [
+        "Quota configs for user-principal 'alice', client-id 'c1' are producer_byte_rate=2048.0"]
+    assert configs(script, b, "--alter", "--entity-type", "users", "--entity-name", "alice", "--delete-config",
+                   "producer_byte_rate") == ["Completed updating config for user alice."]
+    assert configs(script, b, "--describe", "--entity-type", "users") == USERS[1:]
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--alter", "--entity-type", "users", "--entity-name", "bob", "--add-config", "foo=1"],
+     "Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. "
+     "Unexpected config names: Set(foo)"),
+    (["--alter", "--entity-type", "clients", "--entity-name", "x", "--add-config", "connection_creation_rate=1"],
+     "Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected config names: "
+     "Set(connection_creation_rate)"),
+    (["--alter", "--entity-type", "ips", "--entity-name", "10.1.2.3", "--add-config", "producer_byte_rate=5"],
+     "Only connection quota configs can be added for 'ips' using --bootstrap-server. Unexpected config names: "
+     "producer_byte_rate"),
+    (["--alter", "--client", "x", "--add-config", "producer_byte_rate=abc"],
+     "Cannot parse quota configuration value for producer_byte_rate: abc"),
+    (["--alter", "--client", "x", "--add-config", "producer_byte_rate=0"],
+     "Quota producer_byte_rate must be greater than 0"),
+    (["--alter", "--client", "x", "--add-config", "consumer_byte_rate=1.5"],
+     "consumer_byte_rate cannot be a fractional value."),
+    (["--alter", "--client", "x", "--delete-config", "producer_byte_rate"], "Invalid config(s): producer_byte_rate"),
+    (["--alter", "--entity-type", "users", "--entity-type", "users", "--entity-name", "a", "--entity-name", "b",
+      "--add-config", "producer_byte_rate=1"], "Duplicate entity type(s) specified: users"),
+    (["--describe", "--entity-type", "users", "--entity-type", "ips"],
+     "Only 'users' and 'clients' entity types may be specified together"),
+    (["--alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "a", "--add-config",
+      "producer_byte_rate=1"], "An entity name must be specified for every entity type"),
+    (["--alter", "--entity-type", "users", "--add-config", "producer_byte_rate=1"],
+     "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips"),
+    (["--describe", "--entity-type", "users", "--user", "a"], "Duplicate entity type(s) specified: users"),
+    (["--describe", "--entity-type", "clients", "--user", "a"],
+     "--entity-{type,name,default} should not be used in conjunction with specific entity flags"),
+    (["--describe", "--topic", "t", "--user", "a"], "Only 'users' and 'clients' entity types may be specified together"),
+    (["--alter", "--ip", "no.such.host.invalid", "--add-config", "connection_creation_rate=1"],
+     "The entity name for ips must be a valid IP or resolvable host, but it is: no.such.host.invalid"),
+    (["--alter", "--user", "a", "--add-config", "SCRAM-SHA-256=[password=x]"],
+     "The broker does not support SCRAM credentials (AlterUserScramCredentials)"),
+])
+def test_errors_are_one_line(tools_broker, tool, argv, error):
+    r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, *argv)
+    assert (r.code, r.out, r.err) == (1, "", f"Error: {error}\n")
