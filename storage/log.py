@@ -185,7 +185,8 @@ class Log:
                           index_interval_bytes=self.config.index_interval_bytes,
                           max_index_size=self.config.segment_index_bytes,
                           roll_jitter_ms=self.config.random_segment_jitter(),
-                          created_ms=created_ms)
+                          created_ms=created_ms,
+                          preallocate_bytes=self.config.segment_bytes if self.config.preallocate else 0)
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         # One assignment of a tuple: a reader sees the old pair or the new one, never a mix.

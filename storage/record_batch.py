@@ -299,16 +299,20 @@ def iter_batches(buf, start=0, end=None):
     """Yield a view of every COMPLETE batch in buf[start:end], in order.
 
     Magic 2 batches come out as RecordBatchView, magic 0/1 messages as LegacyEntryView. Stops
-    silently at a short tail. Raises CorruptRecordError only for a length field too small to be
-    any batch (the caller treats everything from there on as corrupt). CRCs are not checked.
+    silently at a short tail, and at zeros where a batch should start (the unwritten rest of a
+    preallocated active segment, `preallocate=true`). Raises CorruptRecordError only for a
+    length field too small to be any batch (the caller treats everything from there on as
+    corrupt). CRCs are not checked.
     """
     if end is None:
         end = len(buf)
     pos = start
     unpack = _OFFSET_LENGTH.unpack_from
     while pos + MAGIC_OFFSET + 1 <= end:
-        length = unpack(buf, pos)[1]
+        base, length = unpack(buf, pos)
         magic = buf[pos + MAGIC_OFFSET]
+        if length == 0 and base == 0 and magic == 0:
+            return
         size = length + LOG_OVERHEAD
         if magic == MAGIC_V2:
             if length < MIN_BATCH_LENGTH:

@@ -105,6 +105,8 @@ def validate_chunk(buf, start: int, file_position: int, prev_last_offset: int):
     while pos + LEGACY_HEADER_SIZE <= end:
         base, length, magic = _OFFSET_LENGTH_MAGIC.unpack_from(buf, pos)
         size = length + LOG_OVERHEAD
+        if length == 0 and base == 0 and magic == 0:
+            raise _Invalid("zeros after the last batch (a preallocated segment's tail)")
         if magic == 2:
             if length < MIN_V2_LENGTH:
                 raise _Invalid(f"batch length {length}")
@@ -148,6 +150,7 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.roll_jitter_ms = roll_jitter_ms
+        self.preallocate_bytes = preallocate_bytes
         self.path = files.segment_path(directory, base_offset, files.LOG_SUFFIX)
         self.index_path = files.segment_path(directory, base_offset, files.INDEX_SUFFIX)
         self.time_index_path = files.segment_path(directory, base_offset, files.TIME_INDEX_SUFFIX)
@@ -157,6 +160,7 @@ class LogSegment:
         # Fetches and recovery read segments front to back: ask for the larger readahead.
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         self.size = os.fstat(fd).st_size
+        self._file_length = self.size       # > size while preallocated (the tail is zeros)
         self.created_ms = created_ms or int(os.fstat(fd).st_mtime * 1000)
         self._offset_index = None
         self._time_index = None
@@ -215,6 +219,7 @@ class LogSegment:
             self.time_index.maybe_append(ts, offset, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
+        self._trim_file()
         self._active = False
 
     # -- derived state -------------------------------------------------------------------------
@@ -296,6 +301,8 @@ class LogSegment:
         positions relative to `data`.  Page cache only: no fsync."""
         start = self.size
         view = memoryview(data)
+        if start + len(view) > self._file_length and self.preallocate_bytes:
+            self._preallocate(start + len(view))
         written = 0
         while written < len(view):
             written += os.pwrite(self.log_file.fileno(), view[written:], start + written)
@@ -316,6 +323,21 @@ class LogSegment:
         self._max_ts = (max_ts, max_ts_offset)
         self._next_offset = batches[-1].last_offset + 1
         self.size = start + len(view)
+
+    def _preallocate(self, end: int) -> None:
+        """`preallocate` (Kafka's file.preallocate): set the file's length to segment.bytes
+        ahead of the data.  On ext4 an append that extends a file costs several times one that
+        does not (the inode's size is journaled on every write): 16-64 KiB pwrites reach about
+        600 MB per CPU second when extending, 3.7 GB inside the preallocated length.  The
+        file is sparse until written; `_trim_file` cuts it back when the segment rolls or
+        closes, and recovery truncates the zeros after a crash."""
+        self._file_length = max(self.preallocate_bytes, end)
+        os.ftruncate(self.log_file.fileno(), self._file_length)
+
+    def _trim_file(self) -> None:
+        if self._file_length > self.size and not self.log_file.closed:
+            os.ftruncate(self.log_file.fileno(), self.size)
+        self._file_length = self.size
 
     # -- read ----------------------------------------------------------------------------------
 
@@ -449,7 +471,7 @@ class LogSegment:
         truncated = size - valid
         if truncated:
             os.ftruncate(fd, valid)
-        self.size = valid
+        self.size = self._file_length = valid
         self._next_offset = prev_last + 1
         self._max_ts = (max_ts, max_ts_offset)
         self._rolling_ts = first_ts
@@ -473,7 +495,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         removed = self.size - batch.position
         self.log_file.truncate(batch.position)
-        self.size = batch.position
+        self.size = self._file_length = batch.position
         self._next_offset = None
         self._max_ts = None
         self.bytes_since_last_index_entry = 0
@@ -507,6 +529,8 @@ class LogSegment:
             ts, offset = self.max_timestamp_and_offset
             if ts != NO_TIMESTAMP:
                 self.time_index.maybe_append(ts, offset, skip_full_check=True)
+        if trim and not self.deleted:
+            self._trim_file()
         self.close_indexes(trim)
         if not self.log_file.closed:
             self.log_file.close()

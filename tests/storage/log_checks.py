@@ -43,7 +43,16 @@ def check_log(log_):
             positions[info.position] = info
             total += info.size
             views.append(view)
-        assert total == segment.size == os.path.getsize(segment.path), segment
+        assert total == segment.size, segment
+        length = os.path.getsize(segment.path)
+        if segment is log_.segments[-1] and segment.preallocate_bytes and length > segment.size:
+            # preallocate=true: the active segment's file runs on in zeros past its data.
+            assert length == max(segment.preallocate_bytes, segment.size), segment
+            with open(segment.path, "rb") as f:
+                f.seek(segment.size)
+                assert f.read(4096).count(0) == min(4096, length - segment.size)
+        else:
+            assert length == segment.size, segment
         check_indexes(segment, positions)
         assert segment.index_sanity_errors() == []
     assert expected is None or expected == log_.log_end_offset

@@ -341,3 +341,50 @@ def test_idempotent_retries_are_answered_with_the_original_offsets(tmp_path, cle
     reopened.truncate_to(second.first_offset)           # the retried batch is gone again
     assert not reopened.append_as_leader(idempotent_batch(7, 0, 2, [b"c"]), 0).duplicate
     check_log(reopened)
+
+
+def test_preallocate_sizes_the_active_segment_and_trims_on_roll_close_and_crash(tmp_path):
+    """preallocate=true (Kafka's file.preallocate): the active segment's file is set to
+    segment.bytes ahead of its data; a roll and a clean close cut it back; after a crash,
+    recovery truncates the zeros and the log goes on."""
+    path = tmp_path / "t-0"
+    segment_bytes = 64 * 1024
+    log_ = open_log(path, preallocate=True, segment_bytes=segment_bytes, index_interval_bytes=100)
+    for i in range(10):
+        log_.append_as_leader(producer_batch([b"v%02d" % i]), 0)
+    active = log_.active_segment
+    assert os.path.getsize(active.path) == segment_bytes > active.size
+    assert [b.base_offset for b in active.batches()] == list(range(10))
+    assert log_.read(5, 10_000).records                 # reads stop at the data, not the file
+    check_log(log_)
+    first_path = active.path
+    log_.roll()
+    assert os.path.getsize(first_path) == active.size                   # trimmed on roll
+    assert os.path.getsize(log_.active_segment.path) == 0               # allocated on write
+    log_.append_as_leader(producer_batch([b"second"]), 0)
+    assert os.path.getsize(log_.active_segment.path) == segment_bytes
+    check_log(log_)
+    log_.close()
+    assert os.path.getsize(log_.active_segment.path) == log_.active_segment.size    # clean close
+
+    reopened = open_log(path, preallocate=True, segment_bytes=segment_bytes)
+    reopened.append_as_leader(producer_batch([b"after reopen"]), 0)
+    segment_path, size = reopened.active_segment.path, reopened.active_segment.size
+    reopened.flush()
+    for s in reopened.segments:                         # a crash: nothing is trimmed
+        s.offset_index.close(trim=False)
+        s.time_index.close(trim=False)
+        s.log_file.close()
+    assert os.path.getsize(segment_path) == segment_bytes
+    recovered = open_log(path, preallocate=True, segment_bytes=segment_bytes)
+    assert recovered.log_end_offset == 12 and recovered.active_segment.size == size
+    check_log(recovered)
+    assert recovered.append_as_leader(producer_batch([b"next"]), 0).first_offset == 12
+    check_log(recovered)
+    recovered.close()
+
+
+def test_iter_batches_stops_at_a_preallocated_zero_tail():
+    from storage.record_batch import iter_batches
+    batch = producer_batch([b"a", b"b"])
+    assert len(list(iter_batches(batch + bytes(4096)))) == 1
