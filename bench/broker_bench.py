@@ -46,7 +46,7 @@ import tempfile
 import time
 import zipfile
 
-from bench import broker_load
+from bench import broker_load, rdkafka_perf
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"
@@ -289,6 +289,79 @@ def bench_produce(pool, broker, size, acks, compression, seconds) -> Result:
                   {"per_cpu": msgs * size / broker_cpu / 1e6 if broker_cpu > 0 else None})
 
 
+def _settle_page_cache():
+    """Write back the dirty page cache (outside any measured window) so one case's data does
+    not throttle the next: the kernel slows writers to disk speed once dirty pages pass
+    vm.dirty_ratio, and kbroker writes to disk while Tansu keeps everything in memory."""
+    os.sync()
+
+
+def bench_produce_c(broker, tool, size, acks, compression, seconds) -> Result:
+    """The produce workload driven by rdkafka_performance (C): PRODUCERS processes, each
+    bounded by a message count sized for about `seconds` at a good rate, and a timeout."""
+    topic = f"produce-{size}-{acks}-{compression}-{int(time.time() * 1000) % 10**8}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    _settle_page_cache()
+    per_process = int((150e6 if size <= 100 else 350e6) * seconds / PRODUCERS / size)
+    load0, cpu0, t0 = rdkafka_perf.children_cpu(), broker.cpu_seconds(), time.monotonic()
+    runs = [rdkafka_perf.Run(tool, rdkafka_perf.producer_args(
+        broker.bootstrap, topic, size, acks, compression, per_process), timeout=seconds * 15)
+        for _ in range(PRODUCERS)]
+    for run in runs:
+        run.wait()
+    wall = time.monotonic() - t0
+    broker_cpu, load_cpu = broker.cpu_seconds() - cpu0, rdkafka_perf.children_cpu() - load0
+    delete_topic(broker.bootstrap, topic)
+    summaries = [run.produced() for run in runs]
+    if None in summaries:
+        return Result(None, "FAILED: " + next(r.error() for r, s in zip(runs, summaries)
+                                               if s is None))
+    # Each process times itself from its first produce() to its last delivery report.
+    mbs = sum(x["delivered"] * size / x["seconds"] for x in summaries) / 1e6
+    msgs = sum(x["delivered"] for x in summaries)
+    failed = sum(x["failed"] + x["messages"] - x["delivered"] for x in summaries)
+    text = (f"{mbs:7.1f} MB/s {mbs * 1e3 / size:7.1f} k msg/s "
+            f"({_per_cpu(msgs * size, broker_cpu)} MB per broker cpu-s)")
+    if failed:
+        text += f" {failed} NOT DELIVERED"
+    return Result(mbs if not failed else None, text, broker_cpu / wall, load_cpu / wall,
+                  {"per_cpu": msgs * size / broker_cpu / 1e6 if broker_cpu > 0 else None})
+
+
+def bench_consume_c(broker, tool, mib, seconds_cap) -> Result:
+    """~`mib` MiB of 1 KiB messages (filled by rdkafka_performance), then read from the
+    beginning by one rdkafka_performance consumer in a consumer group (-G, subscribed to the
+    topic, so it joins, syncs and is assigned all partitions); it exits at the end of every
+    partition (-e) and times itself from its first message to its last."""
+    topic = f"consume-1k-{int(time.time() * 1000) % 10**8}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    total = mib * 1024 * 1024 // 1024
+    fill = [rdkafka_perf.Run(tool, rdkafka_perf.producer_args(
+        broker.bootstrap, topic, 1024, 1, "none", total // PRODUCERS), timeout=seconds_cap * 3)
+        for _ in range(PRODUCERS)]
+    filled = [run.wait().produced() for run in fill]
+    if None in filled:
+        return Result(None, "FAILED to fill: " + fill[filled.index(None)].error())
+    messages = sum(x["delivered"] for x in filled)
+    _settle_page_cache()
+    group = f"bench-{int(time.time() * 1000) % 10**8}"
+    load0, cpu0, t0 = rdkafka_perf.children_cpu(), broker.cpu_seconds(), time.monotonic()
+    run = rdkafka_perf.Run(tool, rdkafka_perf.consumer_args(broker.bootstrap, topic, group,
+                                                            messages), timeout=seconds_cap + 30)
+    got = run.wait().consumed()
+    wall = time.monotonic() - t0
+    broker_cpu, load_cpu = broker.cpu_seconds() - cpu0, rdkafka_perf.children_cpu() - load0
+    delete_topic(broker.bootstrap, topic)
+    if got is None:
+        return Result(None, "FAILED: " + run.error())
+    mbs = got["bytes"] / got["seconds"] / 1e6
+    text = (f"{mbs:7.1f} MB/s ({got['bytes'] / 2**20:.0f} MiB, {got['messages']}/{messages} "
+            f"msgs; {_per_cpu(got['bytes'], broker_cpu)} MB per broker cpu-s)")
+    return Result(mbs if got["messages"] >= messages else None, text, broker_cpu / wall,
+                  load_cpu / wall,
+                  {"per_cpu": got["bytes"] / broker_cpu / 1e6 if broker_cpu > 0 else None})
+
+
 def bench_consume(pool, broker, mib, seconds_cap) -> Result:
     topic = "consume-1k"
     create_topic(broker.bootstrap, topic, PARTITIONS)
@@ -492,18 +565,27 @@ def run_all(classes, workdir, opts, pool) -> dict:
                 head = (pool, broker) if pooled else (broker,)
                 _step(results, broker.name, key, fn, *head, *args)
 
+        tool = opts.load_tool
         if "produce" in only:
             for size, acks, comp in PRODUCE_CASES:
                 if opts.cases and f"{size}:{acks}:{comp}" not in opts.cases:
                     continue
-                each(f"produce {size} B acks={acks} {comp}", bench_produce, size, acks, comp,
-                     opts.produce_seconds)
+                key = f"produce {size} B acks={acks} {comp}"
+                if tool:
+                    each(key, bench_produce_c, tool, size, acks, comp, opts.produce_seconds,
+                         pooled=False)
+                else:
+                    each(key, bench_produce, size, acks, comp, opts.produce_seconds)
         if "latency" in only:
             each("latency fetch.wait=default", bench_latency, None, opts.latency_seconds)
             each("latency fetch.wait=10ms", bench_latency, 10, opts.latency_seconds)
         if "consume" in only:
-            each("consume 1 KiB, group", bench_consume, opts.consume_mib,
-                 opts.produce_seconds * 6)
+            if tool:
+                each("consume 1 KiB, group", bench_consume_c, tool, opts.consume_mib,
+                     opts.produce_seconds * 6, pooled=False)
+            else:
+                each("consume 1 KiB, group", bench_consume, opts.consume_mib,
+                     opts.produce_seconds * 6)
         if "idle" in only:
             each(f"idle connections ({opts.connections})", bench_idle, opts.connections,
                  pooled=False)
@@ -609,6 +691,9 @@ def parse_args(argv):
     p.add_argument("--latency-seconds", type=float, default=8.0)
     p.add_argument("--connections", type=int, default=5000)
     p.add_argument("--cases", default="", help="produce cases to run, e.g. 1024:1:none,100:all:lz4")
+    p.add_argument("--load", choices=("c", "python"), default="c",
+                   help="load generator for produce and consume: librdkafka's "
+                        "rdkafka_performance (built on first use) or confluent-kafka processes")
     p.add_argument("--profile", metavar="FILE",
                    help="record kbroker with py-spy (collapsed stacks) during the run")
     opts = p.parse_args(argv)
@@ -635,6 +720,16 @@ def main(argv=None) -> int:
             Tansu.binary = path
             tansu_note = "0.6 in-memory storage, " + how
             brokers.append(Tansu)
+    opts.load_tool = None
+    load_note = "confluent-kafka processes (Python)"
+    if opts.load == "c" and opts.only & {"produce", "consume"}:
+        opts.load_tool, how = rdkafka_perf.find()
+        if opts.load_tool:
+            load_note = how
+        else:
+            print(f"rdkafka_performance unavailable ({how}): confluent-kafka processes instead",
+                  flush=True)
+    print(f"load generator for produce/consume: {load_note}", flush=True)
     results = {}
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp, \
