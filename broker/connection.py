@@ -34,6 +34,8 @@ per channel):
 - Quota throttling: a handler that sets `ctx.throttle_time_ms` (Produce/Fetch over a byte-rate
   quota) gets its response sent at once, then the connection is muted: no further frame is
   handled until the throttle time has passed (Kafka >= 2.0, KIP-219), or the broker stops.
+  Request versions older than KIP-219 (Produce < 6, Fetch < 8: clients that do not back off by
+  themselves) get the response delayed by the throttle time instead, as Kafka does.
 - Idle: `last_active` is refreshed on every read and write; the server closes connections idle
   longer than `connections.max.idle.ms` that have no request in flight.
 """
@@ -65,6 +67,9 @@ _SENDFILE_CHUNK = 1 << 30     # os.sendfile count limit per call (Linux caps a c
 _SCRATCH_SIZE = 1 << 16       # small frames are read here, several per read, then copied out
 _SIZE = struct.Struct(">i")
 _local = threading.local()    # the thread's shared read scratch (see the module docstring)
+# First version whose clients back off by themselves on throttle_time_ms (KIP-219; Kafka's
+# AbstractResponse.shouldClientThrottle); older ones get a delayed response.
+_CLIENT_THROTTLES = {0: 6, 1: 8}            # Produce, Fetch
 
 
 def _uninitialised(size: int):
@@ -256,11 +261,8 @@ class Connection(asyncio.BufferedProtocol):
         loop = self.broker.loop
         try:
             while not self.closed:
-                if self._muted_until and not self.server.stopping:
-                    delay = self._muted_until - loop.time()
-                    if delay > 0:
-                        await self._sleep_muted(delay)
-                        continue
+                if self._muted_until:
+                    await self._wait_until(self._muted_until)
                     self._muted_until = 0.0
                 if not self.frames:
                     if self.server.stopping:
@@ -287,16 +289,18 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             self.server.request_done(self)
 
-    async def _sleep_muted(self, delay: float) -> None:
-        """Wait out a throttle; frames arriving meanwhile (or shutdown) wake us to re-check."""
+    async def _wait_until(self, deadline: float) -> None:
+        """Wait out a throttle (loop time `deadline`); frames arriving meanwhile wake us to
+        re-check, and shutdown or a close ends the wait."""
         loop = self.broker.loop
-        self._wakeup = loop.create_future()
-        timer = loop.call_later(delay, self._wake)
-        try:
-            await self._wakeup
-        finally:
-            timer.cancel()
-            self._wakeup = None
+        while not self.closed and not self.server.stopping and loop.time() < deadline:
+            self._wakeup = loop.create_future()
+            timer = loop.call_later(deadline - loop.time(), self._wake)
+            try:
+                await self._wakeup
+            finally:
+                timer.cancel()
+                self._wakeup = None
 
     async def _handle(self, frame):
         try:
@@ -314,17 +318,21 @@ class Connection(asyncio.BufferedProtocol):
         ctx = RequestContext(header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.client_host, self.client_port,
                              self.connection_id, self.listener_name,
-                             request_size=len(frame) + 4)
+                             request_size=len(frame))
         try:
             response = await run_handler(self.broker, ctx, module, request)
         except BadRequest as exc:
             log.warning("Closing connection %s: %s", self.connection_id, exc)
             self.close()
             return
+        throttle_s = ctx.throttle_time_ms / 1000.0
+        if throttle_s > 0 and header.api_version < _CLIENT_THROTTLES.get(header.api_key, 0):
+            await self._wait_until(self.broker.loop.time() + throttle_s)    # an old client
+            throttle_s = 0.0
         if response is not None and not self.closed:
             await self._send(header.correlation_id, header.api_key, header.api_version, response)
-        if ctx.throttle_time_ms > 0:
-            self._muted_until = self.broker.loop.time() + ctx.throttle_time_ms / 1000.0
+        if throttle_s > 0:
+            self._muted_until = self.broker.loop.time() + throttle_s
 
     async def _send(self, correlation_id, api_key, api_version, response):
         pieces = encode_response(correlation_id, api_key, api_version, response)

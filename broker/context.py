@@ -1,6 +1,7 @@
 """`RequestContext`: what a handler knows about the request besides its body.
 
-`request_size` is the request frame's size in bytes (what a produce quota counts). A handler
+`request_size` is the request's size in bytes, header and body without the 4-byte length prefix
+(Kafka's `sizeInBytes`, what a produce quota counts). A handler
 that throttles the client (a byte-rate quota, broker/quotas.py) sets `throttle_time_ms`: the
 response carries it, and the connection reads no further request until it has passed.
 """

@@ -72,10 +72,6 @@ def entity_key(pairs) -> tuple:
     return tuple(sorted(pairs, key=lambda p: p[0]))
 
 
-def entity_dict(entity: tuple) -> dict:
-    return dict(entity)
-
-
 def is_ip_literal(name: str) -> bool:
     try:
         ipaddress.ip_address(name)

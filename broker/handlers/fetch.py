@@ -23,7 +23,8 @@ Behaviour:
 - Client quotas (consumers only, not replicas): max_bytes is capped at what the
   consumer_byte_rate quota allows in one window; a response that takes the client over its
   quota is answered empty with throttle_time_ms (its bytes are not counted), and the connection
-  reads nothing more until that time has passed (Kafka's KIP-219 behaviour).
+  reads nothing more until that time has passed (Kafka's KIP-219 behaviour; before v8 the
+  response itself is delayed instead, see broker/connection.py).
 - Versions 0-3 are not served: they need down-conversion to old message formats.
 """
 import uuid
