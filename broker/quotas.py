@@ -59,6 +59,7 @@ _INTEGRAL_TEXT = {"int": "an INT", "long": "a LONG"}
 
 ANONYMOUS = "ANONYMOUS"          # the principal of an unauthenticated (PLAINTEXT) connection
 SENSOR_EXPIRY_MS = 3600 * 1000   # Kafka: quota sensors expire after one hour of inactivity
+THROTTLE_MAX_MS = 2**31 - 1      # throttle_time_ms is an int32 (Kafka casts .toInt)
 
 
 def invalid(message: str) -> KafkaError:
@@ -247,7 +248,7 @@ class ClientQuotaManager:
         if measured <= bound:
             return 0
         size = rate.window_size_ms(now_ms, num, window_ms)
-        return int(round((measured - bound) / bound * size))
+        return min(int(round((measured - bound) / bound * size)), THROTTLE_MAX_MS)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a recorded value (a throttled Fetch answers empty: its bytes do not count)."""

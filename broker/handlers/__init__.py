@@ -19,7 +19,7 @@ HANDLER_MODULES = [
     "incremental_alter_configs",
     "describe_cluster",
     "sasl_handshake",
-    "describe_client_quotas", "alter_client_quotas",
+    "describe_client_quotas", "alter_client_quotas", "describe_user_scram_credentials",
     # group coordinator
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "offset_delete", "describe_groups", "list_groups", "delete_groups",

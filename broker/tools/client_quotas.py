@@ -10,6 +10,7 @@ Follows Kafka 3.x's ConfigCommand with --bootstrap-server:
       Quota configs for user-principal 'alice', client-id 'c1' are producer_byte_rate=1024.0
   ("the default user-principal" for a default part), values printed as Java doubles in the order
   of the Java HashMap the admin client builds (so scripts see exactly Kafka's lines).
+  Describing users (no clients, no default) then lists their SCRAM credentials, as Kafka's tool does.
 - ``--alter`` checks the keys (quota keys only; SCRAM credentials are not served by this broker),
   refuses deleting a key the entity does not have ("Invalid config(s): k"), parses values as doubles,
   then sends one AlterClientQuotas entry; it prints "Completed updating config for user alice." or
@@ -22,7 +23,7 @@ import socket
 from decimal import Decimal
 
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest
 
 from broker.client.errors import UnsupportedVersionError
 from broker.tools.common import ToolError
@@ -198,7 +199,34 @@ async def describe(cluster, types: list, names: list) -> None:
     order = java_hashmap_order(list(range(len(entries))), [entity_hash(p) for p, _ in entries], len(entries))
     for i in order:
         print(quota_line(*entries[i]))
-    # Kafka then describes SCRAM credentials of named users; this broker has none to show.
+    if "clients" not in types and "" not in names:
+        await describe_scram(cluster, names)
+
+
+SCRAM_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+
+
+async def describe_scram(cluster, users: list) -> None:
+    """Kafka's tool also lists the SCRAM credentials of the users described (all users when none is
+    named); users without one are skipped, so this broker (no SCRAM) prints nothing here."""
+    R = DescribeUserScramCredentialsRequest
+    try:
+        response = await cluster.send(None, R(users=[R.UserName(name=u) for u in users]))
+    except UnsupportedVersionError:
+        return
+    if response.error_code:
+        raise KafkaError(response.error_code, response.error_message or ErrorCode(response.error_code).name)
+    for result in response.results:
+        if result.error_code == ErrorCode.RESOURCE_NOT_FOUND:
+            continue
+        if result.error_code:
+            name = "".join(w.capitalize() for w in ErrorCode(result.error_code).name.split("_")) + "Exception"
+            print(f"Error retrieving SCRAM credential configs for user-principal '{result.user}': {name}: "
+                  f"{result.error_message}")
+            continue
+        infos = ", ".join(f"{SCRAM_MECHANISMS.get(i.mechanism, 'UNKNOWN')}=iterations={i.iterations}"
+                          for i in result.credential_infos)
+        print(f"SCRAM credential configs for user-principal '{result.user}' are {infos}")
 
 
 def _scala_set(keys) -> str:

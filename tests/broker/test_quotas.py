@@ -173,3 +173,8 @@ def test_managers_for_the_handlers():
     assert q.fetch_max_bytes(Ctx("any", principal="User:bob"), 123) == 123
     assert q.fetch_throttle(Ctx("any"), 20_000, 0) > 0
     assert q.fetch_throttle(Ctx("any"), 4_000, 0) == 0            # the throttled bytes were taken back
+
+
+def test_throttle_fits_the_int32_field():
+    m = manager({C1: 1.0})
+    assert m.record("u", "c1", 1e12, 0) == 2**31 - 1

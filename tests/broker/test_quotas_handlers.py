@@ -6,6 +6,7 @@ from protocol.messages.alter_client_quotas import AlterClientQuotasRequest
 from protocol.messages.api_versions import ApiVersionsRequest
 from protocol.messages.create_topics import CreateTopicsRequest
 from protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
+from protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.produce import ProduceRequest
 from storage.record_batch import RecordBatchBuilder
@@ -45,6 +46,23 @@ async def test_api_versions_advertise_the_quota_apis(client):
     keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert keys[ApiKey.DESCRIBE_CLIENT_QUOTAS] == (0, 1)
     assert keys[ApiKey.ALTER_CLIENT_QUOTAS] == (0, 1)
+
+
+async def test_no_scram_credentials_are_described(client):
+    """Apache Kafka's kafka-configs.sh asks for them while describing users; none exist here."""
+    S = DescribeUserScramCredentialsRequest
+    assert keys_of(await client.request(ApiVersionsRequest(), 0))[50] == (0, 0)
+    response = await client.request(S(users=None), 0)
+    assert (response.error_code, response.results) == (0, [])
+    response = await client.request(S(users=[S.UserName(name=n) for n in ("alice", "bob", "alice")]), 0)
+    assert [(r.user, r.error_code, r.error_message) for r in response.results] == [
+        ("alice", ErrorCode.DUPLICATE_RESOURCE,
+         "Cannot describe SCRAM credentials for the same user twice in a single request: alice"),
+        ("bob", ErrorCode.RESOURCE_NOT_FOUND, "Attempt to describe a user credential that does not exist: bob")]
+
+
+def keys_of(api_versions) -> dict:
+    return {k.api_key: (k.min_version, k.max_version) for k in api_versions.api_keys}
 
 
 async def test_alter_then_describe_with_filters(client):

@@ -133,3 +133,26 @@ def test_alter_describe_and_restart(broker_process, script):
 def test_errors_are_one_line(tools_broker, tool, argv, error):
     r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, *argv)
     assert (r.code, r.out, r.err) == (1, "", f"Error: {error}\n")
+
+
+def test_scram_credentials_are_listed_like_kafka(capsys):
+    """Against a broker that has SCRAM users (Apache Kafka), describing users lists them as Kafka's tool."""
+    import asyncio
+
+    from protocol.messages import DescribeUserScramCredentialsResponse as R
+
+    from broker.tools.client_quotas import describe_scram
+
+    class Cluster:
+        async def send(self, node, request):
+            assert [u.name for u in request.users] == ["alice", "bob", "carol"]
+            return R(results=[
+                R.DescribeUserScramCredentialsResult(user="alice", credential_infos=[
+                    R.CredentialInfo(mechanism=1, iterations=4096), R.CredentialInfo(mechanism=2, iterations=8192)]),
+                R.DescribeUserScramCredentialsResult(user="bob", error_code=91, error_message="none"),
+                R.DescribeUserScramCredentialsResult(user="carol", error_code=92, error_message="twice")])
+    asyncio.run(describe_scram(Cluster(), ["alice", "bob", "carol"]))
+    assert capsys.readouterr().out.splitlines() == [
+        "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=4096, "
+        "SCRAM-SHA-512=iterations=8192",
+        "Error retrieving SCRAM credential configs for user-principal 'carol': DuplicateResourceException: twice"]
