@@ -1,17 +1,18 @@
 """Broker benchmark, this broker (kbroker) side by side with Tansu 0.6: `python -m bench.broker_bench`.
 
-Both brokers run as subprocesses on 127.0.0.1 (kbroker with a temporary log dir, writing to disk
-without fsync as Kafka does; Tansu with its in-memory storage engine) and face the same
-workloads, each workload on one broker and then on the other (so drifting machine load hits both
-sides of a ratio alike), from separate load-generator processes using confluent-kafka
-(librdkafka; bench/broker_load.py):
+Both brokers run as subprocesses on 127.0.0.1 (kbroker with a temporary log dir and the shipped
+config/server.properties, writing to disk without fsync as Kafka does; Tansu with its in-memory
+storage engine) and face the same workloads, each workload on one broker and then on the other
+(so drifting machine load hits both sides of a ratio alike). Produce and consume load comes from
+kbroker-loadgen, a small C program on librdkafka (bench/loadgen.c, built on first use; see
+bench/c_load.py for why not rdkafka_performance), or with --load python from confluent-kafka
+processes (bench/broker_load.py), which also drive the latency workload:
 
   produce   100 B and 1 KiB values to a 6-partition topic, acks=1 and acks=all, no compression
             and lz4: MB/s of message values and msgs/s (2 producer processes, each bounded by a
-            message count and a few seconds);
-  consume   a topic filled with 1 KiB values (CONSUME_MIB, scaled down from the issue's ~1 GiB
-            to keep the run bounded; the size used is printed), read from the beginning by a
-            consumer group of 2 processes: MB/s from the first message to the last;
+            message count and a timeout; the page cache is written back before each case);
+  consume   a topic filled with 1 KiB values (--consume-mib, 1 GiB by default), read from the
+            beginning by a consumer group of 2 processes: MB/s from the first message to the last;
   latency   1 KiB values at a fixed 10,000 msgs/s (producer defaults: acks=all, linger.ms=5),
             read by an assigned consumer: p50/p99/p99.9 of (receive - send), with the client's
             default fetch.wait.max.ms (500 ms) and with 10 ms;
@@ -46,7 +47,7 @@ import tempfile
 import time
 import zipfile
 
-from bench import broker_load, rdkafka_perf
+from bench import broker_load, c_load
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"
@@ -289,77 +290,94 @@ def bench_produce(pool, broker, size, acks, compression, seconds) -> Result:
                   {"per_cpu": msgs * size / broker_cpu / 1e6 if broker_cpu > 0 else None})
 
 
-def _settle_page_cache():
-    """Write back the dirty page cache (outside any measured window) so one case's data does
-    not throttle the next: the kernel slows writers to disk speed once dirty pages pass
-    vm.dirty_ratio, and kbroker writes to disk while Tansu keeps everything in memory."""
+def _settle_page_cache(drop: bool = True):
+    """Before a measured run: write back the dirty page cache, so one case's data does not
+    throttle the next (the kernel slows writers to disk speed past vm.dirty_ratio; kbroker
+    writes to disk where Tansu keeps everything in memory), and with `drop` (root only) free
+    the clean pages too. Without the drop, page cache kept growing into memory this VM had
+    never touched, and copying into first-touched guest pages ran 3-10x slower (perf: 75% of
+    the broker in copy_folio_from_iter_atomic), which made every third or fourth case slow."""
     os.sync()
+    if drop:
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1\n")
+        except OSError:
+            pass
 
 
-def bench_produce_c(broker, tool, size, acks, compression, seconds) -> Result:
-    """The produce workload driven by rdkafka_performance (C): PRODUCERS processes, each
-    bounded by a message count sized for about `seconds` at a good rate, and a timeout."""
+def _span(summaries) -> float:
+    """Seconds from the first message of any process to the last of any."""
+    return max(x["t1"] for x in summaries) - min(x["t0"] for x in summaries)
+
+
+def bench_produce_c(broker, tool, workdir, size, acks, compression, seconds) -> Result:
+    """The produce workload driven by kbroker-loadgen (C): PRODUCERS processes, each bounded
+    by a message count sized for about `seconds` at a good rate, and a timeout."""
     topic = f"produce-{size}-{acks}-{compression}-{int(time.time() * 1000) % 10**8}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
+    payloads = c_load.payload_file(workdir, size)
     _settle_page_cache()
     per_process = int((150e6 if size <= 100 else 350e6) * seconds / PRODUCERS / size)
-    load0, cpu0, t0 = rdkafka_perf.children_cpu(), broker.cpu_seconds(), time.monotonic()
-    runs = [rdkafka_perf.Run(tool, rdkafka_perf.producer_args(
-        broker.bootstrap, topic, size, acks, compression, per_process), timeout=seconds * 15)
-        for _ in range(PRODUCERS)]
-    for run in runs:
-        run.wait()
+    load0, cpu0, t0 = c_load.children_cpu(), broker.cpu_seconds(), time.monotonic()
+    runs = [c_load.Run(tool, c_load.producer_args(broker.bootstrap, topic, size, acks,
+                                                  compression, per_process, payloads),
+                       timeout=seconds * 15) for _ in range(PRODUCERS)]
+    summaries = [run.wait() for run in runs]
     wall = time.monotonic() - t0
-    broker_cpu, load_cpu = broker.cpu_seconds() - cpu0, rdkafka_perf.children_cpu() - load0
+    broker_cpu, load_cpu = broker.cpu_seconds() - cpu0, c_load.children_cpu() - load0
     delete_topic(broker.bootstrap, topic)
-    summaries = [run.produced() for run in runs]
     if None in summaries:
-        return Result(None, "FAILED: " + next(r.error() for r, s in zip(runs, summaries)
-                                               if s is None))
-    # Each process times itself from its first produce() to its last delivery report.
-    mbs = sum(x["delivered"] * size / x["seconds"] for x in summaries) / 1e6
+        return Result(None, "FAILED: " + runs[summaries.index(None)].error())
     msgs = sum(x["delivered"] for x in summaries)
-    failed = sum(x["failed"] + x["messages"] - x["delivered"] for x in summaries)
-    text = (f"{mbs:7.1f} MB/s {mbs * 1e3 / size:7.1f} k msg/s "
+    lost = sum(x["failed"] + x["queued"] for x in summaries)
+    span = _span(summaries)
+    mbs = msgs * size / span / 1e6
+    text = (f"{mbs:7.1f} MB/s {msgs / span / 1000:7.1f} k msg/s "
             f"({_per_cpu(msgs * size, broker_cpu)} MB per broker cpu-s)")
-    if failed:
-        text += f" {failed} NOT DELIVERED"
-    return Result(mbs if not failed else None, text, broker_cpu / wall, load_cpu / wall,
+    if lost:
+        text += f" {lost} NOT DELIVERED ({summaries[0]['error'] or '?'})"
+    return Result(None if lost else mbs, text, broker_cpu / wall, load_cpu / wall,
                   {"per_cpu": msgs * size / broker_cpu / 1e6 if broker_cpu > 0 else None})
 
 
-def bench_consume_c(broker, tool, mib, seconds_cap) -> Result:
-    """~`mib` MiB of 1 KiB messages (filled by rdkafka_performance), then read from the
-    beginning by one rdkafka_performance consumer in a consumer group (-G, subscribed to the
-    topic, so it joins, syncs and is assigned all partitions); it exits at the end of every
-    partition (-e) and times itself from its first message to its last."""
+def bench_consume_c(broker, tool, workdir, mib, seconds_cap) -> Result:
+    """~`mib` MiB of 1 KiB values (filled by kbroker-loadgen), then read from the beginning by
+    a consumer group of CONSUMERS kbroker-loadgen processes. Each holds its partitions paused
+    until the group has settled with its share, then reads until every one of them reports its
+    end; the rate runs from the first message of any member to the last of any."""
     topic = f"consume-1k-{int(time.time() * 1000) % 10**8}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
+    payloads = c_load.payload_file(workdir, 1024)
     total = mib * 1024 * 1024 // 1024
-    fill = [rdkafka_perf.Run(tool, rdkafka_perf.producer_args(
-        broker.bootstrap, topic, 1024, 1, "none", total // PRODUCERS), timeout=seconds_cap * 3)
-        for _ in range(PRODUCERS)]
-    filled = [run.wait().produced() for run in fill]
+    _settle_page_cache()
+    fill = [c_load.Run(tool, c_load.producer_args(broker.bootstrap, topic, 1024, 1, "none",
+                                                  total // PRODUCERS, payloads),
+                       timeout=seconds_cap * 3) for _ in range(PRODUCERS)]
+    filled = [run.wait() for run in fill]
     if None in filled:
         return Result(None, "FAILED to fill: " + fill[filled.index(None)].error())
     messages = sum(x["delivered"] for x in filled)
-    _settle_page_cache()
+    _settle_page_cache(drop=False)          # the topic is read from the page cache
     group = f"bench-{int(time.time() * 1000) % 10**8}"
-    load0, cpu0, t0 = rdkafka_perf.children_cpu(), broker.cpu_seconds(), time.monotonic()
-    run = rdkafka_perf.Run(tool, rdkafka_perf.consumer_args(broker.bootstrap, topic, group,
-                                                            messages), timeout=seconds_cap + 30)
-    got = run.wait().consumed()
+    load0, cpu0, t0 = c_load.children_cpu(), broker.cpu_seconds(), time.monotonic()
+    runs = [c_load.Run(tool, c_load.consumer_args(broker.bootstrap, topic, group,
+                                                  PARTITIONS // CONSUMERS),
+                       timeout=seconds_cap + 30) for _ in range(CONSUMERS)]
+    got = [run.wait() for run in runs]
     wall = time.monotonic() - t0
-    broker_cpu, load_cpu = broker.cpu_seconds() - cpu0, rdkafka_perf.children_cpu() - load0
+    broker_cpu, load_cpu = broker.cpu_seconds() - cpu0, c_load.children_cpu() - load0
     delete_topic(broker.bootstrap, topic)
-    if got is None:
-        return Result(None, "FAILED: " + run.error())
-    mbs = got["bytes"] / got["seconds"] / 1e6
-    text = (f"{mbs:7.1f} MB/s ({got['bytes'] / 2**20:.0f} MiB, {got['messages']}/{messages} "
-            f"msgs; {_per_cpu(got['bytes'], broker_cpu)} MB per broker cpu-s)")
-    return Result(mbs if got["messages"] >= messages else None, text, broker_cpu / wall,
-                  load_cpu / wall,
-                  {"per_cpu": got["bytes"] / broker_cpu / 1e6 if broker_cpu > 0 else None})
+    if None in got or not all(x["messages"] for x in got):
+        bad = next(i for i, x in enumerate(got) if not x or not x["messages"])
+        return Result(None, "FAILED: " + (runs[bad].error() if got[bad] is None
+                                          else f"member {bad} read nothing"))
+    nbytes, msgs = sum(x["bytes"] for x in got), sum(x["messages"] for x in got)
+    mbs = nbytes / _span(got) / 1e6
+    text = (f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs; "
+            f"{_per_cpu(nbytes, broker_cpu)} MB per broker cpu-s)")
+    return Result(mbs if msgs >= messages else None, text, broker_cpu / wall, load_cpu / wall,
+                  {"per_cpu": nbytes / broker_cpu / 1e6 if broker_cpu > 0 else None})
 
 
 def bench_consume(pool, broker, mib, seconds_cap) -> Result:
@@ -572,8 +590,8 @@ def run_all(classes, workdir, opts, pool) -> dict:
                     continue
                 key = f"produce {size} B acks={acks} {comp}"
                 if tool:
-                    each(key, bench_produce_c, tool, size, acks, comp, opts.produce_seconds,
-                         pooled=False)
+                    each(key, bench_produce_c, tool, workdir, size, acks, comp,
+                         opts.produce_seconds, pooled=False)
                 else:
                     each(key, bench_produce, size, acks, comp, opts.produce_seconds)
         if "latency" in only:
@@ -581,7 +599,7 @@ def run_all(classes, workdir, opts, pool) -> dict:
             each("latency fetch.wait=10ms", bench_latency, 10, opts.latency_seconds)
         if "consume" in only:
             if tool:
-                each("consume 1 KiB, group", bench_consume_c, tool, opts.consume_mib,
+                each("consume 1 KiB, group", bench_consume_c, tool, workdir, opts.consume_mib,
                      opts.produce_seconds * 6, pooled=False)
             else:
                 each("consume 1 KiB, group", bench_consume, opts.consume_mib,
@@ -692,8 +710,8 @@ def parse_args(argv):
     p.add_argument("--connections", type=int, default=5000)
     p.add_argument("--cases", default="", help="produce cases to run, e.g. 1024:1:none,100:all:lz4")
     p.add_argument("--load", choices=("c", "python"), default="c",
-                   help="load generator for produce and consume: librdkafka's "
-                        "rdkafka_performance (built on first use) or confluent-kafka processes")
+                   help="load generator for produce and consume: kbroker-loadgen (C on "
+                        "librdkafka, built on first use) or confluent-kafka processes")
     p.add_argument("--profile", metavar="FILE",
                    help="record kbroker with py-spy (collapsed stacks) during the run")
     opts = p.parse_args(argv)
@@ -723,11 +741,11 @@ def main(argv=None) -> int:
     opts.load_tool = None
     load_note = "confluent-kafka processes (Python)"
     if opts.load == "c" and opts.only & {"produce", "consume"}:
-        opts.load_tool, how = rdkafka_perf.find()
+        opts.load_tool, how = c_load.find()
         if opts.load_tool:
             load_note = how
         else:
-            print(f"rdkafka_performance unavailable ({how}): confluent-kafka processes instead",
+            print(f"kbroker-loadgen unavailable ({how}): confluent-kafka processes instead",
                   flush=True)
     print(f"load generator for produce/consume: {load_note}", flush=True)
     results = {}
