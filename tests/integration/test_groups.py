@@ -79,6 +79,11 @@ class Worker:
                 self.kill()
 
 
+def _states(workers):
+    """Each worker's partitions, exit status and last events, for a timed-out wait."""
+    return [(sorted(w.assigned), w.proc.poll(), w.snapshot()[-4:]) for w in workers]
+
+
 def wait_for(predicate, timeout, what, state=None):
     """Polls `predicate`; on timeout the error says `what`, plus `state()` when given."""
     deadline = time.monotonic() + timeout
@@ -123,7 +128,7 @@ def test_three_consumers_share_six_partitions_and_survive_sigkill(
         workers.append(Worker(client, broker.bootstrap, group, topic, assignor=assignor))
     wait_for(lambda: [len(w.assigned) for w in workers] == [2, 2, 2]
              and set().union(*(w.assigned for w in workers)) == set(range(6)),
-             60, "an even assignment of six partitions")
+             60, "an even assignment of six partitions", state=lambda: _states(workers))
 
     first = [f"first-{i}" for i in range(60)]
     produce(broker.bootstrap, topic, first, 6)
