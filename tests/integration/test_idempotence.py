@@ -15,16 +15,12 @@ import time
 
 import pytest
 
+from tests.integration.conftest import free_port
+
 pytestmark = pytest.mark.integration
 
 COUNT = 20_000
 PARTITIONS = 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class CuttingProxy:
