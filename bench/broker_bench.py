@@ -294,9 +294,12 @@ def _settle_page_cache(drop: bool = True):
     """Before a measured run: write back the dirty page cache, so one case's data does not
     throttle the next (the kernel slows writers to disk speed past vm.dirty_ratio; kbroker
     writes to disk where Tansu keeps everything in memory), and with `drop` (root only) free
-    the clean pages too. Without the drop, page cache kept growing into memory this VM had
-    never touched, and copying into first-touched guest pages ran 3-10x slower (perf: 75% of
-    the broker in copy_folio_from_iter_atomic), which made every third or fourth case slow."""
+    the clean pages too, so every case starts from the same, empty page cache.
+
+    Run-to-run variance that this does not remove, most likely from this VM's virtio-balloon
+    free page reporting (memory the guest frees goes back to the host, and the first write into
+    it afterwards is several times slower). Some 1 KiB produce cases then spend 75% of the broker
+    in copy_folio_from_iter_atomic (perf) and run at a third of their usual MB per CPU-second."""
     os.sync()
     if drop:
         try:
