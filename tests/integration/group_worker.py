@@ -80,7 +80,12 @@ def run_kafka_python(args, stop):
 
     consumer.subscribe([args.topic], listener=Listener())
     while not stop():
-        batches = consumer.poll(timeout_ms=200)
+        # Not shorter: in kafka-python 3.0.12 a poll whose timeout runs out after the SyncGroup
+        # response has arrived but before the assignment is applied leaves the member with no
+        # partitions and heartbeats off for good (seen as a consumer that never reads, then
+        # UNKNOWN_MEMBER_ID on LeaveGroup). A first join that also creates __consumer_offsets
+        # and rejoins once for topic metadata could take ~200 ms.
+        batches = consumer.poll(timeout_ms=1000)
         for tp, messages in batches.items():
             for msg in messages:
                 consumer.commit({TopicPartition(tp.topic, tp.partition):
