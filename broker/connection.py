@@ -70,6 +70,8 @@ _local = threading.local()    # the thread's shared read scratch (see the module
 # First version whose clients back off by themselves on throttle_time_ms (KIP-219; Kafka's
 # AbstractResponse.shouldClientThrottle); older ones get a delayed response.
 _CLIENT_THROTTLES = {0: 6, 1: 8}            # Produce, Fetch
+# What ConnectionServer.register (broker/server.py) decides for a new connection.
+ADMITTED, WAITING, REFUSED = "admitted", "waiting", "refused"
 
 
 def _uninitialised(size: int):
@@ -119,14 +121,24 @@ class Connection(asyncio.BufferedProtocol):
         self.client_host, self.client_port = peer[0], peer[1]
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}"
         self.last_active = self.broker.loop.time()
-        if not self.server.register(self):
+        status = self.server.register(self)
+        if status == REFUSED:
             self.closed = True
             transport.abort()
-            return
+        elif status == WAITING:                 # over max.connections: unread until a slot frees
+            transport.pause_reading()
+        else:
+            self.admit()
+
+    def admit(self):
+        """Start serving (at once, or when a max.connections slot frees up)."""
+        transport = self.transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
             _tune_socket(sock, self.broker.config)
         transport.set_write_buffer_limits(high=0, low=0)
+        transport.resume_reading()
+        self.last_active = self.broker.loop.time()
         self._task = self.broker.loop.create_task(self._serve())
 
     def data_received(self, data):

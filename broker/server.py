@@ -25,12 +25,13 @@ attributes). Tests construct it with a BrokerConfig and may inject `log_manager`
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import socket
 import time as _time
 
 from broker.config import BrokerConfig
-from broker.connection import Connection
+from broker.connection import ADMITTED, REFUSED, WAITING, Connection
 from broker.quotas import QuotaManagers
 
 log = logging.getLogger(__name__)
@@ -46,25 +47,38 @@ class SystemClock:
 
 
 class ConnectionServer:
-    """The set of live connections: limits, idle reaping, and shutdown draining."""
+    """The set of live connections: limits, idle reaping, and shutdown draining.
+
+    Limits as Kafka's ConnectionQuotas: a connection beyond `max.connections` waits, unread,
+    until another one closes (Kafka's acceptor stops accepting and leaves it in the listen
+    backlog; here it is accepted but not read, which a client cannot tell apart). A connection
+    beyond `max.connections.per.ip` (or its override) is closed at once, also when it is
+    admitted after waiting."""
 
     def __init__(self, broker):
         self.broker = broker
         self.connections: set = set()
         self.per_ip: dict = {}
+        self.waiting: collections.deque = collections.deque()
         self.stopping = False
         self._all_done = None
 
-    def register(self, conn) -> bool:
-        config = self.broker.config
-        host = conn.client_host
+    def register(self, conn) -> str:
+        """ADMITTED (serve it), WAITING (hold it unread; `conn.admit()` is called later) or
+        REFUSED (close it)."""
         if self.stopping:
-            return False
-        if len(self.connections) >= config.max_connections:
-            log.warning("Closing connection from %s: max.connections (%d) reached", host,
-                        config.max_connections)
-            return False
-        limit = config.max_connections_for(host)
+            return REFUSED
+        if len(self.connections) >= self.broker.config.max_connections:
+            if not self.waiting:
+                log.info("max.connections (%d) reached: new connections wait for a free slot",
+                         self.broker.config.max_connections)
+            self.waiting.append(conn)
+            return WAITING
+        return ADMITTED if self._take_slot(conn) else REFUSED
+
+    def _take_slot(self, conn) -> bool:
+        host = conn.client_host
+        limit = self.broker.config.max_connections_for(host)
         if self.per_ip.get(host, 0) >= limit:
             log.warning("Closing connection from %s: max.connections.per.ip (%d) reached",
                         host, limit)
@@ -72,6 +86,18 @@ class ConnectionServer:
         self.connections.add(conn)
         self.per_ip[host] = self.per_ip.get(host, 0) + 1
         return True
+
+    def admit_waiting(self) -> None:
+        """Give free slots to waiting connections, oldest first."""
+        while (self.waiting and not self.stopping
+               and len(self.connections) < self.broker.config.max_connections):
+            conn = self.waiting.popleft()
+            if conn.closed:
+                continue
+            if self._take_slot(conn):
+                conn.admit()
+            else:
+                conn.close()
 
     def unregister(self, conn) -> None:
         if conn in self.connections:
@@ -81,6 +107,12 @@ class ConnectionServer:
                 self.per_ip[conn.client_host] = left
             else:
                 self.per_ip.pop(conn.client_host, None)
+            self.admit_waiting()
+        else:
+            try:
+                self.waiting.remove(conn)
+            except ValueError:
+                pass
         self.request_done(conn)
 
     def request_done(self, conn) -> None:
@@ -89,6 +121,7 @@ class ConnectionServer:
             self._all_done.set_result(None)
 
     def reap_idle(self, now: float, max_idle_s: float) -> int:
+        self.admit_waiting()            # max.connections may have been raised meanwhile
         closed = 0
         for conn in list(self.connections):
             if conn.idle and now - conn.last_active > max_idle_s:
@@ -101,6 +134,8 @@ class ConnectionServer:
     async def drain(self, timeout: float) -> None:
         """Stop reading and wait for every in-flight request to be answered."""
         self.stopping = True
+        while self.waiting:
+            self.waiting.popleft().close()
         for conn in list(self.connections):
             if conn.transport is not None and not conn.closed:
                 conn.transport.pause_reading()

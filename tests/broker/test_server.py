@@ -170,14 +170,44 @@ async def test_max_connections_per_ip_override(start_broker):
     await second.close()
 
 
-async def test_max_connections(start_broker):
+async def test_max_connections_makes_new_connections_wait_for_a_slot(start_broker):
+    """As Kafka: a connection beyond max.connections is not refused; it is not read until
+    another connection closes, then served (oldest first)."""
     broker = await start_broker(max_connections=1)
     first = await RawClient.connect(broker.port)
+    assert (await first.request(ApiVersionsRequest(), 0)).error_code == 0
     second = await RawClient.connect(broker.port)
-    assert await second.is_closed()
+    third = await RawClient.connect(broker.port)
+    second.send(ApiVersionsRequest(), 0)
+    third.send(ApiVersionsRequest(), 0)
+    answers = [asyncio.ensure_future(c.receive(ApiKey.API_VERSIONS, 0, timeout=10))
+               for c in (second, third)]
+    await asyncio.sleep(0.5)
+    assert not any(a.done() for a in answers)
+    assert (await first.request(ApiVersionsRequest(), 0)).error_code == 0   # still served
+    await first.close()
+    _, response = await asyncio.wait_for(answers[0], 5)
+    assert response.error_code == 0
+    await asyncio.sleep(0.3)
+    assert not answers[1].done()                        # one slot: the third still waits
+    await second.close()
+    _, response = await asyncio.wait_for(answers[1], 5)
+    assert response.error_code == 0
+    await third.close()
+
+
+async def test_a_waiting_connection_that_closes_leaves_the_queue(start_broker):
+    broker = await start_broker(max_connections=1, max_connections_per_ip=1)
+    first = await RawClient.connect(broker.port)
+    assert (await first.request(ApiVersionsRequest(), 0)).error_code == 0
+    gone = await RawClient.connect(broker.port)
+    waiting = await RawClient.connect(broker.port)
+    await gone.close()                                  # leaves the queue, takes no slot
+    await asyncio.sleep(0.2)
     assert (await first.request(ApiVersionsRequest(), 0)).error_code == 0
     await first.close()
-    await second.close()
+    assert (await waiting.request(ApiVersionsRequest(), 0)).error_code == 0
+    await waiting.close()
 
 
 async def test_idle_connections_close(start_broker):
