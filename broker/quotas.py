@@ -184,9 +184,12 @@ class Rate:
 
     def measure(self, now_ms: int, num: int, window_ms: int) -> float:
         """Bytes per second."""
+        return self.measure_with_window(now_ms, num, window_ms)[0]
+
+    def measure_with_window(self, now_ms: int, num: int, window_ms: int) -> tuple:
+        """(bytes per second, the window size in ms it was measured over)."""
         size = self.window_size_ms(now_ms, num, window_ms)   # purges first
-        total = sum(s[1] for s in self.samples)
-        return total / (size / 1000.0)
+        return sum(s[1] for s in self.samples) / (size / 1000.0), size
 
 
 # -- one quota type -----------------------------------------------------------------------------
@@ -206,10 +209,6 @@ class ClientQuotaManager:
     def update(self, quotas: dict) -> None:
         """Take the current {entity: {key: value}} (after every change)."""
         self.overrides = {e: v[self.key] for e, v in quotas.items() if self.key in v}
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.overrides)
 
     def resolve(self, user: str, client_id: str):
         """((user tag, client tag), bound) of the quota that applies, or (None, None)."""
@@ -244,10 +243,9 @@ class ClientQuotaManager:
             rate = self.sensors[tags] = Rate()
         num, window_ms = self.window_num, self.window_ms
         rate.record(value, now_ms, num, window_ms)
-        measured = rate.measure(now_ms, num, window_ms)
+        measured, size = rate.measure_with_window(now_ms, num, window_ms)
         if measured <= bound:
             return 0
-        size = rate.window_size_ms(now_ms, num, window_ms)
         return min(int(round((measured - bound) / bound * size)), THROTTLE_MAX_MS)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:

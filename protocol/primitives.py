@@ -361,64 +361,6 @@ def read_fixed_array(data, pos, n, code, size):
     return list(struct.unpack_from(f">{n}{code}", data, pos)), end
 
 
-class FixedArrayStructs(dict):
-    """Struct objects that pack a whole array of one fixed-width type *with* its count prefix,
-    by element count: ``ARRAYS["i"][3].pack(3, a, b, c)`` (classic int32 count) or
-    ``COMPACT_ARRAYS["i"][3].pack(4, a, b, c)`` (compact count = n + 1 as an unsigned varint).
-    With `fields` (struct codes of fixed-width fields written just before the array) the same
-    call also packs those: ``fixed_array_structs("hiii", "i", True)[3].pack(e, p, l, ep, 4, a, b, c)``.
-    One pack call per array is what makes Metadata responses (three int32 arrays per
-    partition) cheap to encode.  Compact counts of 128 and more need a multi-byte varint, for
-    which a small adapter with the same `pack` signature is returned.
-    """
-
-    def __init__(self, code, compact, fields=""):
-        super().__init__()
-        self.code = code
-        self.compact = compact
-        self.fields = fields
-
-    def __missing__(self, n):
-        if not self.compact:
-            packer = struct.Struct(f">{self.fields}i{n}{self.code}")
-        elif n + 1 < 0x80:
-            packer = struct.Struct(f">{self.fields}B{n}{self.code}")
-        else:
-            packer = _LongCompactArray(struct.Struct(f">{self.fields}"), len(self.fields),
-                                       struct.Struct(f">{n}{self.code}"))
-        if n <= 4096:
-            self[n] = packer
-        return packer
-
-
-class _LongCompactArray:
-    __slots__ = ("head", "head_count", "items")
-
-    def __init__(self, head, head_count, items):
-        self.head = head
-        self.head_count = head_count
-        self.items = items
-
-    def pack(self, *values):
-        k = self.head_count
-        out = bytearray(self.head.pack(*values[:k]))
-        write_uvarint(out, values[k])
-        out += self.items.pack(*values[k + 1:])
-        return bytes(out)
-
-
-_ARRAY_TABLES = {}
-
-
-def fixed_array_structs(fields, code, compact):
-    """The shared FixedArrayStructs table for (leading fixed fields, element code, compact)."""
-    key = (fields, code, compact)
-    table = _ARRAY_TABLES.get(key)
-    if table is None:
-        table = _ARRAY_TABLES[key] = FixedArrayStructs(code, compact, fields)
-    return table
-
-
 class MultiArrayStructs(dict):
     """Struct objects for a run of fixed-width fields and several fixed-width arrays written
     back to back, keyed by the tuple of array lengths.  `layout` spells the run: field codes,
@@ -426,6 +368,11 @@ class MultiArrayStructs(dict):
     ``"hiii[i][i][i]"``, packed as ``table[(3, 3, 0)].pack(e, p, l, ep, 4, r0, r1, r2, 4, i0, i1,
     i2, 1)``.  One pack per partition instead of one per array.  Compact counts of 128 and more
     get an adapter with the same `pack` signature.
+
+    A table with a single array is keyed by its length alone (no tuple to build per call):
+    ``ARRAYS["i"][3].pack(3, a, b, c)`` (classic int32 count), ``COMPACT_ARRAYS["i"][3].pack(4,
+    a, b, c)`` (compact: count + 1 as an unsigned varint), or with leading fields
+    ``fixed_array_structs("hiii", "i", True)[3].pack(e, p, l, ep, 4, a, b, c)``.
     """
 
     def __init__(self, layout, compact):
@@ -444,7 +391,8 @@ class MultiArrayStructs(dict):
                 i += 1
         self.parts.append((fields, None))
 
-    def __missing__(self, counts):
+    def __missing__(self, key):
+        counts = (key,) if type(key) is int else key
         count_code = "B" if self.compact else "i"
         if self.compact and max(counts) + 1 >= 0x80:
             packer = _LongMultiArray(self.parts, counts)
@@ -453,7 +401,7 @@ class MultiArrayStructs(dict):
                                 for (fields, code), n in zip(self.parts, counts + (0,)))
             packer = struct.Struct(fmt)
         if len(self) < 4096:
-            self[counts] = packer
+            self[key] = packer
         return packer
 
 
@@ -480,6 +428,11 @@ class _LongMultiArray:
 
 
 _MULTI_TABLES = {}
+
+
+def fixed_array_structs(fields, code, compact):
+    """The shared table for `fields` followed by one array of `code`, keyed by its length."""
+    return multi_array_structs(f"{fields}[{code}]", compact)
 
 
 def multi_array_structs(layout, compact):

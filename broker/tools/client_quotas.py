@@ -18,7 +18,6 @@ Follows Kafka 3.x's ConfigCommand with --bootstrap-server:
 """
 from __future__ import annotations
 
-import ipaddress
 import socket
 from decimal import Decimal
 
@@ -26,6 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest
 
 from broker.client.errors import UnsupportedVersionError
+from broker.quotas import is_ip_literal
 from broker.tools.common import ToolError
 
 QUOTA_TYPES = ("users", "clients", "ips")
@@ -158,11 +158,8 @@ def quota_entities(opts):
 
 
 def valid_ip_entity(name: str) -> bool:
-    try:
-        ipaddress.ip_address(name)
+    if is_ip_literal(name):
         return True
-    except ValueError:
-        pass
     try:
         socket.getaddrinfo(name, None)
         return True
