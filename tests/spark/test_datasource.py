@@ -234,7 +234,15 @@ def test_missing_log_dir_fails_with_a_clear_message(spark, tmp_path):
         read(spark, tmp_path / "nope").count()
 
 
-@pytest.mark.xfail(reason="Spark <= 4.3.0 reuses a DataFrame's filter-pushdown plan for a later unfiltered "
+def _pyspark_version() -> tuple:
+    import pyspark
+    return tuple(int(p) for p in pyspark.__version__.split(".")[:3] if p.isdigit())
+
+
+# Strict where the Spark bug is known to be present; on a later pyspark a pass is reported
+# (XPASS) without failing the run, so a fixed Spark cannot turn CI red.
+@pytest.mark.xfail(strict=_pyspark_version() <= (4, 3, 0),
+                   reason="Spark <= 4.3.0 reuses a DataFrame's filter-pushdown plan for a later unfiltered "
                           "scan of it (see the caveat in spark_jobs/datasource.py); passes once Spark is fixed")
 def test_reusing_a_filtered_dataframe_unfiltered(spark, sample_dir):
     log_dir, expected = sample_dir
