@@ -27,7 +27,9 @@ per channel):
   in segment files). uvloop has no `loop.sendfile`, so a region goes out with `os.sendfile` on a
   duplicate of the socket's fd, after the transport's buffer has drained (TOOLCHAIN.md); on
   EAGAIN we wait for the fd to become writable with `loop.add_writer`. `os.sendfile` takes an
-  explicit offset, so the shared segment file's position never moves.
+  explicit offset, so the shared segment file's position never moves. A region goes out in
+  calls of at most 512 KiB with a turn of the event loop between them, so a large fetch
+  response does not keep other connections' requests waiting for its whole length.
 - Bad input: an undecodable header or body, an unknown api key or an unsupported version closes
   the connection with a log line (what Kafka does), except ApiVersions at an unsupported version,
   answered at v0 with UNSUPPORTED_VERSION. Handler exceptions become error responses (dispatch).
@@ -63,7 +65,12 @@ from broker.dispatch import BadRequest, UnsupportedApiVersions, decode_request, 
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_FRAMES = 16        # frames read ahead of the one being handled before reading pauses
-_SENDFILE_CHUNK = 1 << 30     # os.sendfile count limit per call (Linux caps a call near 2 GiB)
+# A file region goes out in os.sendfile calls of at most this many bytes, with a turn of the
+# event loop between them, so one large fetch does not hold every other connection up for its
+# whole length (a 3 MiB response took ~1.1 ms of kernel time in one call). Measured on the
+# consume benchmark (2 consumers, 1 GiB): 1,036 MB/s mean over 10 runs with one call per
+# region, 1,078 MB/s with 512 KiB calls (256 KiB: no better).
+_SENDFILE_CHUNK = 512 * 1024
 _SCRATCH_SIZE = 1 << 16       # small frames are read here, several per read, then copied out
 _SIZE = struct.Struct(">i")
 _local = threading.local()    # the thread's shared read scratch (see the module docstring)
@@ -402,6 +409,8 @@ class Connection(asyncio.BufferedProtocol):
             offset += sent
             remaining -= sent
             self.last_active = loop.time()
+            if remaining > 0:
+                await asyncio.sleep(0)          # let other connections' requests in
 
     async def _writable(self, fd):
         loop = self.broker.loop

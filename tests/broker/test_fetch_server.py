@@ -87,3 +87,34 @@ async def test_incremental_session_over_the_socket(broker, client):
                                              max_bytes=1 << 20, session_id=full.session_id,
                                              session_epoch=2, topics=[]), 12)
     assert values_in(news) == [b"3"]
+
+
+async def test_large_fetch_goes_out_whole_while_other_connections_are_served(broker, client):
+    """A fetch response several sendfile chunks long (512 KiB each, with a turn of the event
+    loop between them) arrives byte for byte, and requests on another connection are answered
+    while it is being sent."""
+    import os
+    await create_topic(client, "big")
+    await create_topic(client, "small")
+    sent = []
+    for i in range(4):                                  # 4 batches of 800 KB: under max.message.bytes
+        values = [os.urandom(100_000) for _ in range(8)]
+        response = await client.request(produce(values, topic="big"), 9)
+        assert response.responses[0].partition_responses[0].error_code == 0
+        sent.extend(values)
+    big = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=16 << 20,
+                       session_id=0, session_epoch=-1,
+                       topics=[FetchRequest.FetchTopic(topic="big", partitions=[
+                           FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                                       partition_max_bytes=16 << 20)])])
+    other = await type(client).connect(broker.port)
+    try:
+        reading = asyncio.ensure_future(client.request(big, 12, timeout=30))
+        answers = [await other.request(produce([b"n%d" % i], topic="small"), 9)
+                   for i in range(5)]
+        assert [a.responses[0].partition_responses[0].base_offset for a in answers] == \
+            list(range(5))
+        response = await reading
+    finally:
+        await other.close()
+    assert values_in(response) == sent
