@@ -32,17 +32,14 @@ import sys
 import time
 
 from bench import broker_load
+from protocol.headers import RequestHeader, decode_response, encode_request
+from protocol.messages.produce import ProduceRequest
 
 API_PRODUCE, VERSION = 0, 7            # Produce v7: the last non-flexible version; both brokers serve it
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 IN_FLIGHT = 5
 VARIANTS = 4                           # distinct requests cycled through
-_I32, _I16 = struct.Struct(">i"), struct.Struct(">h")
-
-
-def _string(s: str) -> bytes:
-    raw = s.encode()
-    return _I16.pack(len(raw)) + raw
+_I32 = struct.Struct(">i")
 
 
 def build_batch(values: list[bytes], codec: str) -> bytes:
@@ -59,14 +56,12 @@ def build_batch(values: list[bytes], codec: str) -> bytes:
 
 def build_request(topic: str, partitions: int, acks: int, batches: list[bytes]) -> bytearray:
     """A whole Produce v7 frame (size prefix included) with correlation id 0."""
-    body = bytearray()
-    body += _I16.pack(API_PRODUCE) + _I16.pack(VERSION) + _I32.pack(0) + _string("bench-replay")
-    body += _I16.pack(-1)                               # transactional_id: null
-    body += _I16.pack(acks) + _I32.pack(30_000)         # acks, timeout_ms
-    body += _I32.pack(1) + _string(topic) + _I32.pack(partitions)
-    for p in range(partitions):
-        body += _I32.pack(p) + _I32.pack(len(batches[p])) + batches[p]
-    return bytearray(_I32.pack(len(body))) + body
+    request = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=30_000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.PartitionProduceData(index=p, records=batches[p])
+            for p in range(partitions)])])
+    return bytearray(encode_request(RequestHeader(API_PRODUCE, VERSION, 0, "bench-replay"),
+                                    request))
 
 
 CORRELATION_AT = 8                     # size(4) api_key(2) api_version(2)
@@ -85,18 +80,9 @@ def _read_exact(sock, n: int) -> bytes:
 
 def parse_response(frame: bytes) -> tuple[int, list[int]]:
     """(correlation id, error codes of every partition) of a Produce v7 response."""
-    correlation = _I32.unpack_from(frame, 0)[0]
-    pos = 4
-    errors = []
-    for _ in range(_I32.unpack_from(frame, pos)[0]):
-        pos += 4
-        pos += 2 + _I16.unpack_from(frame, pos)[0]
-        count = _I32.unpack_from(frame, pos)[0]
-        pos += 4
-        for _ in range(count):
-            errors.append(_I16.unpack_from(frame, pos + 4)[0])
-            pos += 4 + 2 + 8 + 8 + 8                     # index, error, offset, append time, start
-    return correlation, errors
+    correlation, response = decode_response(frame, API_PRODUCE, VERSION)
+    return correlation, [p.error_code for topic in response.responses
+                         for p in topic.partition_responses]
 
 
 def records_per_batch(size: int) -> int:
@@ -107,10 +93,12 @@ def records_per_batch(size: int) -> int:
 
 def prepare(path, topic: str, partitions: int, size: int, acks: int, codec: str,
             records: int | None = None) -> str:
-    """Write VARIANTS Produce frames (each size-prefixed, as sent) to `path`; returns it."""
+    """Write the records each request carries (int32), then VARIANTS Produce frames (each
+    size-prefixed, as sent), to `path`; returns it."""
     records = records or records_per_batch(size)
     values = broker_load.payloads(size)
     with open(path, "wb") as out:
+        out.write(_I32.pack(partitions * records))
         for v in range(VARIANTS):
             batches = []
             for p in range(partitions):
@@ -124,30 +112,13 @@ def prepare(path, topic: str, partitions: int, size: int, acks: int, codec: str,
 def load_frames(path) -> tuple[list[bytearray], int]:
     """The frames of a prepare()d file, and the records each carries."""
     data = open(path, "rb").read()
-    frames, pos = [], 0
+    per_request, pos = _I32.unpack_from(data, 0)[0], 4
+    frames = []
     while pos < len(data):
         size = _I32.unpack_from(data, pos)[0]
         frames.append(bytearray(data[pos:pos + 4 + size]))
         pos += 4 + size
-    return frames, _count_records(frames[0])
-
-
-def _count_records(frame) -> int:
-    """Sum of the record counts of the batches in a Produce v7 frame built by build_request."""
-    pos = 4 + 2 + 2 + 4
-    pos += 2 + _I16.unpack_from(frame, pos)[0]           # client id
-    pos += 2 + 2 + 4                                     # transactional id (null), acks, timeout
-    pos += 4                                             # topic count (1)
-    pos += 2 + _I16.unpack_from(frame, pos)[0]
-    total = 0
-    count = _I32.unpack_from(frame, pos)[0]
-    pos += 4
-    for _ in range(count):
-        size = _I32.unpack_from(frame, pos + 4)[0]      # after the partition index
-        batch = pos + 8
-        total += _I32.unpack_from(frame, batch + 57)[0]  # RecordBatch v2 records count
-        pos = batch + size
-    return total
+    return frames, per_request
 
 
 def run(bootstrap: str, frames_path: str, size: int, requests: int, seconds: float) -> dict:
