@@ -451,13 +451,41 @@ def bench_produce_replay(broker, workdir, size, acks, compression, seconds) -> R
         for _ in range(PRODUCERS)], check_offsets=True)
 
 
-def bench_consume_c(broker, tool, workdir, mib, seconds_cap, rounds: int = 3) -> Result:
+CONSUME_LOADS = {
+    # key suffix: how a member is started
+    "batch-count": "bench/fetch_load.py: batch headers walked, records not parsed",
+    "rdkafka": "kbroker-loadgen: librdkafka, a message object per record",
+}
+
+
+def _consume_round(broker, load, tool, workdir, topic, group) -> list | str:
+    """One consumer group of CONSUMERS members reading `topic` from the beginning: their
+    summaries, or what went wrong."""
+    share = str(PARTITIONS // CONSUMERS)
+    if load == "batch-count":
+        barrier = tempfile.mkdtemp(prefix="barrier-", dir=workdir)
+        runs = [c_load.Run([sys.executable, "-m", "bench.fetch_load"],
+                           ["-b", broker.bootstrap, "-t", topic, "-g", group, "-n", share,
+                            "-s", "1024", "-B", barrier, "-m", str(CONSUMERS)], timeout=60)
+                for _ in range(CONSUMERS)]
+    else:
+        runs = [c_load.Run(tool, c_load.consumer_args(broker.bootstrap, topic, group,
+                                                      int(share)), timeout=60)
+                for _ in range(CONSUMERS)]
+    got = [run.wait() for run in runs]
+    for run, x in zip(runs, got):
+        if x is None or x.get("error") or not x["messages"]:
+            return "FAILED: " + (run.error() if x is None else x.get("error") or "read nothing")
+    return got
+
+
+def bench_consume_c(broker, tool, workdir, mib, seconds_cap, rounds: int = 3) -> dict:
     """~`mib` MiB of 1 KiB values (filled by kbroker-loadgen), then read from the beginning
-    `rounds` times, each time by a new consumer group of CONSUMERS kbroker-loadgen processes.
-    Each member holds its partitions paused until the group has settled with its share, then
-    reads until every one of them reports its end. A round's rate runs from the first message of
-    any member to the last of any, and so does its CPU (the broker's sampled, the members' own);
-    the median round is reported."""
+    `rounds` times by each kind of consumer in CONSUME_LOADS (interleaved), each time by a new
+    consumer group of CONSUMERS processes. Each member holds its partitions until the group has
+    settled with its share, then reads until every one of them has caught up. A round's rate
+    runs from the first message of any member to the last of any, and so does its CPU (the
+    broker's sampled, the members' own). Returns {load: the median round}."""
     topic = f"consume-1k-{int(time.time() * 1000) % 10**8}"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     payloads = c_load.payload_file(workdir, 1024)
@@ -469,34 +497,32 @@ def bench_consume_c(broker, tool, workdir, mib, seconds_cap, rounds: int = 3) ->
     filled = [run.wait() for run in fill]
     if None in filled:
         delete_topic(broker.bootstrap, topic)
-        return Result(None, "FAILED to fill: " + fill[filled.index(None)].error())
+        failed = Result(None, "FAILED to fill: " + fill[filled.index(None)].error())
+        return {load: failed for load in CONSUME_LOADS}
     messages = sum(x["delivered"] for x in filled)
     _settle_page_cache(drop=False)          # the topic is read from the page cache
-    results = []
+    results = {load: [] for load in CONSUME_LOADS}
     for r in range(rounds):
-        group = f"bench-{int(time.time() * 1000) % 10**8}-{r}"
-        with CpuSampler(broker.cpu_seconds) as cpu:
-            runs = [c_load.Run(tool, c_load.consumer_args(broker.bootstrap, topic, group,
-                                                          PARTITIONS // CONSUMERS),
-                               timeout=seconds_cap + 30) for _ in range(CONSUMERS)]
-            got = [run.wait() for run in runs]
-        if None in got or not all(x["messages"] for x in got):
-            bad = next(i for i, x in enumerate(got) if not x or not x["messages"])
-            results.append(Result(None, "FAILED: " + (runs[bad].error() if got[bad] is None
-                                                      else f"member {bad} read nothing")))
-            break
-        nbytes, msgs = sum(x["bytes"] for x in got), sum(x["messages"] for x in got)
-        t0, t1 = min(x["t0"] for x in got), max(x["t1"] for x in got)
-        span = t1 - t0
-        broker_cpu = cpu.at(t1) - cpu.at(t0)
-        mbs = nbytes / span / 1e6
-        text = (f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs; "
-                f"{_per_cpu(nbytes, broker_cpu)} MB per broker cpu-s)")
-        results.append(Result(mbs if msgs >= messages else None, text, broker_cpu / span,
-                              sum(x["cpu"] for x in got) / span,
-                              {"per_cpu": nbytes / broker_cpu / 1e6 if broker_cpu > 0 else None}))
+        for load in CONSUME_LOADS:
+            group = f"bench-{int(time.time() * 1000) % 10**8}-{load}-{r}"
+            with CpuSampler(broker.cpu_seconds) as cpu:
+                got = _consume_round(broker, load, tool, workdir, topic, group)
+            if isinstance(got, str):
+                results[load].append(Result(None, got))
+                continue
+            nbytes, msgs = sum(x["bytes"] for x in got), sum(x["messages"] for x in got)
+            t0, t1 = min(x["t0"] for x in got), max(x["t1"] for x in got)
+            span = t1 - t0
+            broker_cpu = cpu.at(t1) - cpu.at(t0)
+            mbs = nbytes / span / 1e6
+            text = (f"{mbs:7.1f} MB/s ({nbytes / 2**20:.0f} MiB, {msgs}/{messages} msgs; "
+                    f"{_per_cpu(nbytes, broker_cpu)} MB per broker cpu-s)")
+            results[load].append(Result(
+                mbs if msgs == messages else None, text, broker_cpu / span,
+                sum(x["cpu"] for x in got) / span,
+                {"per_cpu": nbytes / broker_cpu / 1e6 if broker_cpu > 0 else None}))
     delete_topic(broker.bootstrap, topic)
-    return median_result(results)
+    return {load: median_result(runs) for load, runs in results.items()}
 
 
 def bench_consume(pool, broker, mib, seconds_cap) -> Result:
@@ -736,8 +762,17 @@ def run_all(classes, workdir, opts, pool) -> dict:
             each("latency fetch.wait=10ms", bench_latency, 10, opts.latency_seconds)
         if "consume" in only:
             if tool:
-                each("consume 1 KiB, group", bench_consume_c, tool, workdir, opts.consume_mib,
-                     30, opts.repeat, pooled=False)
+                for broker in brokers:
+                    print(f"  {broker.name:8s} consume 1 KiB group: filling {opts.consume_mib} "
+                          f"MiB, then {opts.repeat} rounds of each consumer", flush=True)
+                    try:
+                        by_load = bench_consume_c(broker, tool, workdir, opts.consume_mib, 30,
+                                                  opts.repeat)
+                    except Exception as exc:
+                        by_load = {load: Result(None, f"FAILED: {exc!r}"[:100])
+                                   for load in CONSUME_LOADS}
+                    for load, r in by_load.items():
+                        _step(results, broker.name, f"consume 1 KiB group {load}", lambda: r)
             else:
                 each("consume 1 KiB, group", bench_consume, opts.consume_mib,
                      opts.produce_seconds * 6)
@@ -805,6 +840,8 @@ def print_table(results: dict, tansu_note: str, opts) -> bool:
               f"{cores(b):>7s}  {target}{mark}")
     print("lz4 replay = batches compressed once and replayed (bench/replay_load.py); "
           "lz4 rdkafka = librdkafka compressing each batch (load-generator bound); "
+          "consume batch-count = consumers that count records by batch header "
+          "(bench/fetch_load.py), consume rdkafka = librdkafka consumers (client-bound); "
           f"produce and consume figures are the median of {opts.repeat} runs")
     print("latency columns: p50/p99/p99.9; ratio = tansu/kbroker for latency and RSS "
           "(higher is better for kbroker); MB/cpu-s = MB moved per CPU second of the broker "
@@ -826,6 +863,8 @@ def _target(key, a, b):
         if v is None:
             return text, False
         return text, v >= T4_PRODUCE_MBS and (t is None or v >= factor * t)
+    if key.startswith("consume") and key.endswith("rdkafka"):
+        return "(information: librdkafka consumers, client-bound)", None
     if key.startswith("consume"):
         text = f">= {T4_CONSUME_MBS} MB/s (#4), >= 2x tansu (#9)"
         return text, v is not None and v >= T4_CONSUME_MBS and (t is None or v >= 2 * t)
