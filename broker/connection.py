@@ -28,7 +28,7 @@ per channel):
   duplicate of the socket's fd, after the transport's buffer has drained (TOOLCHAIN.md); on
   EAGAIN we wait for the fd to become writable with `loop.add_writer`. `os.sendfile` takes an
   explicit offset, so the shared segment file's position never moves. A region goes out in
-  calls of at most 256 KiB with a turn of the event loop between them, so a large fetch
+  calls of at most 192 KiB with a turn of the event loop between them, so a large fetch
   response does not keep other connections' requests waiting for its whole length.
 - Bad input: an undecodable header or body, an unknown api key or an unsupported version closes
   the connection with a log line (what Kafka does), except ApiVersions at an unsupported version,
@@ -67,13 +67,14 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_FRAMES = 16        # frames read ahead of the one being handled before reading pauses
 # A file region goes out in os.sendfile calls of at most this many bytes, with a turn of the
 # event loop between them, so one large fetch does not hold every other connection up for its
-# whole length (a 3 MiB response took ~1.1 ms of kernel time in one call). Measured on the
-# consume benchmark (2 consumers, 1 GiB): with librdkafka consumers, 1,036 MB/s mean over 10
-# runs with one call per region, 1,078 MB/s with 512 KiB calls, the same with 256 KiB; with the
-# batch-counting consumers of bench/fetch_load.py, which the broker rather than the clients
-# limits, 1,623 MB/s mean over 9 runs with 512 KiB calls and 1,909 MB/s with 256 KiB (2 MiB:
-# ~1,300, 128 KiB: ~1,800, 64 KiB: ~1,400), with less kernel time per byte.
-_SENDFILE_CHUNK = 256 * 1024
+# whole length (a 3 MiB response took ~1.1 ms of kernel time in one call). The size was
+# measured on the consume benchmark (1 GiB, 2 consumers). With librdkafka consumers, which
+# limit the rate themselves: 1,036 MB/s mean over 10 runs with one call per region, about
+# 1,000 with 512, 256 or 192 KiB calls. With the batch-counting consumers of
+# bench/fetch_load.py, which the broker limits: means over 15 runs of 2,090 MB/s with 192 KiB
+# calls, 1,815 with 256 KiB; over 9 runs, 1,623 with 512 KiB; ~1,760 with 128 KiB, ~1,300 with
+# 2 MiB. Smaller calls cost less kernel time per byte down to about 192 KiB.
+_SENDFILE_CHUNK = 192 * 1024
 _SCRATCH_SIZE = 1 << 16       # small frames are read here, several per read, then copied out
 _SIZE = struct.Struct(">i")
 _local = threading.local()    # the thread's shared read scratch (see the module docstring)

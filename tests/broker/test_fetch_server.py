@@ -90,7 +90,7 @@ async def test_incremental_session_over_the_socket(broker, client):
 
 
 async def test_large_fetch_goes_out_whole_while_other_connections_are_served(broker, client):
-    """A fetch response several sendfile chunks long (256 KiB each, with a turn of the event
+    """A fetch response several sendfile chunks long (192 KiB each, with a turn of the event
     loop between them) arrives byte for byte, and requests on another connection are answered
     while it is being sent."""
     import os
