@@ -17,8 +17,10 @@ processes (bench/broker_load.py), which also drive the latency workload:
             producers compressing take 1.4-1.7 of the 2 cores and become the bottleneck. The
             1 KiB lz4 cases also run with librdkafka compressing ("lz4 rdkafka"), for information;
   consume   a topic filled with 1 KiB values (--consume-mib, 1 GiB by default), read from the
-            beginning by a new consumer group of 2 processes per run: MB/s and CPU from the
-            first message to the last (not counting the long poll that reports the end);
+            beginning by a new consumer group of 2 processes (--consumers) per run, three runs
+            with each kind of consumer: batch-counting ones (bench/fetch_load.py), which do not
+            limit the rate, and librdkafka ones, which do (for information): MB/s and CPU from
+            the first message to the last (not counting the long poll that reports the end);
   latency   1 KiB values at a fixed 10,000 msgs/s (producer defaults: acks=all, linger.ms=5),
             read by an assigned consumer: p50/p99/p99.9 of (receive - send), with the client's
             default fetch.wait.max.ms (500 ms) and with 10 ms;
@@ -466,7 +468,8 @@ def _consume_round(broker, load, tool, workdir, topic, group) -> list | str:
         barrier = tempfile.mkdtemp(prefix="barrier-", dir=workdir)
         runs = [c_load.Run([sys.executable, "-m", "bench.fetch_load"],
                            ["-b", broker.bootstrap, "-t", topic, "-g", group, "-n", share,
-                            "-s", "1024", "-B", barrier, "-m", str(CONSUMERS)], timeout=60)
+                            "-s", "1024", "-B", barrier, "-m", str(CONSUMERS)], timeout=60,
+                           seconds=45)             # its own deadline first: it reports why
                 for _ in range(CONSUMERS)]
     else:
         runs = [c_load.Run(tool, c_load.consumer_args(broker.bootstrap, topic, group,
@@ -795,7 +798,7 @@ def _fmt_ratio(kb, ta, higher_is_better=True):
 def print_table(results: dict, tansu_note: str, opts) -> bool:
     kb, ta = results.get("kbroker", {}), results.get("tansu", {})
     print(f"\nBroker benchmark (2-core shared machine; indicative). Tansu: {tansu_note}")
-    print(f"consume size {opts.consume_mib} MiB; produce runs <= {opts.produce_seconds} s each; "
+    print(f"consume size {opts.consume_mib} MiB, groups of {CONSUMERS}; produce runs <= {opts.produce_seconds} s each; "
           f"latency runs {opts.latency_seconds} s at 10,000 msgs/s; cpu in cores (broker/load)")
     header = (f"{'workload':32s} {'kbroker':>24s} {'tansu':>24s} {'ratio':>6s} "
               f"{'MB/cpu-s kb':>11s} {'tansu':>6s} {'ratio':>6s}  {'cpu kb':>7s} {'tansu':>7s}  "
@@ -890,6 +893,8 @@ def parse_args(argv):
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each produce and consume workload per broker; the table "
                         "shows the median")
+    p.add_argument("--consumers", type=int, default=CONSUMERS, choices=(1, 2, 3, 6),
+                   help="members of each consume group (they share the 6 partitions)")
     p.add_argument("--latency-seconds", type=float, default=8.0)
     p.add_argument("--connections", type=int, default=5000)
     p.add_argument("--cases", default="", help="produce cases to run, e.g. 1024:1:none,100:all:lz4")
@@ -907,7 +912,9 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     """`argv` None = the defaults (bench/__main__.py calls main() with its own argv)."""
+    global CONSUMERS
     opts = parse_args(argv or [])
+    CONSUMERS = opts.consumers
     started = time.monotonic()
     tansu_note = "not run"
     brokers = []

@@ -51,10 +51,14 @@ def test_control_batches_move_the_offset_but_count_no_records():
     assert walk_batches(batch(0, 2) + batch(2, 1, control=True) + batch(3, 2), 0) == (4, 5)
 
 
-def test_a_batch_that_is_not_v2_is_refused():
+def test_a_batch_that_is_not_v2_or_has_an_impossible_length_is_refused():
     data = bytearray(batch(0, 1))
     data[16] = 1
     with pytest.raises(ValueError, match="magic 1"):
+        walk_batches(data, 0)
+    data = bytearray(batch(0, 1))
+    struct.pack_into(">i", data, 8, -12)            # would never move on
+    with pytest.raises(ValueError, match="length -12"):
         walk_batches(data, 0)
 
 
@@ -87,6 +91,5 @@ def test_two_members_split_the_topic_and_count_every_record(broker_process, tmp_
     assert [s["partitions"] for s in summaries] == [3, 3]
     assert [s["at_end"] for s in summaries] == [3, 3]
     assert sum(s["messages"] for s in summaries) == 30_000
-    assert sum(s["bytes"] for s in summaries) == 30_000 * 1024
     assert all(0 < s["t0"] <= s["t1"] for s in summaries)
     assert len(list(barrier.iterdir())) == 2
