@@ -798,8 +798,9 @@ def _fmt_ratio(kb, ta, higher_is_better=True):
 def print_table(results: dict, tansu_note: str, opts) -> bool:
     kb, ta = results.get("kbroker", {}), results.get("tansu", {})
     print(f"\nBroker benchmark (2-core shared machine; indicative). Tansu: {tansu_note}")
-    print(f"consume size {opts.consume_mib} MiB, groups of {CONSUMERS}; produce runs <= {opts.produce_seconds} s each; "
-          f"latency runs {opts.latency_seconds} s at 10,000 msgs/s; cpu in cores (broker/load)")
+    print(f"consume size {opts.consume_mib} MiB, groups of {CONSUMERS}; produce runs <= "
+          f"{opts.produce_seconds} s each; latency runs {opts.latency_seconds} s at 10,000 "
+          f"msgs/s; cpu in cores (broker/load)")
     header = (f"{'workload':32s} {'kbroker':>24s} {'tansu':>24s} {'ratio':>6s} "
               f"{'MB/cpu-s kb':>11s} {'tansu':>6s} {'ratio':>6s}  {'cpu kb':>7s} {'tansu':>7s}  "
               f"target")
