@@ -24,9 +24,10 @@ group.min.session.timeout.ms) and heartbeats every 0.5 s: Tansu completes a Join
 after half the session timeout, 22.5 s with the 45 s default. The Fetch requests are the ones
 librdkafka 2.16 sends with its default settings: v16 (topics by id, no fetch session), one in
 flight per broker, max_wait 500 ms, min_bytes 1, max_bytes 50 MiB, 1 MiB per partition,
-read_uncommitted; a response is read whole before the next request is sent. What it skips is the per-record work: it walks each partition's record batch headers
-(magic, length, last offset delta, record count, the control flag) to count records and find the
-next offset, and leaves the records alone. A partial batch at the end of a response (Kafka
+read_uncommitted; a response is read whole before the next request is sent. What it skips is
+the per-record work: it walks each partition's record batch headers (magic, length, last offset
+delta, record count, the control flag) to count records and find the next offset, and leaves
+the records alone. A partial batch at the end of a response (Kafka
 slices at the byte limit) is fetched again, as clients do. Values are counted as SIZE bytes each
 (the benchmark's topics hold values of one size; it checks the record count against what
 its producers had acknowledged).
@@ -55,7 +56,8 @@ API_FETCH, FETCH_VERSION = 1, 16        # what librdkafka 2.16 sends to both bro
 MAX_WAIT_MS, MIN_BYTES = 500, 1
 MAX_BYTES, PARTITION_MAX_BYTES = 52_428_800, 1_048_576
 _I32 = struct.Struct(">i")
-_BATCH_HEAD = struct.Struct(">qiibiHi")   # base offset, length, leader epoch, magic, crc, attributes, last offset delta
+# base offset, length, leader epoch, magic, crc, attributes, last offset delta
+_BATCH_HEAD = struct.Struct(">qiibiHi")
 _COUNT_AT = 57                           # record count: the last field of the 61-byte header
 _CONTROL = 0x20
 
