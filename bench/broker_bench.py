@@ -453,27 +453,25 @@ def bench_produce_replay(broker, workdir, size, acks, compression, seconds) -> R
         for _ in range(PRODUCERS)], check_offsets=True)
 
 
-CONSUME_LOADS = {
-    # key suffix: how a member is started
-    "batch-count": "bench/fetch_load.py: batch headers walked, records not parsed",
-    "rdkafka": "kbroker-loadgen: librdkafka, a message object per record",
-}
+# The consumers of the consume workload: bench/fetch_load.py (batch headers walked, records
+# not parsed) and kbroker-loadgen (librdkafka, a message object per record).
+CONSUME_LOADS = ("batch-count", "rdkafka")
 
 
 def _consume_round(broker, load, tool, workdir, topic, group) -> list | str:
     """One consumer group of CONSUMERS members reading `topic` from the beginning: their
     summaries, or what went wrong."""
-    share = str(PARTITIONS // CONSUMERS)
+    share = PARTITIONS // CONSUMERS
     if load == "batch-count":
         barrier = tempfile.mkdtemp(prefix="barrier-", dir=workdir)
         runs = [c_load.Run([sys.executable, "-m", "bench.fetch_load"],
-                           ["-b", broker.bootstrap, "-t", topic, "-g", group, "-n", share,
+                           ["-b", broker.bootstrap, "-t", topic, "-g", group, "-n", str(share),
                             "-s", "1024", "-B", barrier, "-m", str(CONSUMERS)], timeout=60,
                            seconds=45)             # its own deadline first: it reports why
                 for _ in range(CONSUMERS)]
     else:
-        runs = [c_load.Run(tool, c_load.consumer_args(broker.bootstrap, topic, group,
-                                                      int(share)), timeout=60)
+        runs = [c_load.Run(tool, c_load.consumer_args(broker.bootstrap, topic, group, share),
+                           timeout=60)
                 for _ in range(CONSUMERS)]
     got = [run.wait() for run in runs]
     for run, x in zip(runs, got):

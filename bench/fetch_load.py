@@ -51,15 +51,12 @@ import time
 
 from protocol.headers import RequestHeader, decode_response, encode_request
 from protocol.messages.fetch import FetchRequest
+from storage.record_batch import RecordBatchView, iter_batches
 
 API_FETCH, FETCH_VERSION = 1, 16        # what librdkafka 2.16 sends to both brokers
 MAX_WAIT_MS, MIN_BYTES = 500, 1
 MAX_BYTES, PARTITION_MAX_BYTES = 52_428_800, 1_048_576
 _I32 = struct.Struct(">i")
-# base offset, length, leader epoch, magic, crc, attributes, last offset delta
-_BATCH_HEAD = struct.Struct(">qiibiHi")
-_COUNT_AT = 57                           # record count: the last field of the 61-byte header
-_CONTROL = 0x20
 
 
 def _cpu() -> float:
@@ -69,26 +66,23 @@ def _cpu() -> float:
 
 def walk_batches(records, offset: int) -> tuple[int, int]:
     """(records counted, next fetch offset) over the whole v2 batches of a partition's record
-    data; a partial last batch is left for the next fetch. Batches before `offset` (a fetch
-    may start at the batch holding it) count only their records from `offset` on; control
-    batches count none."""
-    count, pos, end = 0, 0, len(records)
-    while pos + 61 <= end:
-        base, length, _, magic, _, attributes, last_delta = _BATCH_HEAD.unpack_from(records, pos)
-        if magic != 2:
-            raise ValueError(f"record batch at offset {base} has magic {magic}, not 2")
-        if length < 49:                          # the header after the length field
-            raise ValueError(f"record batch at offset {base} has length {length}")
-        if pos + 12 + length > end:
-            break
-        last = base + last_delta
+    data (storage's header-only batch views); a partial last batch is left for the next fetch.
+    Batches before `offset` (a fetch may start at the batch holding it) count only their records
+    from `offset` on; control batches count none. Raises ValueError for a batch that is not v2
+    or whose length is impossible."""
+    count = 0
+    for batch in iter_batches(records):
+        if type(batch) is not RecordBatchView:
+            raise ValueError(f"record batch at offset {batch.base_offset} has magic "
+                             f"{batch.magic}, not 2")
+        last = batch.last_offset
         if last >= offset:
-            if not attributes & _CONTROL:
-                n = _I32.unpack_from(records, pos + _COUNT_AT)[0]
+            if not batch.is_control:
+                n = batch.records_count
                 # Without compaction a batch's offsets are dense: skip those already read.
-                count += n - max(0, offset - base) if n == last_delta + 1 else n
+                count += n - max(0, offset - batch.base_offset) \
+                    if n == batch.last_offset_delta + 1 else n
             offset = last + 1
-        pos += 12 + length
     return count, offset
 
 
