@@ -12,6 +12,7 @@ import sys
 
 from broker.config import BrokerConfig, ConfigError
 from broker.log import setup_logging
+from storage.errors import LogDirUnusable
 
 log = logging.getLogger("broker")
 
@@ -71,7 +72,9 @@ async def run(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop, sig.name)
     try:
         await broker.start()
-    except ConfigError as exc:                 # a setting only start-up can check
+    except (ConfigError, LogDirUnusable) as exc:
+        # A setting only start-up can check, a log dir held by another broker, or one whose
+        # meta.properties belongs to another broker: one line, and the dirs left as they were.
         print(f"kbroker: {exc}", file=sys.stderr)
         await broker.shutdown()
         return 1

@@ -3,24 +3,28 @@
 Lifecycle (Kafka's KafkaServer.startup/shutdown, in order):
 
 start():
- 1. open the metadata store (first log dir) -> cluster id; apply persisted dynamic broker configs
+ 1. lock every log dir (``.lock``; another broker holding one stops start-up here, before
+    anything in the dirs is read or written);
+ 2. open the metadata store (first log dir) -> cluster id; apply persisted dynamic broker configs
     and client quotas;
- 2. start the LogManager (recovery of every partition dir; blocking: run in an executor);
- 3. create the ReplicaManager and make this broker leader of every assigned partition
+ 3. start the LogManager (recovery of every partition dir; blocking: run in an executor);
+ 4. create the ReplicaManager and make this broker leader of every assigned partition
     (TopicManager.startup);
- 4. listen on every `listeners` entry (port 0 picks a free port; `bound_ports` tells which);
- 5. schedule the periodic tasks: retention, flush, checkpoints, idle-connection reaper.
+ 5. listen on every `listeners` entry (port 0 picks a free port; `bound_ports` tells which);
+ 6. schedule the periodic tasks: retention, flush, checkpoints, idle-connection reaper.
 
 shutdown() (SIGTERM/SIGINT; bounded so the process exits within 10 s):
  1. stop accepting; pause reading on every connection;
  2. release parked requests (purgatory shutdown: long polls answer with what they have);
  3. wait (at most `DRAIN_TIMEOUT_S`) for in-flight requests to be answered, then close sockets;
- 4. shut the LogManager down in an executor: flush, checkpoints, clean-shutdown marker;
+ 4. shut the LogManager down in an executor: flush, checkpoints, clean-shutdown marker, only if
+    it loaded the logs (a start that failed before then leaves the dirs as it found them);
+    then the dir locks are released;
  5. close the metadata store.
 
-The `Broker` object is what every handler receives (see /work/notes/broker_shared.md for its
-attributes). Tests construct it with a BrokerConfig and may inject `log_manager`,
-`replica_manager` or `store`.
+The `Broker` object is what every handler receives (its attributes are set in `__init__`).
+Tests construct it with a BrokerConfig and may inject `log_manager`, `replica_manager` or
+`store`.
 """
 from __future__ import annotations
 
@@ -216,6 +220,20 @@ class Broker:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._stopped = self.loop.create_future()
+        load_logs = self.log_manager is None
+        if load_logs:
+            # The log dirs are locked before anything reads or writes them (the metadata store
+            # lives in the first one): a second broker on the same dirs stops here, untouched.
+            from storage.log_manager import LogManager
+            self.log_manager = LogManager(
+                self.config.log_dirs, self.config.topic_config(),
+                time_ms=self.time.ms,
+                recovery_threads=self.config.get("num.recovery.threads.per.data.dir"))
+            try:
+                self.log_manager.lock_log_dirs()
+            except BaseException:
+                self.log_manager = None         # nothing to shut down: the dirs are not ours
+                raise
         if self.metadata is None:
             from broker.metadata import open_store
             self.metadata = open_store(self.config)
@@ -223,12 +241,7 @@ class Broker:
         self._apply_dynamic_broker_configs()
         self.quotas.update(self.metadata.client_quotas())
         log.info("[KafkaServer id=%d] starting, cluster id %s", self.broker_id, self.cluster_id)
-        if self.log_manager is None:
-            from storage.log_manager import LogManager
-            self.log_manager = LogManager(
-                self.config.log_dirs, self.config.topic_config(),
-                time_ms=self.time.ms,
-                recovery_threads=self.config.get("num.recovery.threads.per.data.dir"))
+        if load_logs:
             store, config = self.metadata, self.config
             await self.loop.run_in_executor(
                 None, lambda: self.log_manager.startup(
@@ -321,6 +334,11 @@ class Broker:
             await self.wait_stopped()
             return
         self._shutting_down = True
+        if self.metadata is None and self.log_manager is None:
+            # start() failed before it touched anything (a log dir locked by another broker)
+            if self._stopped is not None and not self._stopped.done():
+                self._stopped.set_result(None)
+            return
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         try:
             for server in self._servers:

@@ -33,3 +33,9 @@ class StorageError(KafkaError):
 
 class CorruptIndex(Exception):
     """An index file fails its sanity check; the caller rebuilds it from the log."""
+
+
+class LogDirUnusable(Exception):
+    """A log dir this broker must not use: another broker holds its ``.lock``, or its
+    meta.properties belongs to another broker or cluster.  Start-up stops with the message
+    (one line, as Kafka's fatal start-up errors), and nothing in the dir is touched."""

@@ -2,6 +2,7 @@
 
 Layout (Apache Kafka's, byte for byte)::
 
+    <log.dir>/.lock                                 held by the broker using the dir (file_lock.py)
     <log.dir>/meta.properties                       broker.id, cluster.id, version
     <log.dir>/recovery-point-offset-checkpoint      per partition: data below it is fsynced
     <log.dir>/replication-offset-checkpoint         per partition: high watermark
@@ -38,6 +39,7 @@ DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"

@@ -1,6 +1,9 @@
 """`LogManager`: every partition log in every log directory of one broker.
 
 Start-up (`startup`, blocking):
+  0. each log dir is locked (``.lock``, see file_lock.py) before anything in it is read or
+     written; a dir another broker holds stops start-up with Kafka's message (`lock_log_dirs`
+     may be called earlier, before other components touch the first dir);
   1. each log dir gets a ``meta.properties`` if it has none (cluster.id, broker.id, version 0);
      one naming another cluster is refused, as Kafka refuses it;
   2. the ``.kafka_cleanshutdown`` marker says whether the last stop was clean; it is removed at
@@ -14,6 +17,10 @@ Start-up (`startup`, blocking):
 Deleting a partition renames its folder to ``<topic>-<partition>.<uuid hex>-delete`` at once
 (so a new partition of the same name can be created) and removes it after
 file.delete.delay.ms, in `cleanup_deleted()`.
+
+Shutdown (`shutdown`) flushes, checkpoints and writes the clean-shutdown marker only if this
+manager locked and loaded the dirs; otherwise it only releases whatever locks it took. A broker
+that fails to start never trims, checkpoints or marks a dir it did not load.
 
 Concurrency contract, per method: "loop" methods are cheap and run on the broker's event loop
 thread; "blocking" methods fsync or read whole files and must run in an executor.  No method
@@ -29,14 +36,15 @@ import time
 import uuid
 
 from storage import checkpoints, files
-from storage.errors import StorageError
+from storage.errors import LogDirUnusable, StorageError
+from storage.file_lock import lock_dir
 from storage.log import Log
 from storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 
 
-class InconsistentClusterId(StorageError):
+class InconsistentClusterId(LogDirUnusable):
     """meta.properties of a log dir names another cluster or broker."""
 
 
@@ -51,9 +59,35 @@ class LogManager:
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._pending_dir_deletes: list[tuple[int, str, Log | None]] = []
         self._lock = threading.RLock()
+        self._dir_locks: list = []          # storage.file_lock.FileLock, one per log dir
+        self.loaded = False                 # startup() completed: shutdown() may write
         self.had_clean_shutdown: dict[str, bool] = {}
 
     # -- start-up ------------------------------------------------------------------------------
+
+    def lock_log_dirs(self) -> None:
+        """Create each log dir if missing and lock it; all or none.  Raises
+        `storage.file_lock.DirLockedError` (Kafka's message) when another broker holds one.
+        Idempotent.  Blocking (cheap: no fsync)."""
+        if self._dir_locks:
+            return
+        taken = []
+        try:
+            for log_dir in self.log_dirs:
+                os.makedirs(log_dir, exist_ok=True)
+                taken.append(lock_dir(log_dir))
+        except BaseException:
+            for lock in taken:
+                lock.release()
+            raise
+        self._dir_locks = taken
+
+    def release_locks(self) -> None:
+        """Drop the log dir locks without shutting down (a test simulating a crash; the
+        process's exit does the same).  Loop."""
+        for lock in self._dir_locks:
+            lock.release()
+        self._dir_locks = []
 
     def startup(self, cluster_id: str | None = None, broker_id: int | None = None,
                 config_for=None) -> None:
@@ -61,9 +95,9 @@ class LogManager:
 
         `config_for(topic) -> LogConfig` gives a topic's config (default: `default_config`)."""
         config_for = config_for or (lambda topic: self.default_config)
+        self.lock_log_dirs()
         jobs = []
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
             self._check_meta_properties(log_dir, cluster_id, broker_id)
             marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
             clean = os.path.exists(marker)
@@ -106,6 +140,7 @@ class LogManager:
             if os.path.exists(marker):
                 files.fs.remove(marker)
                 files.fs.fsync_dir(log_dir)
+        self.loaded = True
         log.info("Loaded %d logs from %s", len(loaded), ", ".join(self.log_dirs))
 
     def _check_meta_properties(self, log_dir, cluster_id, broker_id) -> None:
@@ -249,7 +284,12 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write every checkpoint, then the clean-shutdown marker
-        in each log dir.  Blocking."""
+        in each log dir, then release the dir locks.  Only the locks are released when
+        `startup` did not complete: the dirs may belong to another broker, or hold logs this
+        one never recovered.  Blocking."""
+        if not self.loaded:
+            self.release_locks()
+            return
         for log_ in self.logs():
             log_.flush()
         self.checkpoint_recovery_points()
@@ -268,6 +308,8 @@ class LogManager:
         with self._lock:
             self._logs.clear()
             self._log_dir_of.clear()
+        self.loaded = False
+        self.release_locks()
 
 
 def _read_offsets(log_dir: str, name: str) -> dict:

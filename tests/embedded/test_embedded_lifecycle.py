@@ -14,6 +14,7 @@ import pytest
 from broker.config import ConfigError
 from broker.embedded import AsyncEmbeddedBroker, EmbeddedBroker
 from protocol.errors import KafkaError
+from storage.file_lock import DirLockedError
 
 
 def port_is_closed(port: int) -> bool:
@@ -110,6 +111,22 @@ def test_caller_data_dir_is_kept_and_reopened(tmp_path):
     assert port_is_closed(first_port)
     with EmbeddedBroker(data_dir=data_dir) as broker:      # a restart on the same dir
         assert [r.value for r in broker.read_all("kept")] == [b"v1", b"v2"]
+
+
+def test_a_second_broker_on_a_live_data_dir_is_refused(tmp_path):
+    """Two embedded brokers in one process on one dir: the second fails with Kafka's message
+    before it touches anything, and the first keeps serving."""
+    data_dir = tmp_path / "kafka-data"
+    with EmbeddedBroker(data_dir=data_dir, topics={"t": 1}) as first:
+        first.produce("t", [b"a"])
+        with pytest.raises(DirLockedError, match="Failed to acquire lock on file .lock in "
+                                                 f"{data_dir}. A Kafka instance"):
+            EmbeddedBroker(data_dir=data_dir).start()
+        assert not (data_dir / ".kafka_cleanshutdown").exists()
+        first.produce("t", [b"b"])
+        assert [r.value for r in first.read_all("t")] == [b"a", b"b"]
+    with EmbeddedBroker(data_dir=data_dir) as again:
+        assert [r.value for r in again.read_all("t")] == [b"a", b"b"]
 
 
 def test_stop_twice_and_helpers_after_stop():

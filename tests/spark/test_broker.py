@@ -128,7 +128,11 @@ def _wait_for_checkpoint(log_dir, watermarks, timeout=20.0):
 
 
 def test_data_source_returns_what_the_consumer_read(spark, live_broker):
+    """The broker holds its log dir's lock all along: the data source reads without taking it."""
     broker, rows, _, _ = live_broker
+    from storage.file_lock import DirLockedError, lock_dir
+    with pytest.raises(DirLockedError):
+        lock_dir(broker.log_dir)
     df = (spark.read.format("kafkalog").option("logDirs", broker.log_dir).option("includeHeaders", "true")
           .load())
     got = sorted((r.topic, r.partition, r.offset, r.key, r.value, round(r.timestamp.timestamp() * 1000),
@@ -137,6 +141,7 @@ def test_data_source_returns_what_the_consumer_read(spark, live_broker):
                   for r in rows)
     assert len(want) == 5 * 120 + 50
     assert got == want
+    assert broker.proc.poll() is None
 
 
 def test_topic_stats_equal_consumer_numbers(spark, live_broker):

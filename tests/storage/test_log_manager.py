@@ -116,6 +116,7 @@ def test_retention_flush_and_checkpoints(tmp_path):
     # An unclean restart keeps the log start offset and validates the tail.
     for l in manager.logs():
         l.close()
+    manager.release_locks()                     # the crashed process's locks go with it
     manager = LogManager([str(tmp_path)], config, time_ms=clock, recovery_threads=2)
     manager.startup()
     again = manager.get_log("r", 0)
