@@ -16,7 +16,9 @@ Module map:
     internal/            __consumer_offsets / __transaction_state records      (generated)
     internal_records.py  version-prefixed key/value helpers for the internal records
     codegen/             the generator
+    spec/                Kafka's message definitions, internal-record schemas and error codes
+                         (copied from Apache Kafka; see spec/README.md)
 
 Regenerate after changing the generator or the specs:
-    python -m protocol.codegen ../shared/kafka-protocol      (or: make generate)
+    python -m protocol.codegen protocol/spec      (or: make generate)
 """

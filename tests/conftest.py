@@ -11,9 +11,10 @@ import pytest
 from hypothesis import settings
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-KAFKA_PROTOCOL = SHARED / "kafka-protocol"
-KAFKA_FIXTURES = SHARED / "fixtures" / "kafka-data"
+# Kept in the repository (a clone needs nothing beside it): Kafka's message specs, from which
+# protocol/ is generated, and data directories written by real Apache Kafka brokers.
+KAFKA_PROTOCOL = ROOT / "protocol" / "spec"
+KAFKA_FIXTURES = ROOT / "tests" / "fixtures" / "kafka-data"
 
 # CI runs every example a developer runs, and no more: keep hypothesis deterministic and bounded.
 settings.register_profile("default", max_examples=100, deadline=None)
@@ -24,6 +25,4 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 @pytest.fixture(scope="session")
 def kafka_fixtures() -> pathlib.Path:
     """The data directories written by real Apache Kafka brokers (read-only: copy before use)."""
-    if not KAFKA_FIXTURES.is_dir():
-        pytest.fail(f"{KAFKA_FIXTURES} is missing: clone the project with ../shared beside it")
     return KAFKA_FIXTURES

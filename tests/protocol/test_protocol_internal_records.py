@@ -11,7 +11,7 @@ from protocol.internal_records import (decode_offsets_key, decode_offsets_value,
                                        decode_transaction_value, encode_key, encode_value)
 from protocol.primitives import read_varint, read_varlong
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kafka-data"
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "kafka-data"
 # base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
 # base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")

@@ -16,7 +16,9 @@ from storage.record_batch import (HEADER_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, MA
                                   RecordBatchView, build_control_batch, iter_batches,
                                   peek_batches, read_batch_header)
 
-KAFKA_340 = "/work/shared/fixtures/kafka-data/kafka-3.4.0"
+KAFKA_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "fixtures", "kafka-data")
+KAFKA_340 = os.path.join(KAFKA_DATA, "kafka-3.4.0")
 
 header_st = st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=20)))
 record_st = st.tuples(
@@ -288,7 +290,7 @@ def test_reads_consumer_offsets_written_by_kafka_340():
     assert total >= 1
 
 
-ALL_KAFKA_LOGS = sorted(p for p in glob.glob("/work/shared/fixtures/kafka-data/*/*/*.log")
+ALL_KAFKA_LOGS = sorted(p for p in glob.glob(os.path.join(KAFKA_DATA, "*", "*", "*.log"))
                         if os.path.getsize(p) > 0)
 
 
