@@ -1,20 +1,41 @@
 # The two commands a user needs are `make run` and `make test`; both set everything up first.
+# `make help` lists every target.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# What each install step put into .venv: the broker alone (make run), or everything.
+BROKER_STAMP := $(VENV)/.installed-broker
+STAMP        := $(VENV)/.installed
 # Debian packages the integration tests use: kcat (a librdkafka CLI client).
 APT_PACKAGES := kcat
 
-.PHONY: install run test bench clean generate system-deps
+.PHONY: help install install-broker run test bench clean generate system-deps
+
+help:
+	@echo "make run             install the broker's dependencies into .venv and start a broker"
+	@echo "                     with config/server.properties (127.0.0.1:9092, data in /tmp/kafka-logs)"
+	@echo "make test            install everything (also Debian's kcat via apt-get) and run the tests"
+	@echo "make install         install everything into .venv: broker, Spark jobs, test clients"
+	@echo "make install-broker  install only what the broker and bin/ tools need"
+	@echo "make bench           run every benchmark (README, "Performance")"
+	@echo "make generate        regenerate protocol/ from Kafka's message specs in protocol/spec"
+	@echo "make clean           remove .venv and build leftovers"
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+install-broker: $(BROKER_STAMP)
+
+$(BROKER_STAMP): pyproject.toml setup.py storage/_records.c | $(VENV)/bin/python
+	$(PY) -m pip install -q -e .
+	@touch $@
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py storage/_records.c
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
-	@touch $@
+$(STAMP): pyproject.toml setup.py storage/_records.c | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[spark,test]'
+	@touch $@ $(BROKER_STAMP)
 
 # Installs missing Debian packages; needs root (or sudo) the first time only.
 system-deps:
@@ -25,7 +46,7 @@ system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-run: install
+run: install-broker
 	bin/kafka-server-start.sh config/server.properties
 
 test: install system-deps
@@ -34,9 +55,9 @@ test: install system-deps
 bench: install system-deps
 	$(PY) -m bench
 
-# Regenerates protocol/messages and protocol/internal from ../shared/kafka-protocol.
+# Regenerates protocol/messages and protocol/internal from protocol/spec (Kafka's message specs).
 generate: install
-	$(PY) -m protocol.codegen ../shared/kafka-protocol
+	$(PY) -m protocol.codegen protocol/spec
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

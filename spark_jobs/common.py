@@ -20,6 +20,20 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED_PACKAGES = ("spark_jobs", "storage", "protocol")
 
 
+SPARK_EXTRA = ("the Spark jobs need PySpark and pyarrow, the project's 'spark' extra: "
+               "pip install -e '.[spark]' (make install installs it)")
+
+
+def require_spark() -> None:
+    """Exit with one line naming the extra to install when PySpark is missing (`make run`
+    installs only the broker's dependencies)."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError:
+        sys.exit(f"spark_jobs: {SPARK_EXTRA}")
+
+
 def build_session(app_name: str, master: str | None = None, extra: dict | None = None):
     """A SparkSession with the kafkalog source registered.
 
@@ -27,6 +41,7 @@ def build_session(app_name: str, master: str | None = None, extra: dict | None =
     Spark otherwise binds an external interface and starts workers with whatever `python3` is first
     on PATH (see README, "Spark jobs").
     """
+    require_spark()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -56,6 +71,7 @@ def session(app_name: str, master: str | None = None, log_level: str | None = No
     """build_session for a job's main(): stops the session at the end only if it started it (a test
     or a notebook may call main() inside its own session). log_level (e.g. WARN) quiets Spark's
     log from then on; spark-submit's default profile logs every task at INFO."""
+    require_spark()
     from pyspark.sql import SparkSession
     existing = SparkSession.getActiveSession()
     spark = build_session(app_name, master)
