@@ -31,6 +31,7 @@ import re
 import uuid
 
 from protocol.errors import ErrorCode, KafkaError
+from storage.checkpoints import topic_id_to_str
 
 from broker.config import ConfigError, validate_topic_configs
 
@@ -146,7 +147,7 @@ class TopicManager:
             assignments = {p: [self.broker.broker_id] for p in logs}
             self.store.create_topic(name, topic_id, assignments, {})
             log.info("Registered topic %s found on disk (%d partitions, topic id %s)", name,
-                     len(logs), topic_id)
+                     len(logs), topic_id_to_str(topic_id))
 
     def log_config(self, name: str):
         return self.broker.config.topic_config(self.store.topic_config(name))
@@ -255,7 +256,7 @@ class TopicManager:
             return None
         topic = self.store.create_topic(name, topic_id or uuid.uuid4(), assignments, configs)
         log.info("Created topic %s with topic id %s, %d partitions, configs %s", name,
-                 topic.topic_id, len(assignments), configs)
+                 topic_id_to_str(topic.topic_id), len(assignments), configs)
         if lead:
             self._lead(topic, topic.partitions)
         return topic
@@ -324,7 +325,7 @@ class TopicManager:
         for index, state in topic.partitions.items():
             if self.broker.broker_id in state.replicas:
                 self.broker.replica_manager.stop_replica(name, index, delete=True)
-        log.info("Deleted topic %s (topic id %s)", name, topic.topic_id)
+        log.info("Deleted topic %s (topic id %s)", name, topic_id_to_str(topic.topic_id))
         return topic
 
     async def create_partitions_async(self, name: str, count: int,

@@ -55,6 +55,7 @@ def map_append_error(error: int, for_offsets: bool = False) -> int:
 
 class OffsetOperations:
     groups: dict[str, Group]
+    _info: "callable"           # GroupManager._info: a log line in Kafka's words
 
     # --------------------------------------------------------------------------- OffsetCommit
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -230,6 +231,9 @@ class OffsetOperations:
                 errors[group_id] = E.NONE
         if not records:
             return Result(response=errors)
+        deleted = [g for g, error in errors.items() if error == E.NONE]
+        self._info(f"The following groups were deleted: {', '.join(deleted)}. A total of "
+                   f"{len(records) - len(deleted)} offsets were removed.")
         return Result(appends=[Append(records, self._replay_then_answer(records, errors))])
 
     # ------------------------------------------------------------------------------- expiry
@@ -246,6 +250,8 @@ class OffsetOperations:
                     set(group.offsets) <= set(expired) and not group.members:
                 group.transition_to(S.DEAD, now_ms)
                 records.append(Record(GroupKey(group.group_id), None))
+        offsets = sum(1 for r in records if isinstance(r.key, OffsetKey))
+        self._info(f"Removed {offsets} expired offsets.")
         if records:
             result.appends.append(Append(records, self._replay_expiry(records)))
         return result

@@ -83,13 +83,16 @@ class GroupCoordinator:
 
     def __init__(self, replica_manager, *, num_partitions: int = 50,
                  config: GroupConfig | None = None, time=None, topic_creator=None,
-                 manager: GroupManager | None = None, partition_count=None):
+                 manager: GroupManager | None = None, partition_count=None, broker_id: int = 0):
         self.replica_manager = replica_manager
         self.num_partitions = num_partitions
         # callable -> the existing topic's partition count or None (the broker's metadata):
         # groups hash over the real count, even if the topic was created with another one.
         self._partition_count = partition_count
         self.manager = manager or GroupManager(config)
+        # Log lines read as Kafka's: "[GroupCoordinator 0]: ... (__consumer_offsets-7) ..."
+        self.manager.log_ident = f"[GroupCoordinator {broker_id}]: "
+        self.manager.partition_for = self.partition_for
         self.time = time or SystemTime()
         # async callable creating __consumer_offsets (the broker's TopicManager); None in tests
         self._topic_creator = topic_creator
@@ -129,7 +132,7 @@ class GroupCoordinator:
         return cls(broker.replica_manager, num_partitions=num_partitions,
                    config=group_config_from(config), time=broker.time,
                    topic_creator=create_offsets_topic if topics is not None else None,
-                   partition_count=partition_count)
+                   partition_count=partition_count, broker_id=broker.broker_id)
 
     # -------------------------------------------------------------------------- lifecycle
     async def startup(self) -> None:
@@ -163,6 +166,10 @@ class GroupCoordinator:
         if part is None:
             return 0
         self._loading.add(p)
+        ident = self.manager.log_ident
+        epoch = part.leader_epoch
+        log.info("%sElected as the group coordinator for partition %d in epoch %d", ident, p, epoch)
+        started = time.monotonic()
         try:
             touched = set()
             now = self.time.ms()
@@ -170,8 +177,9 @@ class GroupCoordinator:
                 touched |= replay_buffer(self.manager, buf, now)
             self._apply(self.manager.finish_loading(touched, now), None)
             self._loaded.add(p)
-            if touched:
-                log.info("Loaded %d group(s) from %s-%d", len(touched), OFFSETS_TOPIC, p)
+            log.info("%sFinished loading offsets and group metadata from %s-%d in %d "
+                     "milliseconds for epoch %d (%d groups)", ident, OFFSETS_TOPIC, p,
+                     (time.monotonic() - started) * 1000, epoch, len(touched))
             return len(touched)
         finally:
             self._loading.discard(p)
@@ -181,10 +189,12 @@ class GroupCoordinator:
         its groups are dropped from memory and their requests answered NOT_COORDINATOR. Returns
         the number of groups unloaded. On the loop."""
         self._loaded.discard(p)
+        ident = self.manager.log_ident
+        log.info("%sResigned as the group coordinator for partition %d", ident, p)
         gone = [g for g in self.manager.groups if self.partition_for(g) == p]
         self._apply(self.manager.unload(gone, self.time.ms()), None)
-        if gone:
-            log.info("Unloaded %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, p)
+        log.info("%sFinished unloading %s-%d. Removed %d cached groups.", ident, OFFSETS_TOPIC, p,
+                 len(gone))
         return len(gone)
 
     # -------------------------------------------------------------------------- lookups

@@ -37,10 +37,15 @@ the record is in the log. The transient rebalance state (who has rejoined, parke
 lives only in memory, as in Kafka.
 
 Behaviour follows Apache Kafka 3.x's GroupCoordinator (classic protocol) step for step; where it
-differs it says so (ties in protocol votes, answering replaced parked requests). The offset
+differs it says so (ties in protocol votes, answering replaced parked requests). It logs at INFO
+what Kafka's logs (a member joining, a rebalance starting and why, a generation stabilizing, a
+member's session expiring or its LeaveGroup, groups loaded and unloaded), in Kafka's words so
+that a search for Kafka's log line finds kbroker's too. Logging is the one side effect here; it
+changes nothing. The offset
 operations are in coordinator/offsets.py and a static member's restart in group/static.py, both
 mixed into GroupManager.
 """
+import logging
 import uuid
 
 from protocol.errors import ErrorCode
@@ -55,6 +60,22 @@ from coordinator.results import (UNKNOWN_MEMBER_ID, Append, GroupConfig, JoinRes
 
 E = ErrorCode
 S = GroupState
+log = logging.getLogger(__name__)
+NO_CLIENT_REASON = "not provided"    # Kafka's text when a request carries no reason (KIP-800)
+
+
+def _option(value) -> str:
+    """A nullable value as Kafka's Scala code prints an Option."""
+    return "None" if value is None else f"Some({value})"
+
+
+def describe_member(member: Member) -> str:
+    """A member as Kafka prints a MemberMetadata in its log lines."""
+    return (f"MemberMetadata(memberId={member.member_id}, groupInstanceId="
+            f"{_option(member.group_instance_id)}, clientId={member.client_id}, clientHost="
+            f"{member.client_host}, sessionTimeoutMs={member.session_timeout_ms}, "
+            f"rebalanceTimeoutMs={member.rebalance_timeout_ms}, supportedProtocols="
+            f"List({', '.join(member.protocol_names())}))")
 
 
 def default_member_id(prefix: str) -> str:
@@ -65,10 +86,23 @@ def default_member_id(prefix: str) -> str:
 class GroupManager(StaticMembership, OffsetOperations):
     """All groups of this coordinator. Concurrency: on the loop (single-threaded)."""
 
-    def __init__(self, config: GroupConfig | None = None, member_id_factory=default_member_id):
+    def __init__(self, config: GroupConfig | None = None, member_id_factory=default_member_id,
+                 *, log_ident: str = "[GroupCoordinator]: ", partition_for=None):
+        """`log_ident` starts every log line (the runtime names the broker, as Kafka's
+        "[GroupCoordinator 0]: "); `partition_for(group_id)` -> the group's __consumer_offsets
+        partition, for the log lines that name it."""
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
         self._new_member_id = member_id_factory
+        self.log_ident = log_ident
+        self.partition_for = partition_for
+
+    def _info(self, message: str) -> None:
+        log.info("%s%s", self.log_ident, message)
+
+    def _partition_text(self, group: Group) -> str:
+        p = self.partition_for(group.group_id) if self.partition_for is not None else None
+        return "" if p is None else f" (__consumer_offsets-{p})"
 
     def group(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
@@ -100,7 +134,9 @@ class GroupManager(StaticMembership, OffsetOperations):
             result = Result(response=JoinResponse(E.GROUP_MAX_SIZE_REACHED))
             member = group.members.get(member_id)
             if member is not None:
-                result.absorb(self._remove_member_and_update_group(group, member, now_ms))
+                result.absorb(self._remove_member_and_update_group(
+                    group, member, now_ms, f"Removing member {member_id} since the group is at "
+                                           f"group.max.size ({self.config.max_size})"))
             group.pending_members.pop(member_id, None)
             return result
         names = [name for name, _ in protocols]
@@ -131,19 +167,33 @@ class GroupManager(StaticMembership, OffsetOperations):
                          client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
                          protocols, token, now_ms, supports_skip_assignment=False) -> Result:
         new_id = self._new_member_id(group_instance_id or client_id)
+        state = group.state.value
         if group_instance_id is not None:
             old_id = group.static_member_id(group_instance_id)
             if old_id is not None:
+                self._info(f"Static member with groupInstanceId={group_instance_id} and unknown "
+                           f"member id joins group {group.group_id} in {state} state. Replacing "
+                           f"previously mapped member {old_id} with this groupInstanceId.")
                 return self._replace_static_member(group, old_id, new_id, protocols,
                                                    rebalance_timeout_ms, session_timeout_ms,
                                                    token, now_ms, supports_skip_assignment)
+            self._info(f"Static member with groupInstanceId={group_instance_id} and unknown "
+                       f"member id joins group {group.group_id} in {state} state. Created a new "
+                       f"member id {new_id} for this member and add to the group.")
         elif require_known_member_id:
             # KIP-394: hand out the id and wait for the member to come back with it; until then
             # the rebalance waits for it (bounded by the session timeout).
+            self._info(f"Dynamic member with unknown member id joins group {group.group_id} in "
+                       f"{state} state. Created a new member id {new_id} and request the member "
+                       f"to rejoin with this id.")
             deadline = now_ms + session_timeout_ms
             group.pending_members[new_id] = deadline
             return Result(response=JoinResponse(E.MEMBER_ID_REQUIRED, member_id=new_id),
                           timers=[(("pending", group.group_id, new_id), deadline)])
+        else:
+            self._info(f"Dynamic Member with unknown member id joins group {group.group_id} in "
+                       f"{state} state. Created a new member id {new_id} for this member and "
+                       f"add to the group.")
         return self._add_member_and_rebalance(group, new_id, group_instance_id, client_id,
                                               client_host, rebalance_timeout_ms,
                                               session_timeout_ms, protocol_type, protocols,
@@ -195,7 +245,9 @@ class GroupManager(StaticMembership, OffsetOperations):
         # A new member cannot heartbeat yet; it is dropped if its first join never completes.
         result = Result(timers=[self._schedule_heartbeat(
             group, member, now_ms, self.config.new_member_join_timeout_ms)])
-        return result.absorb(self._rebalance_or_try_complete(group, now_ms))
+        reason = (f"Adding new member {member_id} with group instance id "
+                  f"{_option(group_instance_id)}; client reason: {NO_CLIENT_REASON}")
+        return result.absorb(self._rebalance_or_try_complete(group, now_ms, reason))
 
     def _update_member_and_rebalance(self, group, member, protocols, rebalance_timeout_ms,
                                      session_timeout_ms, token, now_ms) -> Result:
@@ -208,12 +260,14 @@ class GroupManager(StaticMembership, OffsetOperations):
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
+        reason = (f"Updating metadata for member {member.member_id} during {group.state.value}; "
+                  f"client reason: {NO_CLIENT_REASON}")
         group.set_join_token(member, token)
-        return result.absorb(self._rebalance_or_try_complete(group, now_ms))
+        return result.absorb(self._rebalance_or_try_complete(group, now_ms, reason))
 
-    def _rebalance_or_try_complete(self, group: Group, now_ms: int) -> Result:
+    def _rebalance_or_try_complete(self, group: Group, now_ms: int, reason: str) -> Result:
         if group.state in CAN_REBALANCE:
-            return self._prepare_rebalance(group, now_ms)
+            return self._prepare_rebalance(group, now_ms, reason)
         if group.state is S.PREPARING_REBALANCE:
             return self._try_complete_join(group, now_ms)
         return Result()
@@ -232,7 +286,8 @@ class GroupManager(StaticMembership, OffsetOperations):
         return result
 
     # ---------------------------------------------------------------------------- rebalancing
-    def _prepare_rebalance(self, group: Group, now_ms: int) -> Result:
+    def _prepare_rebalance(self, group: Group, now_ms: int, reason: str) -> Result:
+        """Kafka's prepareRebalance; `reason` is logged, in Kafka's words."""
         result = Result()
         if group.state is S.COMPLETING_REBALANCE:
             result.absorb(self._propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS,
@@ -241,6 +296,9 @@ class GroupManager(StaticMembership, OffsetOperations):
         group.sync_deadline_ms = None
         was_empty = group.state is S.EMPTY
         group.transition_to(S.PREPARING_REBALANCE, now_ms)
+        self._info(f"Preparing to rebalance group {group.group_id} in state "
+                   f"{group.state.value} with old generation {group.generation_id}"
+                   f"{self._partition_text(group)} (reason: {reason})")
         if was_empty:
             # Kafka's InitialDelayedJoin: wait group.initial.rebalance.delay.ms for more members,
             # extending while new ones keep arriving, up to the rebalance timeout.
@@ -281,9 +339,12 @@ class GroupManager(StaticMembership, OffsetOperations):
     def _complete_join(self, group: Group, now_ms: int) -> Result:
         """End of the join phase (Kafka's onCompleteJoin)."""
         result = Result()
-        for member in group.not_yet_rejoined():
-            if not member.is_static:       # static members keep their place until they expire
-                result.absorb(self._drop_member(group, member))
+        dropped = [m for m in group.not_yet_rejoined() if not m.is_static]
+        if dropped:             # static members keep their place until they expire
+            self._info(f"Group {group.group_id} removed dynamic members who haven't joined: "
+                       f"Set({', '.join(m.member_id for m in dropped)})")
+        for member in dropped:
+            result.absorb(self._drop_member(group, member))
         group.join_deadline_ms = None
         group.join_is_initial = False
         if not self._elect_joined_leader(group) and group.members:
@@ -293,12 +354,16 @@ class GroupManager(StaticMembership, OffsetOperations):
             return result
         group.generation_id += 1
         if not group.members:
+            self._info(f"Group {group.group_id} with generation {group.generation_id} is now "
+                       f"empty{self._partition_text(group)}")
             group.protocol_name = None
             group.transition_to(S.EMPTY, now_ms)
             result.appends.append(Append([group_record(group, now_ms, {})], _ignore_append))
             return result
         group.protocol_name = group.select_protocol()
         group.transition_to(S.COMPLETING_REBALANCE, now_ms)
+        self._info(f"Stabilized group {group.group_id} generation {group.generation_id}"
+                   f"{self._partition_text(group)} with {len(group.members)} members")
         for member in group.members.values():
             if member.join_token is not None:
                 response = self._join_response(group, member, with_members=True)
@@ -334,12 +399,14 @@ class GroupManager(StaticMembership, OffsetOperations):
         if not group.pending_sync:
             return Result()
         result = Result()
-        for member_id in list(group.pending_sync):
+        expired = sorted(group.pending_sync)
+        for member_id in expired:
             member = group.members.get(member_id)
             if member is not None:
                 result.absorb(self._drop_member(group, member))
         group.pending_sync.clear()
-        return result.absorb(self._prepare_rebalance(group, now_ms))
+        reason = f"Removing Set({', '.join(expired)}) on pending sync request expiration"
+        return result.absorb(self._prepare_rebalance(group, now_ms, reason))
 
     # ------------------------------------------------------------------------------ SyncGroup
     def sync_group(self, group_id: str, generation_id: int, member_id: str,
@@ -379,6 +446,10 @@ class GroupManager(StaticMembership, OffsetOperations):
         member.sync_token = token
         if not group.is_leader(member_id):
             return result
+        static = sum(1 for m in group.members.values() if m.is_static)
+        self._info(f"Assignment received from leader {member_id} for group {group.group_id} for "
+                   f"generation {group.generation_id}. The group has {len(group.members)} "
+                   f"members, {static} of which are static.")
         full = {mid: assignments.get(mid, b"") for mid in group.members}
         generation = group.generation_id
         record = group_record(group, now_ms, full)
@@ -387,8 +458,11 @@ class GroupManager(StaticMembership, OffsetOperations):
             if group.state is not S.COMPLETING_REBALANCE or group.generation_id != generation:
                 return Result()       # a newer rebalance already answered the parked syncs
             if error != E.NONE:
-                follow = self._propagate_assignment_error(group, map_append_error(error), now)
-                return follow.absorb(self._prepare_rebalance(group, now))
+                code = map_append_error(error)
+                follow = self._propagate_assignment_error(group, code, now)
+                reason = (f"Error {E(code).name} when storing group assignment during SyncGroup "
+                          f"(member: {member_id})")
+                return follow.absorb(self._prepare_rebalance(group, now, reason))
             for m in group.members.values():
                 m.assignment = full.get(m.member_id, b"")
             follow = self._propagate_assignment(group, now)
@@ -466,7 +540,10 @@ class GroupManager(StaticMembership, OffsetOperations):
             # Kafka: members waiting on a rebalance satisfy their heartbeat; the rebalance's
             # completion schedules the next deadline.
             return Result()
-        return self._remove_member_and_update_group(group, member, now_ms)
+        self._info(f"Member {member_id} in group {group.group_id} has failed, removing it from "
+                   f"the group")
+        return self._remove_member_and_update_group(
+            group, member, now_ms, f"removing member {member_id} on heartbeat expiration")
 
     def _on_pending_timer(self, group: Group, member_id: str, now_ms: int) -> Result:
         deadline = group.pending_members.get(member_id)
@@ -474,6 +551,8 @@ class GroupManager(StaticMembership, OffsetOperations):
             return Result()
         if now_ms < deadline:
             return Result(timers=[(("pending", group.group_id, member_id), deadline)])
+        self._info(f"Pending member {member_id} in group {group.group_id} has been removed after "
+                   f"session timeout expiration.")
         del group.pending_members[member_id]
         return self._try_complete_join(group, now_ms)
 
@@ -498,20 +577,28 @@ class GroupManager(StaticMembership, OffsetOperations):
                 if current is None:
                     errors.append((member_id, instance_id, E.UNKNOWN_MEMBER_ID))
                     continue
-                result.absorb(self._remove_member_and_update_group(
-                    group, group.members[current], now_ms))
+                result.absorb(self._leave(group, group.members[current], now_ms))
             elif member_id in group.pending_members:
+                self._info(f"Pending member with memberId={member_id} has left group "
+                           f"{group.group_id} through explicit `LeaveGroup` request; client "
+                           f"reason: {NO_CLIENT_REASON}")
                 del group.pending_members[member_id]
                 result.absorb(self._try_complete_join(group, now_ms))
             elif (error := group.member_error(member_id, instance_id)) != E.NONE:
                 errors.append((member_id, instance_id, error))
                 continue
             else:
-                result.absorb(self._remove_member_and_update_group(
-                    group, group.members[member_id], now_ms))
+                result.absorb(self._leave(group, group.members[member_id], now_ms))
             errors.append((member_id, instance_id, E.NONE))
         result.response = LeaveResponse(E.NONE, errors)
         return result
+
+    def _leave(self, group: Group, member: Member, now_ms: int) -> Result:
+        self._info(f"Member {describe_member(member)} has left group {group.group_id} through "
+                   f"explicit `LeaveGroup`; client reason: {NO_CLIENT_REASON}")
+        return self._remove_member_and_update_group(
+            group, member, now_ms, f"Removing member {member.member_id} on LeaveGroup; client "
+                                   f"reason: {NO_CLIENT_REASON}")
 
     def _drop_member(self, group: Group, member: Member) -> Result:
         """Removes a member, answering any parked request of it with UNKNOWN_MEMBER_ID."""
@@ -520,11 +607,11 @@ class GroupManager(StaticMembership, OffsetOperations):
         member.heartbeat_deadline_ms = None
         return result
 
-    def _remove_member_and_update_group(self, group: Group, member: Member,
-                                        now_ms: int) -> Result:
+    def _remove_member_and_update_group(self, group: Group, member: Member, now_ms: int,
+                                        reason: str) -> Result:
         result = self._drop_member(group, member)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            result.absorb(self._prepare_rebalance(group, now_ms))
+            result.absorb(self._prepare_rebalance(group, now_ms, reason))
         elif group.state is S.PREPARING_REBALANCE:
             result.absorb(self._try_complete_join(group, now_ms))
         return result
@@ -566,6 +653,8 @@ class GroupManager(StaticMembership, OffsetOperations):
             group = self.groups.pop(group_id, None)
             if group is None:
                 continue
+            self._info(f"Unloading group metadata for {group_id} with generation "
+                       f"{group.generation_id}")
             for member in group.members.values():
                 result.absorb(self._answer_parked(group, member, E.NOT_COORDINATOR))
             group.transition_to(S.DEAD, now_ms)
@@ -582,8 +671,13 @@ class GroupManager(StaticMembership, OffsetOperations):
         for group_id in group_ids:
             group = self.groups.get(group_id)
             if group is not None:
+                self._info(f"Loading group metadata for {group_id} with generation "
+                           f"{group.generation_id}")
                 if group.state is S.STABLE and len(group.members) > self.config.max_size:
-                    result.absorb(self._prepare_rebalance(group, now_ms))
+                    reason = (f"Freshly-loaded group is over capacity ({self.config.max_size}). "
+                              f"Rebalancing in order to give a chance for consumers to commit "
+                              f"offsets")
+                    result.absorb(self._prepare_rebalance(group, now_ms, reason))
                 for member in group.members.values():
                     result.timers.append(self._schedule_heartbeat(group, member, now_ms))
         return result

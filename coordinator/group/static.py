@@ -40,9 +40,13 @@ class StaticMembership:
         member.session_timeout_ms = session_timeout_ms
         group.set_join_token(member, token)
 
+        instance = member.group_instance_id
         if group.state is S.STABLE:
             if group.select_protocol() != group.protocol_name:
-                return result.absorb(self._prepare_rebalance(group, now_ms))
+                return result.absorb(self._prepare_rebalance(
+                    group, now_ms, f"Group's selectedProtocol will change because static member "
+                                   f"{new_id} with instance id Some({instance}) joined with "
+                                   f"change of protocol; client reason: not provided"))
             # Same protocol: no rebalance. Persist the new member id and hand the member its
             # generation back. Before v9 the old leader id is returned, so a restarted leader
             # does not compute an assignment a stable group would not send; v9+ says
@@ -84,7 +88,9 @@ class StaticMembership:
             return result
         if group.state is S.COMPLETING_REBALANCE:
             # Its assignment would be computed for the old id: run another rebalance.
-            return result.absorb(self._prepare_rebalance(group, now_ms))
+            return result.absorb(self._prepare_rebalance(
+                group, now_ms, f"Updating metadata for static member {new_id} with instance id "
+                               f"Some({instance}); client reason: not provided"))
         if group.state is S.PREPARING_REBALANCE:
             return result.absorb(self._try_complete_join(group, now_ms))
         raise AssertionError(f"static member in a {group.state.value} group {group.group_id}")

@@ -65,6 +65,16 @@ async def test_create_topic_and_metadata_every_version(client, broker):
         assert os.path.isdir(os.path.join(broker.config.log_dirs[0], f"orders-{partition}"))
 
 
+async def test_topic_ids_are_logged_as_the_tools_print_them(client, caplog):
+    """Kafka's base64 form (kafka-topics.sh --describe's TopicId), not Python's UUID text."""
+    import base64
+    caplog.set_level("INFO", logger="broker.topics")
+    result = (await create(client, creatable("logged", 1)))["logged"]
+    text = base64.urlsafe_b64encode(result.topic_id.bytes).decode().rstrip("=")
+    assert any(f"Created topic logged with topic id {text}," in r.getMessage()
+               for r in caplog.records)
+
+
 async def test_metadata_by_topic_id_and_all_topics(client):
     created = (await create(client, creatable("a", 1), creatable("b", 2)))
     response = await client.request(MetadataRequest(topics=[

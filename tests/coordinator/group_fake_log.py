@@ -31,6 +31,7 @@ class FakeLog:
 class FakePartition:
     def __init__(self):
         self.log = FakeLog()
+        self.leader_epoch = 0
 
     @property
     def high_watermark(self):

@@ -377,3 +377,45 @@ def test_group_max_size_during_a_rebalance_counts_awaiting_members():
     # the rebalance completes with the two that fit
     assert h.answer(t0).generation_id == gen + 1
     assert {m for m, _, _ in h.answer(t0).members} == {ids[0], late}
+
+
+# -------------------------------------------------------------------------------- logging
+def test_group_life_is_logged_in_kafkas_words(caplog):
+    """A user whose group is stuck waiting for a dead member must see it in the log: the join,
+    the rebalance and why, the generation, the session expiry, the group going empty."""
+    h = Harness()
+    h.manager.log_ident = "[GroupCoordinator 0]: "
+    h.manager.partition_for = lambda group_id: 7
+    caplog.set_level("INFO", logger="coordinator.group.manager")
+    (a, b), generation = stable_group(h, 2)
+    h.advance(11_000)                           # neither heartbeats: both sessions expire
+    lines = [r.getMessage() for r in caplog.records]
+
+    def has(text):
+        assert any(text in line for line in lines), f"{text!r} not in:\n" + "\n".join(lines)
+    assert all(line.startswith("[GroupCoordinator 0]: ") for line in lines)
+    has(f"Dynamic member with unknown member id joins group {G} in Empty state. Created a new "
+        f"member id {a} and request the member to rejoin with this id.")
+    has(f"Preparing to rebalance group {G} in state PreparingRebalance with old generation 0 "
+        f"(__consumer_offsets-7) (reason: Adding new member {a} with group instance id None; "
+        f"client reason: not provided)")
+    has(f"Stabilized group {G} generation {generation} (__consumer_offsets-7) with 2 members")
+    has(f"Assignment received from leader {a} for group {G} for generation {generation}. "
+        f"The group has 2 members, 0 of which are static.")
+    has(f"Member {a} in group {G} has failed, removing it from the group")
+    has(f"(reason: removing member {a} on heartbeat expiration)")
+    has(f"Group {G} with generation {generation + 1} is now empty (__consumer_offsets-7)")
+
+
+def test_leave_and_unload_are_logged(caplog):
+    h = Harness()
+    caplog.set_level("INFO", logger="coordinator.group.manager")
+    (a,), generation = stable_group(h, 1)
+    h.call("leave_group", G, [(a, None)])
+    h.apply(h.manager.unload([G], h.now))
+    lines = "\n".join(r.getMessage() for r in caplog.records)
+    assert (f"Member MemberMetadata(memberId={a}, groupInstanceId=None, clientId=c0, "
+            f"clientHost=/127.0.0.1, sessionTimeoutMs=10000, rebalanceTimeoutMs=30000, "
+            f"supportedProtocols=List(range)) has left group {G} through explicit `LeaveGroup`; "
+            f"client reason: not provided") in lines
+    assert f"Unloading group metadata for {G} with generation {generation + 1}" in lines
