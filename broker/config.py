@@ -28,6 +28,8 @@ import dataclasses
 import logging
 import re
 
+from broker import metadata_version
+
 log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
@@ -156,7 +158,7 @@ BROKER_CONFIGS = [
        doc="Generate a broker id when broker.id is unset." + _UNUSED),
     _c("reserved.broker.max.id", "int", 1000, at_least(0), "medium",
        doc="Largest broker id that is never generated." + _UNUSED),
-    _c("inter.broker.protocol.version", "string", "3.7-IV4", None, "medium",
+    _c("inter.broker.protocol.version", "string", "3.7-IV4", metadata_version.validate, "medium",
        doc="Protocol version brokers speak to each other." + _UNUSED),
     # --- sockets and connections
     _c("listeners", "list", ["PLAINTEXT://:9092"], listener_list, "high",
@@ -256,15 +258,16 @@ BROKER_CONFIGS = [
     _c("log.message.timestamp.type", "string", "CreateTime", _TIMESTAMP_TYPE, "medium", True,
        doc="Whether record timestamps are the producer's (CreateTime) or the broker's."),
     _c("log.message.timestamp.difference.max.ms", "long", LONG_MAX, at_least(0), "medium", True,
-       doc="Largest allowed difference between a CreateTime timestamp and the broker's clock."),
+       doc="[DEPRECATED since Kafka 3.6] Largest allowed difference between a CreateTime "
+           "timestamp and the broker's clock; the before/after limits win when set."),
     _c("log.message.timestamp.before.max.ms", "long", LONG_MAX, at_least(0), "medium", True,
        doc="How far a CreateTime timestamp may lie in the past."),
     _c("log.message.timestamp.after.max.ms", "long", LONG_MAX, at_least(0), "medium", True,
        doc="How far a CreateTime timestamp may lie in the future."),
     _c("log.message.downconversion.enable", "boolean", True, None, "low", True,
        doc="Down-convert records for old fetch versions."),
-    _c("log.message.format.version", "string", "3.0-IV1", None, "medium",
-       doc="Deprecated since Kafka 3.0; batches are always stored as v2." + _UNUSED),
+    _c("log.message.format.version", "string", "3.0-IV1", metadata_version.validate, "medium",
+       doc="[DEPRECATED since Kafka 3.0] Ignored: batches are always stored as v2."),
     _c("message.max.bytes", "int", 1048588, at_least(0), "high", True,
        doc="Largest record batch the broker accepts (topic: max.message.bytes)."),
     _c("compression.type", "string", "producer", _COMPRESSION, "high", True,
@@ -321,6 +324,8 @@ BROKER_CONFIGS = [
        doc="How often expired offsets are removed."),
     _c("offsets.commit.timeout.ms", "int", 5000, at_least(1), "high",
        doc="How long an offset commit waits for its append."),
+    _c("offsets.commit.required.acks", "short", -1, None, "high",
+       doc="[DEPRECATED since Kafka 3.8] Acks an offset commit's append waits for." + _UNUSED),
     _c("offsets.load.buffer.size", "int", 5242880, at_least(1), "high",
        doc="Read size when loading __consumer_offsets."),
     _c("group.initial.rebalance.delay.ms", "int", 3000, None, "medium",
@@ -350,9 +355,59 @@ BROKER_CONFIGS = [
        doc="SASL mechanisms of SASL listeners; plaintext listeners enable none."),
     _c("security.inter.broker.protocol", "string", "PLAINTEXT", None, "medium",
        doc="Security protocol between brokers."),
+    _c("delegation.token.secret.key", "password", None, None, "medium",
+       doc="Secret that signs delegation tokens." + _UNUSED),
+    _c("delegation.token.master.key", "password", None, None, "medium",
+       doc="[DEPRECATED] Alias of delegation.token.secret.key." + _UNUSED),
+    # --- metrics
+    _c("auto.include.jmx.reporter", "boolean", True, None, "low",
+       doc="[DEPRECATED since Kafka 3.4] Whether JmxReporter is included; there is no JMX "
+           "here."),
 ]
 
 BROKER_CONFIG = {c.name: c for c in BROKER_CONFIGS}
+
+# Apache Kafka 3.9's deprecated broker and topic properties: accepted (honoured where this broker
+# acts on them, as message.timestamp.difference.max.ms is) and, when set, logged with a warning:
+# Kafka's own text where Kafka logs one, else the deprecation its documentation states.
+# A callable gets (value, inter.broker.protocol.version, topic or None) -> the warning or None.
+DEPRECATED = {
+    "message.format.version": lambda value, ibp, topic: metadata_version.topic_format_warning(
+        topic, value, ibp),
+    "log.message.format.version": lambda value, ibp, topic:
+        metadata_version.broker_format_warning(value, ibp),
+    "message.timestamp.difference.max.ms": "deprecated since Kafka 3.6 and will be removed in "
+        "Apache Kafka 4.0; use message.timestamp.before.max.ms and "
+        "message.timestamp.after.max.ms",
+    "log.message.timestamp.difference.max.ms": "deprecated since Kafka 3.6 and will be removed "
+        "in Apache Kafka 4.0; use log.message.timestamp.before.max.ms and "
+        "log.message.timestamp.after.max.ms",
+    "offsets.commit.required.acks": "is deprecated and it will be removed in Apache Kafka 4.0.",
+    "delegation.token.master.key": "is deprecated; use delegation.token.secret.key",
+    "auto.include.jmx.reporter": "is deprecated and will be removed in Apache Kafka 4.0",
+}
+
+
+def deprecation_warnings(values: dict, inter_broker_protocol: str,
+                         topic: str | None = None) -> list[str]:
+    """The warnings Kafka logs for the deprecated properties among `values` (name -> value)."""
+    out = []
+    for name, value in values.items():
+        note = DEPRECATED.get(name)
+        if note is None or value is None:
+            continue
+        if callable(note):
+            try:
+                text = note(str(value), inter_broker_protocol, topic)
+            except ValueError:               # an invalid value is refused elsewhere
+                text = None
+        elif note.startswith("is "):
+            text = f"{name} {note}"
+        else:
+            text = f"{name} is {note}" + (f" (topic {topic})" if topic else "")
+        if text:
+            out.append(text)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -408,11 +463,12 @@ TOPIC_CONFIGS = [
                    (("log.message.downconversion.enable", 1),), None,
                    "Down-convert records for old fetch versions."),
     TopicConfigDef("message.format.version", "string", "3.0-IV1",
-                   (("log.message.format.version", 1),), None,
-                   "Deprecated since Kafka 3.0; batches are always stored as v2." + _UNUSED),
+                   (("log.message.format.version", 1),), metadata_version.validate,
+                   "[DEPRECATED since Kafka 3.0] Ignored: batches are always stored as v2."),
     TopicConfigDef("message.timestamp.difference.max.ms", "long", LONG_MAX,
                    (("log.message.timestamp.difference.max.ms", 1),), at_least(0),
-                   "Largest difference between a CreateTime timestamp and the broker clock."),
+                   "[DEPRECATED since Kafka 3.6] Largest difference between a CreateTime "
+                   "timestamp and the broker clock; the before/after limits win when set."),
     TopicConfigDef("message.timestamp.before.max.ms", "long", LONG_MAX,
                    (("log.message.timestamp.before.max.ms", 1),), at_least(0),
                    "How far a CreateTime timestamp may lie in the past."),
@@ -585,6 +641,8 @@ class BrokerConfig:
             self.static[name] = parse_value(definition, raw)
         self._check_listeners()
         self._refresh()
+        for warning in deprecation_warnings(self.static, self.get("inter.broker.protocol.version")):
+            log.warning(warning)
 
     @classmethod
     def from_file(cls, path, overrides=None) -> "BrokerConfig":

@@ -1,7 +1,7 @@
 """Logging set-up: stdlib logging with Kafka's line format.
 
 Kafka's log4j pattern is ``[%d] %p %m (%c)%n``; ours prints the same shape with the Python
-logger name in place of the Java class:
+logger name in place of the Java class, and log4j's level names (WARN, FATAL):
 
     [2026-11-23 09:00:00,123] INFO [KafkaServer id=0] started (broker.server)
 
@@ -12,13 +12,21 @@ import logging
 import os
 import sys
 
-FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+FORMAT = "[%(asctime)s] %(kafka_level)s %(message)s (%(name)s)"
+# log4j's level names, so a search for Kafka's "WARN ..." line finds ours too.
+_LOG4J_NAMES = {"WARNING": "WARN", "CRITICAL": "FATAL"}
+
+
+class KafkaFormatter(logging.Formatter):
+    def format(self, record):
+        record.kafka_level = _LOG4J_NAMES.get(record.levelname, record.levelname)
+        return super().format(record)
 
 
 def setup_logging(level: str | None = None, stream=None) -> None:
     level = (level or os.environ.get("KBROKER_LOG_LEVEL") or "INFO").upper()
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setFormatter(KafkaFormatter(FORMAT))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -33,7 +33,7 @@ import uuid
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoints import topic_id_to_str
 
-from broker.config import ConfigError, validate_topic_configs
+from broker.config import ConfigError, deprecation_warnings, validate_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,8 @@ class TopicManager:
                 await asyncio.gather(*(loop.run_in_executor(pool, record_epoch, item)
                                        for item in assigned))
         configs = {}
+        for topic in self.store.list_topics():
+            self.warn_deprecated(topic.name, topic.configs)
         for topic, index, state in assigned:
             if topic.name not in configs:
                 configs[topic.name] = self.log_config(topic.name)
@@ -255,6 +257,7 @@ class TopicManager:
         if validate_only:
             return None
         topic = self.store.create_topic(name, topic_id or uuid.uuid4(), assignments, configs)
+        self.warn_deprecated(name, configs)
         log.info("Created topic %s with topic id %s, %d partitions, configs %s", name,
                  topic_id_to_str(topic.topic_id), len(assignments), configs)
         if lead:
@@ -385,7 +388,14 @@ class TopicManager:
             return
         self.store.set_topic_config(name, configs)
         log.info("Updated configs of topic %s: %s", name, configs)
+        self.warn_deprecated(name, configs)
         self.apply_log_configs([name])
+
+    def warn_deprecated(self, name: str, configs: dict) -> None:
+        """Log Kafka's warnings for deprecated configs (accepted, ignored or honoured)."""
+        ibp = self.broker.config.get("inter.broker.protocol.version")
+        for warning in deprecation_warnings(configs, ibp, topic=name):
+            log.warning(warning)
 
     def apply_log_configs(self, names=None) -> None:
         """Push the current effective LogConfig to every live log of these topics (all: None)."""

@@ -14,12 +14,16 @@ listed return to their inherited value), as Kafka's legacy AlterConfigs does.
 
 `set_topic_overrides` and `set_broker_overrides` are shared with IncrementalAlterConfigs.
 """
+import logging
+
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.alter_configs import AlterConfigsResponse
 
-from broker.config import BROKER_CONFIG, ConfigError
+from broker.config import BROKER_CONFIG, ConfigError, deprecation_warnings
 from broker.topics import validate_topic_name
+
+log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION = 0
@@ -67,6 +71,8 @@ def set_broker_overrides(broker, resource_name: str, values: dict, validate_only
         return
     broker.metadata.set_broker_config(target, values)
     broker.config.set_dynamic(values, cluster_default=target is None)
+    for warning in deprecation_warnings(values, broker.config.get("inter.broker.protocol.version")):
+        log.warning(warning)
     broker.topics.apply_log_configs()
 
 

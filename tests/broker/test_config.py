@@ -256,3 +256,30 @@ def test_markdown_reference_lists_every_property():
     table = markdown_table()
     for definition in BROKER_CONFIGS + TOPIC_CONFIGS:
         assert f"| `{definition.name}` |" in table
+
+
+def test_metadata_versions_parse_as_kafka_parses_them():
+    from broker import metadata_version as mv
+    assert mv.parse("0.10.0.0") == mv.parse("0.10.0") == mv.parse("0.10.0-IV1")
+    assert mv.parse("2.8.1") == mv.parse("2.8") == mv.parse("2.8-IV1")
+    assert mv.parse("3.9") == mv.parse("3.9-IV0")
+    assert mv.parse("4.0-IV1") > mv.parse("3.9")                # named exactly: accepted
+    for bad in ("bogus", "4.0", "3.10", "", "0.10"):
+        with pytest.raises(ValueError, match=f"Version {bad} is not a valid version"):
+            mv.parse(bad)
+    assert mv.before_v2_format("0.10.2") and not mv.before_v2_format("0.11.0")
+
+
+def test_deprecated_broker_configs_are_accepted_with_a_warning(caplog):
+    caplog.set_level("WARNING", logger="broker.config")
+    config = BrokerConfig({"log.message.format.version": "0.9.0",
+                           "offsets.commit.required.acks": "1",
+                           "auto.include.jmx.reporter": "false"})
+    assert config.get("offsets.commit.required.acks") == 1
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "isn't a known config" not in text
+    assert "Broker configuration log.message.format.version with value 0.9.0 is ignored" in text
+    assert "offsets.commit.required.acks is deprecated" in text
+    assert "auto.include.jmx.reporter is deprecated" in text
+    with pytest.raises(ConfigError, match="Version 0.7 is not a valid version"):
+        BrokerConfig({"log.message.format.version": "0.7"})

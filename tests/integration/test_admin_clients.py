@@ -292,3 +292,35 @@ def test_aiokafka_admin(kafka_broker):
             await admin.close()
 
     asyncio.run(scenario())
+
+
+def test_deprecated_configs_are_accepted_with_kafkas_warning(broker_process):
+    """Older clients and test suites send Kafka 3.9's deprecated configs: accepted (and ignored
+    or honoured), with Kafka's warning in the broker log; an invalid version is still refused."""
+    from kafka.admin import ConfigResource as KpResource, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+    broker = broker_process(log_message_format_version="0.10.2", offsets_commit_required_acks=1)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([KpNewTopic("legacy", 1, 1)])
+        def alter(configs):
+            answer = admin.alter_configs([KpResource(ConfigResourceType.TOPIC, "legacy",
+                                                     configs=configs)])
+            return answer["topic"]["legacy"]
+        assert alter({"message.format.version": "0.10.0.0",
+                      "message.timestamp.difference.max.ms": "1000"}) == "OK"
+        assert alter({"message.format.version": "2.8.1"}) == "OK"       # read as "2.8"
+        assert alter({"message.format.version": "bogus"}) == (
+            "[Error 40] InvalidConfigurationError: Invalid value 'bogus' for configuration "
+            "message.format.version: Version bogus is not a valid version")
+    finally:
+        admin.close()
+    out = broker.output()
+    assert ("WARN Topic configuration message.format.version with value `0.10.0.0` is ignored "
+            "for `legacy` because the inter-broker protocol version") in out
+    assert ("WARN Broker configuration log.message.format.version with value 0.10.2 is "
+            "ignored") in out
+    assert ("WARN offsets.commit.required.acks is deprecated and it will be removed in Apache "
+            "Kafka 4.0.") in out
+    assert "WARN message.timestamp.difference.max.ms is deprecated since Kafka 3.6" in out
+    assert "isn't a known config" not in out
