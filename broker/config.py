@@ -348,8 +348,11 @@ BROKER_CONFIGS = [
        doc="Largest transaction timeout a producer may ask for."),
     _c("transactional.id.expiration.ms", "int", 604800000, at_least(1), "high",
        doc="How long an unused transactional id is remembered."),
-    _c("producer.id.expiration.ms", "int", 86400000, at_least(1), "low",
-       doc="How long an idle producer's state is kept."),
+    _c("producer.id.expiration.ms", "int", 86400000, at_least(1), "low", True,
+       doc="How long a producer id's state is kept after its last write (an open "
+           "transaction keeps it)."),
+    _c("producer.id.expiration.check.interval.ms", "int", 600000, at_least(1), "low",
+       doc="How often expired producer ids are removed (Kafka's internal setting)."),
     # --- security
     _c("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, "medium",
        doc="SASL mechanisms of SASL listeners; plaintext listeners enable none."),

@@ -3,7 +3,8 @@
 Kafka hands out producer ids in blocks of 1000 (ProducerIdManager; with ZooKeeper the latest block
 lives in /latest_producer_id_block). We do the same with a local block store: before the first id
 of a block is handed out, the block's end is persisted durably (write to a temporary file, fsync,
-rename, fsync the directory), so after a crash or restart allocation resumes at the next unused
+rename, fsync the directory: storage.files.fs.write_atomically, the seam the crash tests fail
+on purpose), so after a crash or restart allocation resumes at the next unused
 block - a few ids may be skipped, none is ever given twice.
 
 File `producer-id-block` in the first log dir (JSON):
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import json
 import os
+
+from storage import files
 
 BLOCK_SIZE = 1000          # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 FILE_NAME = "producer-id-block"
@@ -42,17 +45,7 @@ class FileBlockStore:
 
     def save(self, block: dict) -> None:
         os.makedirs(self.directory, exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(json.dumps(block))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        files.fs.write_atomically(self.path, json.dumps(block).encode())
 
 
 class ProducerIdManager:

@@ -11,7 +11,8 @@ start():
  4. create the ReplicaManager and make this broker leader of every assigned partition
     (TopicManager.startup);
  5. listen on every `listeners` entry (port 0 picks a free port; `bound_ports` tells which);
- 6. schedule the periodic tasks: retention, flush, checkpoints, idle-connection reaper.
+ 6. schedule the periodic tasks: retention, flush, checkpoints, idle-connection reaper,
+    producer id expiry.
 
 shutdown() (SIGTERM/SIGINT; bounded so the process exits within 10 s):
  1. stop accepting; pause reading on every connection;
@@ -294,6 +295,8 @@ class Broker:
         # ROLL_FLUSH_CHECK_S even when log.flush.scheduler.interval.ms leaves flushing to the OS.
         flush_s = min(config.log_flush_scheduler_interval_ms / 1000, ROLL_FLUSH_CHECK_S)
         self._every(flush_s, self._flush, executor=True)
+        self._every(config.get("producer.id.expiration.check.interval.ms") / 1000,
+                    self._expire_producer_ids, executor=True)
 
     def _every(self, interval_s: float, fn, executor: bool = False) -> None:
         async def run():
@@ -326,6 +329,12 @@ class Broker:
 
     def _flush(self):
         self.log_manager.flush_dirty(self.time.ms())
+
+    def _expire_producer_ids(self):
+        removed = self.log_manager.remove_expired_producers(
+            self.config.get("producer.id.expiration.ms"), self.time.ms())
+        if removed:
+            log.info("Removed %d expired producer ids (producer.id.expiration.ms)", removed)
 
     # -- shutdown
     async def shutdown(self) -> None:

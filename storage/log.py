@@ -591,6 +591,17 @@ class Log:
                 self.producer_state.manager.truncate_head(offset)
             return self._log_start_offset
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget idempotent producers whose last batch is older than `expiration_ms`
+        (producer.id.expiration.ms) and that have no open transaction, as Kafka's periodic
+        check does; a retry from one of them is then an unknown producer.  Returns how many.
+        Executor (holds the log's lock; a scan of the producer table)."""
+        with self._lock:
+            if self.producer_state is None:
+                return 0
+            return len(self.producer_state.manager.remove_expired_producers(now_ms,
+                                                                            expiration_ms))
+
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: drop whole segments by retention.ms, retention.bytes and the log start
         offset; only segments entirely below the high watermark.  Returns how many."""

@@ -245,6 +245,11 @@ class LogManager:
         now_ms = self._time_ms() if now_ms is None else now_ms
         return sum(log_.delete_old_segments(now_ms) for log_ in self.logs())
 
+    def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
+        """producer.id.expiration.ms over every log.  Blocking (each log's lock)."""
+        now_ms = self._time_ms() if now_ms is None else now_ms
+        return sum(log_.remove_expired_producers(now_ms, expiration_ms) for log_ in self.logs())
+
     def flush_dirty(self, now_ms: int | None = None) -> int:
         """fsync every log that `needs_flush` (flush.messages, flush.ms, rolled segments),
         then checkpoint recovery points.  Blocking.  Returns how many logs were flushed."""

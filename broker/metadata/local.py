@@ -14,7 +14,8 @@ Used when `zookeeper.connect` is not set (one broker). File `kbroker-metadata.js
 (null names the default entity of its type; a file without "client_quotas" has none.)
 
 Crash policy: every change rewrites the whole file atomically (write `<file>.tmp`, fsync, rename
-over the old one, fsync the directory), so after a crash the file is the old or the new state,
+over the old one, fsync the directory: storage.files.fs.write_atomically, the seam the crash
+tests fail on purpose), so after a crash the file is the old or the new state,
 never a mix. A leftover `.tmp` is ignored and overwritten. The file is small (one entry per
 topic partition), and changes are admin operations, so rewriting it whole is fine.
 
@@ -27,6 +28,8 @@ import base64
 import json
 import os
 import uuid
+
+from storage import files
 
 from broker.metadata.store import MetadataStore, PartitionState, TopicMetadata
 
@@ -94,20 +97,7 @@ class LocalMetadataStore(MetadataStore):
                                   self._client_quotas.items(),
                                   key=lambda item: [(t, n or "") for t, n in item[0]])],
         }
-        data = json.dumps(state, indent=1, sort_keys=True).encode()
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.log_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        files.fs.write_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
 
 
 def _meta_properties_cluster_id(log_dir: str) -> str | None:

@@ -26,3 +26,27 @@ def test_restart_resumes_after_the_reserved_block(tmp_path):
 def test_no_temporary_file_left(tmp_path):
     ProducerIdManager(FileBlockStore(str(tmp_path))).next_id()
     assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME]
+
+
+def test_idle_producer_ids_expire(tmp_path):
+    """producer.id.expiration.ms: the state of an idempotent producer whose last batch is older
+    than the setting is dropped by the periodic check (Kafka's PeriodicProducerExpirationCheck),
+    so short-lived producers do not pile up; an active one stays."""
+    import time
+    from confluent_kafka import Producer
+    from broker.embedded import EmbeddedBroker
+    config = {"producer.id.expiration.ms": 1000, "producer.id.expiration.check.interval.ms": 100}
+    with EmbeddedBroker(config, topics={"t": 1}) as kafka:
+        for _ in range(3):                       # three short-lived idempotent producers
+            p = Producer({"bootstrap.servers": kafka.bootstrap_servers,
+                          "enable.idempotence": True})
+            p.produce("t", b"x", timestamp=int(time.time() * 1000))
+            assert p.flush(10) == 0
+        producers = kafka.broker.replica_manager.get_partition("t", 0).log.producer_state \
+            .manager.producers
+        assert len(producers) == 3
+        deadline = time.monotonic() + 10
+        while producers and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not producers
+        assert [r.value for r in kafka.read_all("t")] == [b"x"] * 3

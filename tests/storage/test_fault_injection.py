@@ -73,3 +73,33 @@ def test_failed_fsync_of_a_leader_epoch_checkpoint_surfaces(tmp_path, inject):
     reopened = Log(str(tmp_path / "t-0"), LogConfig(segment_ms=10**12))
     assert reopened.leader_epoch_cache.entries() == [] and reopened.log_end_offset == 0
     assert not (tmp_path / "t-0" / "leader-epoch-checkpoint.tmp").exists()
+
+
+def test_failed_metadata_store_write_keeps_the_old_state(tmp_path, inject):
+    """The broker's metadata file goes through the same seam: a failed rename or fsync leaves
+    the previous state, and the next load reads it."""
+    import uuid
+    from broker.metadata.local import LocalMetadataStore
+    store = LocalMetadataStore(str(tmp_path), cluster_id="c")
+    store.load()
+    store.create_topic("kept", uuid.uuid4(), {0: [0]}, {})
+    for operation in ("rename", "fsync"):
+        inject(operation)
+        with pytest.raises(OSError):
+            store.create_topic(f"lost-{operation}", uuid.uuid4(), {0: [0]}, {})
+        again = LocalMetadataStore(str(tmp_path))
+        again.load()
+        assert [t.name for t in again.list_topics()] == ["kept"]
+
+
+def test_failed_producer_id_block_write_hands_out_no_id(tmp_path, inject):
+    """An id is handed out only after its block is durable: a failed write gives none, and a
+    restart never repeats an id given before."""
+    from broker.producer_ids import FileBlockStore, ProducerIdManager
+    first = ProducerIdManager(FileBlockStore(str(tmp_path)), block_size=10)
+    given = [first.next_id() for _ in range(10)]
+    inject("fsync")
+    with pytest.raises(OSError):
+        first.next_id()                          # the next block could not be reserved
+    restarted = ProducerIdManager(FileBlockStore(str(tmp_path)), block_size=10)
+    assert restarted.next_id() not in given
