@@ -36,6 +36,19 @@ class ToolParser(argparse.ArgumentParser):
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(1)
 
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        if any(a == "--zookeeper" or a.startswith("--zookeeper=") for a in args):
+            self.error(ZOOKEEPER_REMOVED)
+        return super().parse_known_args(args, namespace)
+
+
+# Kafka 3.0 removed --zookeeper from the admin tools (KIP-604 and its siblings): they talk to a
+# broker, which talks to ZooKeeper. joptsimple then says "zookeeper is not a recognized option".
+ZOOKEEPER_REMOVED = ("zookeeper is not a recognized option: Kafka 3.0 removed --zookeeper from "
+                     "its tools, which talk to a broker instead; use --bootstrap-server "
+                     "HOST:PORT")
+
 
 def add_bootstrap(parser: ToolParser, required: bool = True) -> None:
     parser.add_argument("--bootstrap-server", metavar="<String: server to connect to>", required=required,

@@ -130,3 +130,14 @@ def test_consumer_groups_argument_checks_as_kafka(tool, argv, message):
     """Kafka's checkArgs messages, before any connection (the port is closed: no network needed)."""
     r = tool("consumer_groups", "--bootstrap-server", f"127.0.0.1:{dead_port()}", *argv)
     assert (r.code, r.out, r.err) == (1, "", f"Error: {message}\n")
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_zookeeper_flag_says_it_was_removed(name, script):
+    """A runbook from Kafka 2.x passes --zookeeper: one line saying why it is refused and what
+    to use instead, as Kafka 3.x's tools refuse the removed option."""
+    r = script(name, "--zookeeper", "localhost:2181", *TOOLS[name][1])
+    assert r.code == 1, r
+    assert r.err == (f"{name}: error: zookeeper is not a recognized option: Kafka 3.0 removed "
+                     f"--zookeeper from its tools, which talk to a broker instead; use "
+                     f"--bootstrap-server HOST:PORT\n"), r
