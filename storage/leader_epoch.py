@@ -56,6 +56,16 @@ class LeaderEpochCache:
         self._offsets = [o for _, o in keep] + [start_offset]
         self._flush()
 
+    def assign_all(self, entries) -> None:
+        """`assign` each (epoch, start_offset) in order, writing the checkpoint once."""
+        persist, self._persist = self._persist, False
+        try:
+            for epoch, start_offset in entries:
+                self.assign(epoch, start_offset)
+        finally:
+            self._persist = persist
+        self._flush()
+
     def epoch_for_offset(self, offset: int):
         """The epoch of the leader that wrote `offset`, or None if unknown."""
         i = bisect.bisect_right(self._offsets, offset)

@@ -31,6 +31,7 @@ import bisect
 import dataclasses
 import logging
 import os
+import struct
 import threading
 import time
 
@@ -40,13 +41,15 @@ from storage.errors import CorruptIndex, CorruptRecord, OffsetOutOfRange
 from storage.leader_epoch import LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.producer_state import LogProducerState, ProducerStateManager
-from storage.record_batch import MAGIC_V2, RecordBatchView, peek_batches
+from storage.record_batch import (MAGIC_V2, PARTITION_LEADER_EPOCH_OFFSET, RecordBatchView,
+                                  peek_batches)
 from storage.compression import CorruptRecordError
 from storage.segment import BatchInfo, LogSegment
 from storage.validation import ORIGIN_CLIENT, validate_and_assign_offsets
 
 log = logging.getLogger(__name__)
 
+_EPOCH = struct.Struct(">i")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -137,6 +140,10 @@ class Log:
         self.leader_epoch_cache = LeaderEpochCache(
             self.dir, lambda: self._log_end_offset,
             exists=files.LEADER_EPOCH_CHECKPOINT in names)
+        if files.LEADER_EPOCH_CHECKPOINT not in names:
+            self._assign_epochs_from_batches(self._log_start_offset)
+        elif self._first_recovered_offset is not None:
+            self._assign_epochs_from_batches(self._first_recovered_offset)
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state = None
@@ -154,6 +161,7 @@ class Log:
             self._dir_dirty = True
         segments[-1].make_active()
         truncated_at = None
+        self._first_recovered_offset = None
         for i, segment in enumerate(segments):
             upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
             needs_recovery = not had_clean_shutdown and (upper is None or upper > recovery_point)
@@ -167,6 +175,8 @@ class Log:
                 except (CorruptIndex, ValueError) as exc:
                     log.warning("Rebuilding index of %s: %s", segment.path, exc)
                     needs_recovery = True
+            if needs_recovery and self._first_recovered_offset is None:
+                self._first_recovered_offset = segment.base_offset
             if needs_recovery and segment.recover():
                 log.warning("Truncated %s at byte %d: %s", segment.path, segment.size,
                             segment.recovery_error)
@@ -179,6 +189,28 @@ class Log:
             segments = segments[:truncated_at + 1]
             segments[-1].make_active()
         self._set_segments(segments)
+
+    def _assign_epochs_from_batches(self, start_offset: int) -> None:
+        """Add the leader epochs the v2 batches from `start_offset` on were written in to the
+        epoch cache, as Kafka does for the batches it recovers (LogSegment.recover): the whole
+        log when leader-epoch-checkpoint is missing, the recovered tail after a crash.  Reads
+        four bytes per batch."""
+        entries, last = [], self.leader_epoch_cache.epoch_for_offset(start_offset - 1)
+        for segment in self._segments:
+            if segment.next_offset <= start_offset:
+                continue
+            for batch in segment.batches():
+                if batch.magic != MAGIC_V2 or batch.last_offset < start_offset:
+                    continue
+                epoch = _EPOCH.unpack(segment.read_bytes(
+                    batch.position + PARTITION_LEADER_EPOCH_OFFSET, 4))[0]
+                if epoch >= 0 and epoch != last:
+                    entries.append((epoch, batch.base_offset))
+                    last = epoch
+        if entries:
+            log.info("Leader epochs of %s-%d rebuilt from its batches from offset %d: %s",
+                     self.topic, self.partition, start_offset, entries)
+            self.leader_epoch_cache.assign_all(entries)
 
     def _new_segment(self, base_offset: int, created_ms: int = 0) -> LogSegment:
         return LogSegment(self.dir, base_offset,

@@ -45,6 +45,7 @@ from storage.records import (_HEADER_KEY_CACHE, _NULL, _VARINT_TABLE, Record,  #
 MAGIC_V0, MAGIC_V1, MAGIC_V2 = 0, 1, 2
 LOG_OVERHEAD = 12                    # base_offset int64 + batch_length int32
 HEADER_SIZE = 61                     # RecordBatch v2 header up to the records
+PARTITION_LEADER_EPOCH_OFFSET = 12  # int32, right after base_offset and batch_length
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21               # the CRC covers attributes .. end of batch
 MAX_TIMESTAMP_OFFSET = 35

@@ -101,3 +101,37 @@ def test_kafka_310_cities(kafka_310):
     for partition in (0, 2, 31, 34):
         check_log(manager.get_log("__consumer_offsets", partition))
     manager.shutdown()
+
+
+def test_epoch_history_of_a_kafka_log_is_read_or_rebuilt(kafka_fixtures, tmp_path):
+    """_schemas-0 of the KRaft dir: Kafka's checkpoint says epochs 0, 2, 4 start at 0, 2, 3;
+    without the checkpoint the same history comes back from the batches (as Kafka's recovery
+    assigns the epochs of the batches it reads), and OffsetForLeaderEpoch answers from it."""
+    kraft = copy_fixture(kafka_fixtures / "kafka-3.4.0-kraft", tmp_path / "kraft")
+    log_ = Log(str(kraft / "_schemas-0"), LogConfig())
+    assert log_.leader_epoch_cache.entries() == [(0, 0), (2, 2), (4, 3)]
+    assert [log_.leader_epoch_cache.end_offset_for(e) for e in (0, 1, 2, 3, 4, 5)] == [
+        (0, 2), (0, 2), (2, 3), (2, 3), (4, 4), (-1, -1)]
+    log_.close()
+    os.remove(kraft / "_schemas-0" / "leader-epoch-checkpoint")
+    log_ = Log(str(kraft / "_schemas-0"), LogConfig(), had_clean_shutdown=True)
+    assert log_.leader_epoch_cache.entries() == [(0, 0), (2, 2), (4, 3)]
+    log_.close()
+    with open(kraft / "_schemas-0" / "leader-epoch-checkpoint") as f:
+        assert f.read() == "0\n3\n0 0\n2 2\n4 3\n"
+
+
+def test_epochs_of_recovered_batches_complete_a_stale_checkpoint(tmp_path):
+    """After a crash, the epochs of the batches above the recovery point are added to the
+    history, as Kafka's LogSegment.recover does (the checkpoint may predate them)."""
+    path = str(tmp_path / "t-0")
+    log_ = Log(path, LogConfig())
+    log_.append_as_leader(make_batch(0, [b"a", b"b"]), leader_epoch=0)
+    log_.append_as_leader(make_batch(0, [b"c"]), leader_epoch=3)
+    log_.append_as_leader(make_batch(0, [b"d"]), leader_epoch=5)
+    log_.close()
+    with open(os.path.join(path, "leader-epoch-checkpoint"), "w") as f:
+        f.write("0\n1\n0 0\n")                  # written before epochs 3 and 5 began
+    log_ = Log(path, LogConfig(), recovery_point=2, had_clean_shutdown=False)
+    assert log_.leader_epoch_cache.entries() == [(0, 0), (3, 2), (5, 3)]
+    log_.close()
