@@ -344,6 +344,8 @@ BROKER_CONFIGS = [
        doc="min.insync.replicas of __transaction_state."),
     _c("transaction.state.log.num.partitions", "int", 50, at_least(1), "high",
        doc="Partitions of __transaction_state."),
+    _c("transaction.state.log.segment.bytes", "int", 104857600, at_least(1), "high",
+       doc="Segment size of __transaction_state."),
     _c("transaction.max.timeout.ms", "int", 900000, at_least(1), "high",
        doc="Largest transaction timeout a producer may ask for."),
     _c("transactional.id.expiration.ms", "int", 604800000, at_least(1), "high",

@@ -38,6 +38,8 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LONG_MAX
 from storage.validation import ORIGIN_CLIENT, ORIGIN_COORDINATOR
 
+from coordinator.internal_topics import INTERNAL_TOPICS
+
 from broker.fetch_session import FetchSessionCache
 from broker.partition import READ_UNCOMMITTED, Partition, ReadResult
 from broker.producer_ids import FileBlockStore, ProducerIdManager
@@ -47,7 +49,6 @@ log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
 # Topics only the coordinators write (the Produce handler refuses them to clients), so an append
 # to them is validated as a coordinator append (control batches, several batches allowed).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class AppendResult:

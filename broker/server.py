@@ -235,6 +235,11 @@ class Broker:
             except BaseException:
                 self.log_manager = None         # nothing to shut down: the dirs are not ours
                 raise
+            if self.config.broker_id < 0:
+                # No broker.id configured: the one meta.properties names, as Kafka takes it.
+                stored = self.log_manager.stored_broker_id()
+                if stored is not None:
+                    self.broker_id = stored
         if self.metadata is None:
             from broker.metadata import open_store
             self.metadata = open_store(self.config)

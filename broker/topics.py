@@ -33,13 +33,15 @@ import uuid
 from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoints import topic_id_to_str
 
+from coordinator.internal_topics import (CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS,
+                                         internal_topic_configs)
+
 from broker.config import ConfigError, deprecation_warnings, validate_topic_configs
 
 log = logging.getLogger(__name__)
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # Most partitions one CreateTopics/CreatePartitions request may add (Kafka's controller caps a
 # request at 10,000 partitions, POLICY_VIOLATION): a typo like 100000000 must not make the broker
 # try to create a hundred million directories.
@@ -67,6 +69,17 @@ def validate_topic_name(name) -> None:
 
 def is_internal(name: str) -> bool:
     return name in INTERNAL_TOPICS
+
+
+def is_cluster_metadata(name: str) -> bool:
+    """KRaft's metadata log (in data dirs written by Kafka in KRaft mode): never a topic."""
+    return name == CLUSTER_METADATA_TOPIC
+
+
+def _epoch_above_history(log_) -> int:
+    """The leader epoch a new leader of this log takes: one above the last in its history."""
+    latest = log_.leader_epoch_cache.latest_epoch
+    return 0 if latest is None else latest + 1
 
 
 class TopicManager:
@@ -104,6 +117,7 @@ class TopicManager:
                 if self.broker.broker_id in state.replicas:
                     assigned.append((topic, index, state))
         log_manager = self.broker.log_manager
+        self._lead_above_epoch_history(assigned)
 
         def record_epoch(item):
             topic, index, state = item
@@ -131,13 +145,17 @@ class TopicManager:
     def adopt_logs_found_on_disk(self) -> None:
         """Register topics whose logs are on disk but unknown to the store.
 
-        A log dir written by Apache Kafka keeps its topic list in ZooKeeper, not on disk: when
-        such a dir is opened here, each topic with partitions 0..n-1 on disk is registered with
-        its topic id from partition.metadata (its config overrides, kept in ZooKeeper, are
-        lost). Internal topics are left to their coordinators, which know their configs."""
+        A log dir written by Apache Kafka keeps its topic list in ZooKeeper (or KRaft's
+        metadata log), not beside the logs: when such a dir is opened here, each topic with
+        partitions 0..n-1 on disk is registered with its topic id from partition.metadata.
+        Its config overrides were kept with the topic list and are lost, except that the
+        internal topics (__consumer_offsets, __transaction_state) get the configs Kafka creates
+        them with. Each partition is led at an epoch above the last one in its
+        leader-epoch-checkpoint, as Kafka's controller would have bumped it, so the epoch
+        history stays whole and OffsetForLeaderEpoch answers from it."""
         found: dict = {}
         for log_ in self.broker.log_manager.logs():
-            if self.store.get_topic(log_.topic) is None and not is_internal(log_.topic):
+            if self.store.get_topic(log_.topic) is None:
                 found.setdefault(log_.topic, {})[log_.partition] = log_
         for name, logs in sorted(found.items()):
             if sorted(logs) != list(range(len(logs))):
@@ -147,9 +165,27 @@ class TopicManager:
             topic_ids = {l.topic_id for l in logs.values() if l.topic_id not in (None, ZERO_UUID)}
             topic_id = topic_ids.pop() if len(topic_ids) == 1 else uuid.uuid4()
             assignments = {p: [self.broker.broker_id] for p in logs}
-            self.store.create_topic(name, topic_id, assignments, {})
-            log.info("Registered topic %s found on disk (%d partitions, topic id %s)", name,
-                     len(logs), topic_id_to_str(topic_id))
+            configs = internal_topic_configs(name, self.broker.config) or {}
+            epochs = {p: _epoch_above_history(l) for p, l in logs.items()}
+            self.store.create_topic(name, topic_id, assignments, configs, leader_epochs=epochs)
+            log.info("Registered topic %s found on disk (%d partitions, topic id %s, leader "
+                     "epoch %d)", name, len(logs), topic_id_to_str(topic_id),
+                     max(epochs.values()))
+
+    def _lead_above_epoch_history(self, assigned) -> None:
+        """A log whose epoch history runs ahead of the store's leader epoch (the store was
+        restored from an older copy, or the log copied in from elsewhere) is led at an epoch
+        above it: a leader never writes an epoch below one already in its log."""
+        bumps = {}
+        for topic, index, state in assigned:
+            log_ = self.broker.log_manager.get_log(topic.name, index)
+            latest = log_.leader_epoch_cache.latest_epoch if log_ is not None else None
+            if latest is not None and latest > state.leader_epoch:
+                bumps[(topic.name, index)] = latest + 1
+        if bumps:
+            log.warning("Leader epoch history of %d partitions is ahead of the metadata; "
+                        "leading them at an epoch above it", len(bumps))
+            self.store.set_leader_epochs(bumps)
 
     def log_config(self, name: str):
         return self.broker.config.topic_config(self.store.topic_config(name))
@@ -238,6 +274,9 @@ class TopicManager:
         Synchronous: the partitions' logs are created on the calling (loop) thread. Handlers use
         `create_topic_async`, which creates them in an executor."""
         validate_topic_name(name)
+        if is_cluster_metadata(name):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
         if self.store.get_topic(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         self._check_collision(name)

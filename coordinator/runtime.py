@@ -43,6 +43,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.record_batch import iter_batches
 
 from coordinator.group.manager import GroupManager
+from coordinator.internal_topics import offsets_topic_configs
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 from coordinator.results import GroupConfig, Result
 from coordinator.serde import build_batch, replay_buffer
@@ -110,14 +111,12 @@ class GroupCoordinator:
     def for_broker(cls, broker) -> "GroupCoordinator":
         """The coordinator of a running Broker (broker/server.py calls this, then startup()).
 
-        If `__consumer_offsets` logs sit in the log dirs but the metadata store does not know
-        the topic (a data dir written by Apache Kafka, whose topic metadata lived in
-        ZooKeeper), the topic is registered with the partitions found, so their groups load.
-        The partition count used for hashing is the topic's actual count, as in Kafka."""
+        `__consumer_offsets` logs found on disk but unknown to the metadata store (a data dir
+        written by Apache Kafka) were registered by the TopicManager's start-up, so their
+        groups load. The partition count used for hashing is the topic's actual count, as in
+        Kafka."""
         config = broker.config
         topics = getattr(broker, "topics", None)
-        if topics is not None:
-            _adopt_offsets_logs(broker, topics)
         num_partitions = config.get("offsets.topic.num.partitions")
         existing = broker.metadata.get_topic(OFFSETS_TOPIC) if broker.metadata else None
         if existing is not None:
@@ -453,27 +452,6 @@ def _bytes_of(records) -> bytes:
     return os.pread(records.file.fileno(), records.length, records.position)
 
 
-def _offsets_topic_configs(config) -> dict:
-    return {"cleanup.policy": "compact",
-            "segment.bytes": str(config.get("offsets.topic.segment.bytes")),
-            "compression.type": "producer"}
-
-
-def _adopt_offsets_logs(broker, topics) -> None:
-    if broker.metadata.get_topic(OFFSETS_TOPIC) is not None:
-        return
-    found = {log_.partition: log_ for log_ in broker.log_manager.logs()
-             if log_.topic == OFFSETS_TOPIC}
-    if not found or sorted(found) != list(range(len(found))):
-        return
-    topic_ids = {log_.topic_id for log_ in found.values()
-                 if log_.topic_id is not None and log_.topic_id.int != 0}
-    topic_id = topic_ids.pop() if len(topic_ids) == 1 else None
-    log.info("Registering %s found on disk (%d partitions)", OFFSETS_TOPIC, len(found))
-    topics.create_topic(OFFSETS_TOPIC, len(found), 1,
-                        configs=_offsets_topic_configs(broker.config), topic_id=topic_id)
-
-
 async def _create_offsets_topic(broker, topics) -> None:
     """Asks the TopicManager for `__consumer_offsets` with Kafka's internal-topic settings:
     offsets.topic.num.partitions, offsets.topic.replication.factor (capped at the live brokers,
@@ -481,7 +459,7 @@ async def _create_offsets_topic(broker, topics) -> None:
     config = broker.config
     replication = min(config.get("offsets.topic.replication.factor"),
                       max(len(topics.live_brokers()), 1))
-    configs = _offsets_topic_configs(config)
+    configs = offsets_topic_configs(config)
     # The async variant creates the 50 logs in an executor instead of stalling the loop.
     create = getattr(topics, "create_topic_async", None) or topics.create_topic
     try:

@@ -16,6 +16,8 @@ Layout (Apache Kafka's, byte for byte)::
         00000000000000000000.snapshot               producer state snapshot
         leader-epoch-checkpoint, partition.metadata
     <log.dir>/<topic>-<partition>.<uuid hex>-delete/   a deleted partition awaiting removal
+    <log.dir>/__cluster_metadata-0/                 KRaft's metadata log (Kafka in KRaft mode):
+                                                    not a partition, never opened
 
 Suffixes ``.deleted`` (segment awaiting async removal), ``.cleaned`` and ``.swap`` (compaction
 in progress) are handled by recovery: ``.deleted``/``.cleaned`` files are removed, a ``.swap``
@@ -37,6 +39,10 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
+
+# KRaft's metadata log, in data dirs written by Kafka in KRaft mode: Kafka's LogManager never
+# loads it as a partition, and neither does ours (its files stay untouched).
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"

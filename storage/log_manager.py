@@ -5,14 +5,16 @@ Start-up (`startup`, blocking):
      written; a dir another broker holds stops start-up with Kafka's message (`lock_log_dirs`
      may be called earlier, before other components touch the first dir);
   1. each log dir gets a ``meta.properties`` if it has none (cluster.id, broker.id, version 0);
-     one naming another cluster is refused, as Kafka refuses it;
+     one naming another cluster or broker is refused, as Kafka refuses it (a KRaft dir's
+     version 1 file, with node.id, is checked the same way and kept as version 1);
   2. the ``.kafka_cleanshutdown`` marker says whether the last stop was clean; it is removed at
      once, so a crash from here on is seen as unclean next time;
   3. the dir's checkpoints give each partition its recovery point, high watermark and
      log_start_offset;
   4. each ``<topic>-<partition>`` folder is opened as a `Log` (after an unclean shutdown, the
      segments above the recovery point are validated and their indexes rebuilt; see log.py),
-     on `recovery_threads` threads; ``*-delete`` folders left by a crash are queued for removal.
+     on `recovery_threads` threads; ``*-delete`` folders left by a crash are queued for removal;
+     KRaft's ``__cluster_metadata-0`` is skipped, as Kafka's LogManager skips it.
 
 Deleting a partition renames its folder to ``<topic>-<partition>.<uuid hex>-delete`` at once
 (so a new partition of the same name can be created) and removes it after
@@ -44,8 +46,8 @@ from storage.log_config import LogConfig
 log = logging.getLogger(__name__)
 
 
-class InconsistentClusterId(LogDirUnusable):
-    """meta.properties of a log dir names another cluster or broker."""
+class InvalidMetaProperties(LogDirUnusable):
+    """meta.properties of a log dir names another cluster or broker, or is not valid."""
 
 
 class LogManager:
@@ -115,6 +117,9 @@ class LogManager:
                 key = files.parse_partition_dir(name)
                 if key is None:
                     continue
+                if key[0] == files.CLUSTER_METADATA_TOPIC:
+                    log.info("Leaving %s alone: KRaft's metadata log, not a partition", path)
+                    continue
                 jobs.append((log_dir, key, path, dict(
                     recovery_point=recovery_points.get(key, 0),
                     high_watermark=high_watermarks.get(key, 0),
@@ -144,6 +149,14 @@ class LogManager:
         log.info("Loaded %d logs from %s", len(loaded), ", ".join(self.log_dirs))
 
     def _check_meta_properties(self, log_dir, cluster_id, broker_id) -> None:
+        """Kafka's meta.properties checks (MetaPropertiesEnsemble.verify): a file naming another
+        cluster or another broker stops start-up with one line; what it lacks is written back.
+
+        Version 0 (ZooKeeper mode) may hold cluster.id and broker.id; version 1 (KRaft mode)
+        must hold cluster.id and node.id, and node.id is this broker's id as broker.id is. A
+        missing file is written as version 0. An existing file is rewritten only to add what
+        it lacks, keeping its version and every other key (directory.id...), so Apache Kafka
+        can take the dir back."""
         path = os.path.join(log_dir, files.META_PROPERTIES)
         props = checkpoints.read_properties(path)
         if props is None:
@@ -156,12 +169,45 @@ class LogManager:
                 props["cluster.id"] = cluster_id
             checkpoints.write_properties(path, props)
             return
-        if cluster_id is not None and props.get("cluster.id") not in (None, cluster_id):
-            raise InconsistentClusterId(f"{path} has cluster.id {props['cluster.id']}, "
-                                        f"this cluster is {cluster_id}")
-        if broker_id is not None and props.get("broker.id") not in (None, str(broker_id)):
-            raise InconsistentClusterId(f"{path} has broker.id {props['broker.id']}, "
-                                        f"this broker is {broker_id}")
+        version = props.get("version", "0")
+        if version not in ("0", "1"):
+            raise InvalidMetaProperties(f"Unknown meta.properties version {version} in {path}")
+        id_key = "node.id" if version == "1" else "broker.id"
+        stored_cluster, stored_id = props.get("cluster.id"), props.get(id_key)
+        if version == "1" and stored_cluster is None:
+            raise InvalidMetaProperties(f"cluster.id was not specified in the v1 file: {path}")
+        if version == "1" and stored_id is None:
+            raise InvalidMetaProperties(f"node.id was not specified in {path}")
+        if stored_id is not None and not stored_id.lstrip("-").isdigit():
+            raise InvalidMetaProperties(f"Invalid {id_key} {stored_id!r} in {path}")
+        if cluster_id is not None and stored_cluster not in (None, cluster_id):
+            raise InvalidMetaProperties(f"Invalid cluster.id in: {path}. Expected {cluster_id}, "
+                                        f"but read {stored_cluster}")
+        if broker_id is not None and stored_id is not None and int(stored_id) != broker_id:
+            raise InvalidMetaProperties(
+                f"Configured broker.id {broker_id} doesn't match stored {id_key} "
+                f"Some({stored_id}) in meta.properties. If you moved your data, make sure your "
+                f"configured broker.id matches. If you intend to create a new broker, you should "
+                f"remove all data in your data directories (log.dirs).")
+        missing = {}
+        if stored_cluster is None and cluster_id is not None:
+            missing["cluster.id"] = cluster_id
+        if stored_id is None and broker_id is not None:
+            missing[id_key] = str(broker_id)
+        if missing:
+            log.info("Rewriting %s (adding %s)", path, ", ".join(missing))
+            checkpoints.write_properties(path, {**props, **missing})
+
+    def stored_broker_id(self) -> int | None:
+        """The broker id the log dirs' meta.properties name (broker.id, or node.id in a KRaft
+        dir), for a broker started without broker.id, as Kafka takes it.  None if none."""
+        for log_dir in self.log_dirs:
+            props = checkpoints.read_properties(os.path.join(log_dir, files.META_PROPERTIES))
+            if props:
+                stored = props.get("node.id" if props.get("version") == "1" else "broker.id")
+                if stored is not None and stored.lstrip("-").isdigit():
+                    return int(stored)
+        return None
 
     def meta_properties(self, log_dir: str | None = None):
         """The meta.properties of a log dir as a dict (None if absent).  Loop."""

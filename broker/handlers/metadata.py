@@ -12,7 +12,8 @@ Behaviour:
   and leaders, so it already carries them (Kafka answers LEADER_NOT_AVAILABLE first while its
   controller elects leaders; clients treat both alike).
   Otherwise UNKNOWN_TOPIC_OR_PARTITION. Internal topics (__consumer_offsets) are never created
-  here: the group coordinator creates them.
+  here: the group coordinator creates them. Nor is __cluster_metadata (KRaft's metadata log in
+  a data dir written by Kafka in KRaft mode), which is never a topic.
 - Names that Kafka would reject answer INVALID_TOPIC_EXCEPTION.
 - Authorized operations (v8+): there is no authorizer, so every operation is allowed: the
   bitfields are Kafka's "all operations of this resource type" when asked for, else the
@@ -25,7 +26,7 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata import MetadataResponse
 
-from broker.topics import is_internal, validate_topic_name
+from broker.topics import is_cluster_metadata, is_internal, validate_topic_name
 
 API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
@@ -101,7 +102,7 @@ async def _requested(broker, ctx, request, entries: dict) -> list:
             out.append(Topic(error_code=exc.error_code, name=name))
             continue
         created = None
-        if allow_auto and not is_internal(name):
+        if allow_auto and not is_internal(name) and not is_cluster_metadata(name):
             try:
                 created = await broker.topics.maybe_auto_create(name)
             except KafkaError as exc:

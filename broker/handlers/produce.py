@@ -33,8 +33,10 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceResponse
 
+from coordinator.internal_topics import INTERNAL_TOPICS
+
 from broker.context import CloseConnection
-from broker.replica_manager import INTERNAL_TOPICS, AppendResult
+from broker.replica_manager import AppendResult
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0

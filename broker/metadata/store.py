@@ -95,11 +95,15 @@ class MetadataStore(abc.ABC):
 
     # -- writes
     def create_topic(self, name: str, topic_id: uuid.UUID, assignments: dict,
-                     configs: dict | None = None) -> TopicMetadata:
+                     configs: dict | None = None,
+                     leader_epochs: dict | None = None) -> TopicMetadata:
+        """`leader_epochs`: {partition: first leader epoch} (default 0)."""
         if name in self._topics:
             raise KeyError(f"topic {name} already exists")
+        epochs = leader_epochs or {}
         topic = TopicMetadata(name, topic_id,
-                              {p: PartitionState(list(r)) for p, r in sorted(assignments.items())},
+                              {p: PartitionState(list(r), epochs.get(p, 0))
+                               for p, r in sorted(assignments.items())},
                               dict(configs or {}))
         self._topics[name] = topic
         self._by_id[topic_id] = topic
@@ -122,7 +126,12 @@ class MetadataStore(abc.ABC):
         return topic
 
     def set_leader_epoch(self, name: str, partition: int, leader_epoch: int) -> None:
-        self._topics[name].partitions[partition].leader_epoch = leader_epoch
+        self.set_leader_epochs({(name, partition): leader_epoch})
+
+    def set_leader_epochs(self, epochs: dict) -> None:
+        """{(topic, partition): leader epoch}, in one write."""
+        for (name, partition), leader_epoch in epochs.items():
+            self._topics[name].partitions[partition].leader_epoch = leader_epoch
         self._changed()
 
     def set_topic_config(self, name: str, configs: dict) -> None:

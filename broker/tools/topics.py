@@ -15,13 +15,14 @@ import uuid
 
 from protocol.errors import ErrorCode, KafkaError
 
+from coordinator.internal_topics import INTERNAL_TOPICS
+
 from broker.client.admin import RESOURCE_TOPIC, Admin, NewTopic
 from broker.client.cluster import ClusterClient
 from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, compile_pattern, main_entry,
                                  read_properties)
 
 ERROR_PREFIX = "Error while executing topic command : "
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 DEFAULT_CONFIG_SOURCE = 5
 
 

@@ -1,5 +1,4 @@
 """Group administration through real admin clients, and groups stored by Apache Kafka itself."""
-import shutil
 
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
@@ -8,6 +7,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata, TopicPartition as KTopicPartition
 
 from test_groups import BROKER, Worker, create_topic, wait_for, workers  # noqa: F401
+from tests.storage.log_checks import copy_fixture
 
 pytestmark = pytest.mark.integration
 
@@ -156,11 +156,7 @@ def test_offsets_topic_is_created_on_first_use_with_its_settings(broker_process)
 
 
 def _copy(kafka_fixtures, name, tmp_path):
-    target = tmp_path / f"{name}-copy"
-    shutil.copytree(kafka_fixtures / name, target)
-    for path in target.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return target
+    return copy_fixture(kafka_fixtures / name, tmp_path / f"{name}-copy")
 
 
 @pytest.mark.timeout(120)

@@ -1,12 +1,13 @@
 """LogManager: start-up, meta.properties, checkpoints, deletion, retention, clean shutdown."""
 import os
+import re
 import uuid
 
 import pytest
 
 from storage import checkpoints, files
 from storage.log_config import LogConfig
-from storage.log_manager import InconsistentClusterId, LogManager
+from storage.log_manager import InvalidMetaProperties, LogManager
 from storage.record_batch import RecordBatchBuilder
 
 from tests.storage.log_checks import check_log
@@ -35,7 +36,7 @@ def test_startup_writes_meta_properties_and_refuses_another_cluster(tmp_path):
     assert manager.meta_properties(dirs[1]) == {"version": "0", "broker.id": "3",
                                                 "cluster.id": "abc"}
     manager.shutdown()
-    with pytest.raises(InconsistentClusterId):
+    with pytest.raises(InvalidMetaProperties):
         LogManager(dirs, LogConfig()).startup(cluster_id="other", broker_id=3)
 
 
@@ -124,3 +125,61 @@ def test_retention_flush_and_checkpoints(tmp_path):
     assert again.log_end_offset == 10
     check_log(again)
     manager.shutdown()
+
+
+def _write_meta(log_dir, text):
+    os.makedirs(log_dir, exist_ok=True)
+    with open(os.path.join(log_dir, "meta.properties"), "w") as f:
+        f.write(text)
+
+
+@pytest.mark.parametrize("text, configured, message", [
+    ("version=1\nnode.id=1\ncluster.id=C\n", 0,
+     "Configured broker.id 0 doesn't match stored node.id Some(1) in meta.properties. If you "
+     "moved your data, make sure your configured broker.id matches. If you intend to create a "
+     "new broker, you should remove all data in your data directories (log.dirs)."),
+    ("version=0\nbroker.id=2\n", 0, "doesn't match stored broker.id Some(2)"),
+    ("version=1\nnode.id=0\n", 0, "cluster.id was not specified in the v1 file"),
+    ("version=1\ncluster.id=C\n", 0, "node.id was not specified in"),
+    ("version=7\nbroker.id=0\n", 0, "Unknown meta.properties version 7"),
+    ("version=0\nbroker.id=zero\n", 0, "Invalid broker.id 'zero'"),
+    ("version=0\nbroker.id=0\ncluster.id=other\n", 0, "Invalid cluster.id in: "),
+])
+def test_meta_properties_checked_as_kafka_checks_it(tmp_path, text, configured, message):
+    log_dir = str(tmp_path / "d")
+    _write_meta(log_dir, text)
+    manager = LogManager([log_dir], LogConfig())
+    with pytest.raises(InvalidMetaProperties, match=re.escape(message)):
+        manager.startup(cluster_id="C", broker_id=configured)
+    manager.shutdown()
+    with open(os.path.join(log_dir, "meta.properties")) as f:
+        assert f.read() == text                  # refused: left exactly as it was
+
+
+def test_meta_properties_gets_what_it_lacks_and_keeps_the_rest(tmp_path):
+    kraft, zk = str(tmp_path / "kraft"), str(tmp_path / "zk")
+    kraft_text = "#\n#Thu Aug 17 11:12:52 UTC 2023\nnode.id=1\nversion=1\ncluster.id=C\n" \
+                 "directory.id=Kqj5IwF2S1e8Xy1bH0Tn4A\n"
+    _write_meta(kraft, kraft_text)
+    _write_meta(zk, "version=0\nbroker.id=1\n")
+    manager = LogManager([kraft, zk], LogConfig())
+    assert manager.stored_broker_id() == 1
+    manager.startup(cluster_id="C", broker_id=1)
+    manager.shutdown()
+    with open(os.path.join(kraft, "meta.properties")) as f:
+        assert f.read() == kraft_text            # complete: not rewritten, version 1 kept
+    assert manager.meta_properties(zk) == {"version": "0", "broker.id": "1", "cluster.id": "C"}
+
+
+def test_cluster_metadata_log_is_never_opened(tmp_path):
+    log_dir = tmp_path / "d"
+    metadata = log_dir / "__cluster_metadata-0"
+    metadata.mkdir(parents=True)
+    (metadata / "00000000000000000000.log").write_bytes(b"\0" * 100)   # not even valid
+    (metadata / "quorum-state").write_text("{}")
+    manager = LogManager([str(log_dir)], LogConfig())
+    manager.startup(cluster_id="C", broker_id=0)
+    assert manager.logs() == []
+    manager.shutdown()
+    assert sorted(os.listdir(metadata)) == ["00000000000000000000.log", "quorum-state"]
+    assert (metadata / "00000000000000000000.log").read_bytes() == b"\0" * 100
