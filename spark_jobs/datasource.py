@@ -25,7 +25,9 @@ Options (names follow Spark's own Kafka source where one exists):
                         a topic matching either is read. Default: every topic except internal ones
                         (`__consumer_offsets`, `__transaction_state`), which are read only when named
                         in `topics` or with includeInternal=true (a pattern does not match them, as
-                        a Kafka consumer's exclude.internal.topics=true)
+                        a Kafka consumer's exclude.internal.topics=true). KRaft's metadata log
+                        (`__cluster_metadata`, in dirs written by Kafka in KRaft mode) is not a
+                        topic: it is read only when named in `topics`
   startingOffsets       "earliest" (default), "latest", or JSON {"topic": {"0": 42, "1": -2}}
                         (-2 = earliest, -1 = latest); inclusive
   endingOffsets         "latest" (default) or JSON as above (-1 = latest); exclusive
@@ -240,6 +242,10 @@ class KafkaLogScanReader(DataSourceReader):
             return include_internal or topic not in INTERNAL_TOPICS
         return accept
 
+    def _names_cluster_metadata(self) -> bool:
+        names = self.options.get("topics", self.options.get("subscribe")) or ""
+        return layout.CLUSTER_METADATA_TOPIC in {t.strip() for t in names.split(",")}
+
     def _log_dirs(self) -> list[str]:
         raw = self.options.get("logdirs", self.options.get("path"))
         if not raw:
@@ -247,7 +253,8 @@ class KafkaLogScanReader(DataSourceReader):
         return [d.strip() for d in raw.split(",") if d.strip()]
 
     def plan(self) -> list[SplitPartition]:
-        logs = [log for log in layout.discover(self._log_dirs(), self._topic_filter())
+        logs = [log for log in layout.discover(self._log_dirs(), self._topic_filter(),
+                                               self._names_cluster_metadata())
                 if self.partition_range.contains(log.partition)]
         read_committed = self.options.get("isolation", "read_uncommitted") == "read_committed"
         target = int(self.options.get("maxsplitbytes", DEFAULT_MAX_SPLIT_BYTES))

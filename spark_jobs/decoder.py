@@ -47,6 +47,8 @@ from storage.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CON
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
+NO_TIMESTAMP = -1       # Kafka's RecordBatch.NO_TIMESTAMP: the record has none (Spark: null)
+
 # Column names and Arrow types, in schema order. Names follow Spark's Kafka source.
 BASE_COLUMNS = [
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
@@ -208,7 +210,8 @@ class SplitReader:
         split = self.split
         arrays = [keys, values, pa.repeat(pa.scalar(split.topic, pa.string()), n),
                   pa.repeat(pa.scalar(split.partition, pa.int32()), n), pa.array(offsets, pa.int64()),
-                  pa.array(timestamps * 1000, pa.int64()).view(self.schema.field("timestamp").type),
+                  pa.array(timestamps * 1000, pa.int64(), mask=timestamps == NO_TIMESTAMP)
+                  .view(self.schema.field("timestamp").type),
                   pa.array(log_append.astype(np.int32), pa.int32())]
         if headers is not None:
             arrays.append(pa.array(headers, HEADER_TYPE))
@@ -269,7 +272,8 @@ def read_batch_infos(split: Split, start_offset: int, end_offset: int) -> Iterat
             uncompressed = size if codec == 0 else HEADER_SIZE + len(batch_records(buf, pos, header)[0])
             row = (split.topic, split.partition, base_offset, last_offset, CODEC_NAMES.get(codec, str(codec)),
                    size, uncompressed, header[12], bool(attributes & CONTROL_FLAG_MASK),
-                   bool(attributes & TRANSACTIONAL_FLAG_MASK), header[9], header[8] * 1000)
+                   bool(attributes & TRANSACTIONAL_FLAG_MASK), header[9],
+                   None if header[8] == NO_TIMESTAMP else header[8] * 1000)
             for column, value in zip(columns, row):
                 column.append(value)
         pos += LOG_OVERHEAD + length

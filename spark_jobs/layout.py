@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import crc32c
 
+from storage.files import CLUSTER_METADATA_TOPIC
 from storage.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
                                   HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TIMESTAMP_TYPE_MASK,
                                   TRANSACTIONAL_FLAG_MASK, read_batch_header)
@@ -260,10 +261,13 @@ def load_partition(dir_path: str, topic: str, partition: int,
                         high_watermarks.get((topic, partition)))
 
 
-def discover(log_dirs: list[str], topic_filter=None) -> list[PartitionLog]:
+def discover(log_dirs: list[str], topic_filter=None,
+             include_cluster_metadata: bool = False) -> list[PartitionLog]:
     """Every partition found in the given log dirs, sorted by (topic, partition).
 
-    topic_filter(topic) -> bool chooses topics before any segment is opened.
+    topic_filter(topic) -> bool chooses topics before any segment is opened. KRaft's metadata
+    log (`__cluster_metadata-0`, in dirs written by Kafka in KRaft mode) is not a topic and is
+    left out unless `include_cluster_metadata` (the data source: when named in `topics`).
     """
     found = []
     for log_dir in log_dirs:
@@ -275,6 +279,8 @@ def discover(log_dirs: list[str], topic_filter=None) -> list[PartitionLog]:
             if not m or not os.path.isdir(path):
                 continue
             topic, partition = m["topic"], int(m["partition"])
+            if topic == CLUSTER_METADATA_TOPIC and not include_cluster_metadata:
+                continue
             if topic_filter is not None and not topic_filter(topic):
                 continue
             found.append(load_partition(path, topic, partition, high_watermarks, log_start_offsets))

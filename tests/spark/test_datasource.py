@@ -262,3 +262,31 @@ def test_without_pushdown_a_reused_dataframe_is_exact(spark, sample_dir):
     df = read(spark, log_dir, topics="events", pushFilters="false")
     assert df.where("partition = 0 AND offset < 10").count() == 10
     assert df.count() == sum(r["topic"] == "events" for r in expected)
+
+
+def test_kraft_metadata_log_is_not_a_topic(spark, kafka_fixtures):
+    """KRaft's __cluster_metadata-0 (16,593 data records and one control record) is not user
+    data: left out by default and with includeInternal, read only when named in `topics`."""
+    kraft = kafka_fixtures / "kafka-3.4.0-kraft"
+    assert "__cluster_metadata" not in {r.topic for r in read(spark, kraft).select("topic")
+                                        .distinct().collect()}
+    assert "__cluster_metadata" not in {
+        r.topic for r in read(spark, kraft, includeInternal="true").select("topic").distinct()
+        .collect()}
+    assert read(spark, kraft, topics="__cluster_metadata").count() == 16593
+
+
+def test_a_record_without_timestamp_reads_as_null(spark, tmp_path):
+    """Kafka's NO_TIMESTAMP (-1; e.g. a message converted from the v0 format) is null in
+    Spark, not 1969-12-31 23:59:59.999."""
+    from storage.record_batch import RecordBatchBuilder
+    builder = RecordBatchBuilder()
+    builder.append(-1, b"k", b"no time")
+    builder.append(1_700_000_000_000, b"k", b"timed")
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(builder.build())
+    rows = rows_of(read(spark, tmp_path, topics="t"))
+    assert [r["value"] for r in rows] == [b"no time", b"timed"]
+    assert rows[0]["timestamp"] is None
+    assert round(rows[1]["timestamp"].timestamp() * 1000) == 1_700_000_000_000
