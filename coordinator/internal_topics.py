@@ -2,6 +2,7 @@
 
 - `__consumer_offsets`: the group coordinator's log (GroupMetadataManager's topic configs).
 - `__transaction_state`: the transaction coordinator's log (TransactionStateManager's).
+- `__share_group_state`: Kafka 4's share coordinator's log; internal, not served here.
 - `__cluster_metadata`: KRaft's metadata log, found in data dirs written by Apache Kafka in KRaft
   mode. It is not a topic: Kafka never shows it to clients, refuses to create it ("Creation of
   internal topic __cluster_metadata is prohibited.") and its LogManager never loads it; the
@@ -14,7 +15,9 @@ from storage.files import CLUSTER_METADATA_TOPIC
 from coordinator.partitioning import OFFSETS_TOPIC
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"     # KIP-932 share groups (Kafka 4.x)
+# Kafka 3.9's Topic.INTERNAL_TOPICS: shown with is_internal, never written by clients.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 
 
 def offsets_topic_configs(broker_config) -> dict:
