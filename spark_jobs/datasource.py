@@ -23,7 +23,7 @@ Options (names follow Spark's own Kafka source where one exists):
   logDirs / path        comma-separated log dirs (required)
   topics                comma-separated topic names; topicPattern: a regex (full match); with both,
                         a topic matching either is read. Default: every topic except internal ones
-                        (`__consumer_offsets`, `__transaction_state`), which are read only when named
+                        (`__consumer_offsets`, `__transaction_state`, `__share_group_state`), read only when named
                         in `topics` or with includeInternal=true (a pattern does not match them, as
                         a Kafka consumer's exclude.internal.topics=true). KRaft's metadata log
                         (`__cluster_metadata`, in dirs written by Kafka in KRaft mode) is not a
@@ -74,7 +74,7 @@ from spark_jobs import layout
 from spark_jobs.decoder import SplitReader, offsets_and_timestamps, read_batch_infos
 
 SHORT_NAME = "kafkalog"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 DEFAULT_MAX_SPLIT_BYTES = 64 * 1024 * 1024
 EARLIEST, LATEST = -2, -1          # Kafka's ListOffsets sentinels, as Spark's JSON offsets use them
 _INT64_MAX = (1 << 63) - 1

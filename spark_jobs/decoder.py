@@ -219,10 +219,10 @@ class SplitReader:
                    pa.array(per_record(7, np.bool_), pa.bool_())]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         keep = (offsets >= self.start_offset) & (offsets < self.end_offset)
-        if self.min_ts_us is not None:
-            keep &= timestamps * 1000 >= self.min_ts_us
+        if self.min_ts_us is not None:        # a null timestamp matches no time bound
+            keep &= (timestamps * 1000 >= self.min_ts_us) & (timestamps != NO_TIMESTAMP)
         if self.max_ts_us is not None:
-            keep &= timestamps * 1000 <= self.max_ts_us
+            keep &= (timestamps * 1000 <= self.max_ts_us) & (timestamps != NO_TIMESTAMP)
         if not keep.all():
             batch = batch.filter(pa.array(keep))
         if batch.num_rows:

@@ -290,3 +290,9 @@ def test_a_record_without_timestamp_reads_as_null(spark, tmp_path):
     assert [r["value"] for r in rows] == [b"no time", b"timed"]
     assert rows[0]["timestamp"] is None
     assert round(rows[1]["timestamp"].timestamp() * 1000) == 1_700_000_000_000
+    # A null timestamp matches no time bound, pushed down or not, as in Spark's SQL.
+    for push in ("true", "false"):
+        df = read(spark, tmp_path, topics="t", pushFilters=push)
+        assert df.where("timestamp < '2030-01-01'").count() == 1
+        assert df.where("timestamp >= '2000-01-01'").count() == 1
+        assert df.where("timestamp is null").count() == 1
