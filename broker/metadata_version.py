@@ -66,9 +66,18 @@ def before_v2_format(text: str) -> bool:
     return parse(text) < _FIRST_V2_FORMAT
 
 
+def _ignored(value: str, inter_broker_protocol: str) -> bool:
+    """Kafka's shouldWarn: a pre-v2 format, ignored because the IBP is 3.0-IV1 or later."""
+    try:
+        ibp_at_least_3 = parse(inter_broker_protocol) >= _ORDER["3.0-IV1"]
+    except ValueError:
+        ibp_at_least_3 = True
+    return ibp_at_least_3 and before_v2_format(value)
+
+
 def topic_format_warning(topic: str, value: str, inter_broker_protocol: str) -> str | None:
     """Kafka's warning for a topic's deprecated message.format.version, or None."""
-    if not before_v2_format(value):
+    if not _ignored(value, inter_broker_protocol):
         return None
     return (f"Topic configuration message.format.version with value `{value}` is ignored for "
             f"`{topic}` because the inter-broker protocol version `{inter_broker_protocol}` is "
@@ -78,7 +87,7 @@ def topic_format_warning(topic: str, value: str, inter_broker_protocol: str) -> 
 
 def broker_format_warning(value: str, inter_broker_protocol: str) -> str | None:
     """Kafka's warning for a deprecated log.message.format.version, or None."""
-    if not before_v2_format(value):
+    if not _ignored(value, inter_broker_protocol):
         return None
     return (f"Broker configuration log.message.format.version with value {value} is ignored "
             f"because the inter-broker protocol version `{inter_broker_protocol}` is greater or "

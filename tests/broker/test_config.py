@@ -283,3 +283,13 @@ def test_deprecated_broker_configs_are_accepted_with_a_warning(caplog):
     assert "auto.include.jmx.reporter is deprecated" in text
     with pytest.raises(ConfigError, match="Version 0.7 is not a valid version"):
         BrokerConfig({"log.message.format.version": "0.7"})
+
+
+def test_message_format_warning_only_when_the_ibp_ignores_it(caplog):
+    """Kafka warns that a pre-v2 message format is ignored only when the inter-broker protocol
+    is 3.0 or later, where it is."""
+    caplog.set_level("WARNING", logger="broker.config")
+    BrokerConfig({"log.message.format.version": "0.10.2", "inter.broker.protocol.version": "2.8"})
+    assert not caplog.records
+    BrokerConfig({"log.message.format.version": "0.10.2", "inter.broker.protocol.version": "3.9"})
+    assert "inter-broker protocol version `3.9` is greater or equal than 3.0" in caplog.text
