@@ -189,7 +189,9 @@ class OffsetOperations:
         return Result(appends=[Append(records,
                                              self._replay_then_answer(records, (E.NONE, errors)))])
 
-    def _replay_then_answer(self, records: list[Record], response):
+    def _replay_then_answer(self, records: list[Record], response, done_message=None):
+        """The follow-up of an append that deletes: replay and answer, or revive and fail.
+        `done_message` is logged once the records are in the log."""
         def on_append(error: int, now: int) -> Result:
             if error != E.NONE:
                 code = map_append_error(error, for_offsets=True)
@@ -200,6 +202,8 @@ class OffsetOperations:
                                         for gid in response})
             for record in records:
                 self.replay(record, now)
+            if done_message:
+                self._info(done_message)
             return Result(response=response)
         return on_append
 
@@ -232,9 +236,9 @@ class OffsetOperations:
         if not records:
             return Result(response=errors)
         deleted = [g for g, error in errors.items() if error == E.NONE]
-        self._info(f"The following groups were deleted: {', '.join(deleted)}. A total of "
-                   f"{len(records) - len(deleted)} offsets were removed.")
-        return Result(appends=[Append(records, self._replay_then_answer(records, errors))])
+        done = (f"The following groups were deleted: {', '.join(deleted)}. A total of "
+                f"{len(records) - len(deleted)} offsets were removed.")
+        return Result(appends=[Append(records, self._replay_then_answer(records, errors, done))])
 
     # ------------------------------------------------------------------------------- expiry
     def expire_offsets(self, now_ms: int) -> Result:
