@@ -235,14 +235,19 @@ class Broker:
             except BaseException:
                 self.log_manager = None         # nothing to shut down: the dirs are not ours
                 raise
-            if self.config.broker_id < 0:
-                # No broker.id configured: the one meta.properties names, as Kafka takes it.
-                stored = self.log_manager.stored_broker_id()
-                if stored is not None:
-                    self.broker_id = stored
+            # meta.properties of every dir checked before anything is written (a dir of
+            # another broker or cluster stops start-up here, untouched); without broker.id
+            # configured, the one the files name is taken, as Kafka takes it.
+            configured = self.config.broker_id if self.config.broker_id >= 0 else None
+            stored_cluster_id, stored_id = self.log_manager.verify_meta_properties(
+                broker_id=configured)
+            if configured is None and stored_id is not None:
+                self.broker_id = stored_id
+        else:
+            stored_cluster_id = None
         if self.metadata is None:
             from broker.metadata import open_store
-            self.metadata = open_store(self.config)
+            self.metadata = open_store(self.config, stored_cluster_id)
         self.metadata.load()
         self._apply_dynamic_broker_configs()
         self.quotas.update(self.metadata.client_quotas())
@@ -253,6 +258,9 @@ class Broker:
                 None, lambda: self.log_manager.startup(
                     self.cluster_id, self.broker_id,
                     config_for=lambda topic: config.topic_config(store.topic_config(topic))))
+            # Producers that expired while the broker was down are not loaded back (Kafka drops
+            # them when it reads a producer snapshot).
+            await self.loop.run_in_executor(None, self._expire_producer_ids)
         if self.replica_manager is None:
             from broker.replica_manager import ReplicaManager
             self.replica_manager = ReplicaManager(self.log_manager, broker_id=self.broker_id,

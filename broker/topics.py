@@ -110,6 +110,12 @@ class TopicManager:
 
         Becoming leader records each partition's epoch start in its leader-epoch checkpoint
         (an fsync'ed file); with many partitions those writes run first on a few threads."""
+        if self.store.get_topic(CLUSTER_METADATA_TOPIC) is not None:
+            # Registered by a kbroker before it knew KRaft's metadata log is not a topic: drop
+            # the registration (the files stay as they are, never opened).
+            log.warning("Removing %s from the topics: it is KRaft's metadata log, not a topic",
+                        CLUSTER_METADATA_TOPIC)
+            self.store.delete_topic(CLUSTER_METADATA_TOPIC)
         self.adopt_logs_found_on_disk()
         assigned = []
         for topic in self.store.list_topics():

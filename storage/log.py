@@ -192,10 +192,11 @@ class Log:
 
     def _assign_epochs_from_batches(self, start_offset: int) -> None:
         """Add the leader epochs the v2 batches from `start_offset` on were written in to the
-        epoch cache, as Kafka does for the batches it recovers (LogSegment.recover): the whole
-        log when leader-epoch-checkpoint is missing, the recovered tail after a crash.  Reads
-        four bytes per batch."""
-        entries, last = [], self.leader_epoch_cache.epoch_for_offset(start_offset - 1)
+        epoch cache, as Kafka's LogSegment.recover does for the batches it recovers (only an
+        epoch above the latest known one is added): the recovered tail after a crash, and
+        the whole log when leader-epoch-checkpoint is missing (where Kafka would start with
+        an empty history).  Reads four bytes per batch."""
+        entries, last = [], self.leader_epoch_cache.latest_epoch
         for segment in self._segments:
             if segment.next_offset <= start_offset:
                 continue
@@ -204,7 +205,7 @@ class Log:
                     continue
                 epoch = _EPOCH.unpack(segment.read_bytes(
                     batch.position + PARTITION_LEADER_EPOCH_OFFSET, 4))[0]
-                if epoch >= 0 and epoch != last:
+                if epoch >= 0 and (last is None or epoch > last):
                     entries.append((epoch, batch.base_offset))
                     last = epoch
         if entries:

@@ -4,9 +4,10 @@ Start-up (`startup`, blocking):
   0. each log dir is locked (``.lock``, see file_lock.py) before anything in it is read or
      written; a dir another broker holds stops start-up with Kafka's message (`lock_log_dirs`
      may be called earlier, before other components touch the first dir);
-  1. each log dir gets a ``meta.properties`` if it has none (cluster.id, broker.id, version 0);
-     one naming another cluster or broker is refused, as Kafka refuses it (a KRaft dir's
-     version 1 file, with node.id, is checked the same way and kept as version 1);
+  1. every log dir's ``meta.properties`` is checked first (one naming another cluster or
+     broker is refused, as Kafka refuses it; a KRaft dir's version 1 file, with node.id, is
+     checked the same way and kept as version 1); then each dir gets one if it has none
+     (cluster.id, broker.id, version 0), or the keys its file lacks;
   2. the ``.kafka_cleanshutdown`` marker says whether the last stop was clean; it is removed at
      once, so a crash from here on is seen as unclean next time;
   3. the dir's checkpoints give each partition its recovery point, high watermark and
@@ -47,7 +48,8 @@ log = logging.getLogger(__name__)
 
 
 class InvalidMetaProperties(LogDirUnusable):
-    """meta.properties of a log dir names another cluster or broker, or is not valid."""
+    """meta.properties of a log dir names another cluster or broker, or is not valid (or
+    log.dirs names one dir twice)."""
 
 
 class LogManager:
@@ -73,6 +75,10 @@ class LogManager:
         Idempotent.  Blocking (cheap: no fsync)."""
         if self._dir_locks:
             return
+        real = [os.path.realpath(d) for d in self.log_dirs]
+        if len(set(real)) != len(real):
+            raise InvalidMetaProperties(
+                f"Duplicate log directory found: {', '.join(self.log_dirs)}")
         taken = []
         try:
             for log_dir in self.log_dirs:
@@ -98,9 +104,10 @@ class LogManager:
         `config_for(topic) -> LogConfig` gives a topic's config (default: `default_config`)."""
         config_for = config_for or (lambda topic: self.default_config)
         self.lock_log_dirs()
+        self.verify_meta_properties(cluster_id, broker_id)     # every dir, before any write
+        self._write_meta_properties(cluster_id, broker_id)
         jobs = []
         for log_dir in self.log_dirs:
-            self._check_meta_properties(log_dir, cluster_id, broker_id)
             marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
             clean = os.path.exists(marker)
             self.had_clean_shutdown[log_dir] = clean
@@ -148,66 +155,58 @@ class LogManager:
         self.loaded = True
         log.info("Loaded %d logs from %s", len(loaded), ", ".join(self.log_dirs))
 
-    def _check_meta_properties(self, log_dir, cluster_id, broker_id) -> None:
-        """Kafka's meta.properties checks (MetaPropertiesEnsemble.verify): a file naming another
-        cluster or another broker stops start-up with one line; what it lacks is written back.
+    def verify_meta_properties(self, cluster_id: str | None = None,
+                               broker_id: int | None = None) -> tuple:
+        """Kafka's meta.properties checks (MetaPropertiesEnsemble.verify), over every log dir
+        and before anything is written: a file naming another cluster or another broker, or
+        one that is not valid, stops start-up with one line (`InvalidMetaProperties`).
 
         Version 0 (ZooKeeper mode) may hold cluster.id and broker.id; version 1 (KRaft mode)
-        must hold cluster.id and node.id, and node.id is this broker's id as broker.id is. A
-        missing file is written as version 0. An existing file is rewritten only to add what
-        it lacks, keeping its version and every other key (directory.id...), so Apache Kafka
-        can take the dir back."""
-        path = os.path.join(log_dir, files.META_PROPERTIES)
-        props = checkpoints.read_properties(path)
-        if props is None:
-            if cluster_id is None and broker_id is None:
-                return
-            props = {"version": "0"}
-            if broker_id is not None:
-                props["broker.id"] = str(broker_id)
-            if cluster_id is not None:
-                props["cluster.id"] = cluster_id
-            checkpoints.write_properties(path, props)
-            return
-        version = props.get("version", "0")
-        if version not in ("0", "1"):
-            raise InvalidMetaProperties(f"Unknown meta.properties version {version} in {path}")
-        id_key = "node.id" if version == "1" else "broker.id"
-        stored_cluster, stored_id = props.get("cluster.id"), props.get(id_key)
-        if version == "1" and stored_cluster is None:
-            raise InvalidMetaProperties(f"cluster.id was not specified in the v1 file: {path}")
-        if version == "1" and stored_id is None:
-            raise InvalidMetaProperties(f"node.id was not specified in {path}")
-        if stored_id is not None and not stored_id.lstrip("-").isdigit():
-            raise InvalidMetaProperties(f"Invalid {id_key} {stored_id!r} in {path}")
-        if cluster_id is not None and stored_cluster not in (None, cluster_id):
-            raise InvalidMetaProperties(f"Invalid cluster.id in: {path}. Expected {cluster_id}, "
-                                        f"but read {stored_cluster}")
-        if broker_id is not None and stored_id is not None and int(stored_id) != broker_id:
-            raise InvalidMetaProperties(
-                f"Configured broker.id {broker_id} doesn't match stored {id_key} "
-                f"Some({stored_id}) in meta.properties. If you moved your data, make sure your "
-                f"configured broker.id matches. If you intend to create a new broker, you should "
-                f"remove all data in your data directories (log.dirs).")
-        missing = {}
-        if stored_cluster is None and cluster_id is not None:
-            missing["cluster.id"] = cluster_id
-        if stored_id is None and broker_id is not None:
-            missing[id_key] = str(broker_id)
-        if missing:
-            log.info("Rewriting %s (adding %s)", path, ", ".join(missing))
-            checkpoints.write_properties(path, {**props, **missing})
-
-    def stored_broker_id(self) -> int | None:
-        """The broker id the log dirs' meta.properties name (broker.id, or node.id in a KRaft
-        dir), for a broker started without broker.id, as Kafka takes it.  None if none."""
+        must hold cluster.id and node.id, and node.id is this broker's id as broker.id is.
+        Every file that names a cluster must name the same one.  Returns (cluster id, broker
+        id) the files name, each None if none does.  Blocking (reads small files)."""
         for log_dir in self.log_dirs:
-            props = checkpoints.read_properties(os.path.join(log_dir, files.META_PROPERTIES))
-            if props:
-                stored = props.get("node.id" if props.get("version") == "1" else "broker.id")
-                if stored is not None and stored.lstrip("-").isdigit():
-                    return int(stored)
-        return None
+            path = os.path.join(log_dir, files.META_PROPERTIES)
+            props = checkpoints.read_properties(path)
+            if props is None:
+                continue
+            stored_cluster, stored_id, id_key = _parse_meta_properties(path, props)
+            if cluster_id is not None and stored_cluster not in (None, cluster_id):
+                raise InvalidMetaProperties(f"Invalid cluster.id in: {path}. Expected "
+                                            f"{cluster_id}, but read {stored_cluster}")
+            if broker_id is not None and stored_id not in (None, broker_id):
+                raise InvalidMetaProperties(
+                    f"Configured broker.id {broker_id} doesn't match stored {id_key} "
+                    f"Some({stored_id}) in meta.properties. If you moved your data, make sure "
+                    f"your configured broker.id matches. If you intend to create a new broker, "
+                    f"you should remove all data in your data directories (log.dirs).")
+            cluster_id = cluster_id if stored_cluster is None else stored_cluster
+            broker_id = broker_id if stored_id is None else stored_id
+        return cluster_id, broker_id
+
+    def _write_meta_properties(self, cluster_id, broker_id) -> None:
+        """After `verify_meta_properties`: a missing file is written as version 0; an existing
+        one is rewritten only to add what it lacks (cluster.id, its broker id), keeping its
+        version and every other key (directory.id...), so Apache Kafka can take the dir back."""
+        for log_dir in self.log_dirs:
+            path = os.path.join(log_dir, files.META_PROPERTIES)
+            props = checkpoints.read_properties(path)
+            if props is None:
+                if cluster_id is None and broker_id is None:
+                    continue
+                props, id_key = {"version": "0"}, "broker.id"
+                stored_cluster = stored_id = None
+            else:
+                stored_cluster, stored_id, id_key = _parse_meta_properties(path, props)
+            missing = {}
+            if stored_id is None and broker_id is not None:
+                missing[id_key] = str(broker_id)
+            if stored_cluster is None and cluster_id is not None:
+                missing["cluster.id"] = cluster_id
+            if missing:
+                if len(props) > 1:
+                    log.info("Rewriting %s (adding %s)", path, ", ".join(missing))
+                checkpoints.write_properties(path, {**props, **missing})
 
     def meta_properties(self, log_dir: str | None = None):
         """The meta.properties of a log dir as a dict (None if absent).  Loop."""
@@ -341,26 +340,50 @@ class LogManager:
         if not self.loaded:
             self.release_locks()
             return
-        for log_ in self.logs():
-            log_.flush()
-        self.checkpoint_recovery_points()
-        self.checkpoint_high_watermarks()
-        self.checkpoint_log_start_offsets()
-        for log_ in self.logs():
-            log_.close()
-        for _, _, deleted_log in self._pending_dir_deletes:
-            if deleted_log is not None:
-                deleted_log.close_files()
-        for log_dir in self.log_dirs:
-            cleaner = os.path.join(log_dir, files.CLEANER_CHECKPOINT)
-            if not os.path.exists(cleaner):
-                checkpoints.write_offsets(cleaner, {})
-            files.fs.write_atomically(os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE), b"")
-        with self._lock:
-            self._logs.clear()
-            self._log_dir_of.clear()
-        self.loaded = False
-        self.release_locks()
+        try:
+            for log_ in self.logs():
+                log_.flush()
+            self.checkpoint_recovery_points()
+            self.checkpoint_high_watermarks()
+            self.checkpoint_log_start_offsets()
+            for log_ in self.logs():
+                log_.close()
+            for _, _, deleted_log in self._pending_dir_deletes:
+                if deleted_log is not None:
+                    deleted_log.close_files()
+            for log_dir in self.log_dirs:
+                cleaner = os.path.join(log_dir, files.CLEANER_CHECKPOINT)
+                if not os.path.exists(cleaner):
+                    checkpoints.write_offsets(cleaner, {})
+                files.fs.write_atomically(os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE), b"")
+            with self._lock:
+                self._logs.clear()
+                self._log_dir_of.clear()
+            self.loaded = False
+        finally:
+            # Also after a failed step (no marker then: the next start recovers): a broker
+            # that stopped must not keep the dirs from the next one in this process.
+            self.release_locks()
+
+
+def _parse_meta_properties(path: str, props: dict) -> tuple:
+    """(cluster id or None, broker id or None, the id's key) of a meta.properties file;
+    `InvalidMetaProperties` if it is not one Kafka would accept."""
+    version = props.get("version", "0")
+    if version not in ("0", "1"):
+        raise InvalidMetaProperties(f"Unknown meta.properties version {version} in {path}")
+    id_key = "node.id" if version == "1" else "broker.id"
+    stored_cluster, stored_id = props.get("cluster.id"), props.get(id_key)
+    if version == "1" and stored_cluster is None:
+        raise InvalidMetaProperties(f"cluster.id was not specified in the v1 file: {path}")
+    if version == "1" and stored_id is None:
+        raise InvalidMetaProperties(f"node.id was not specified in {path}")
+    if stored_id is not None:
+        try:
+            stored_id = int(stored_id)
+        except ValueError:
+            raise InvalidMetaProperties(f"Invalid {id_key} {stored_id!r} in {path}") from None
+    return stored_cluster, stored_id, id_key
 
 
 def _read_offsets(log_dir: str, name: str) -> dict:

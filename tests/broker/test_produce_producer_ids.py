@@ -53,3 +53,27 @@ def test_idle_producer_ids_expire(tmp_path):
         time.sleep(0.3)                          # a few more checks: the recent one stays
         assert [e.last_timestamp for e in producers.values()] == [now_ms]
         assert [r.value for r in kafka.read_all("t")] == [b"x"] * 4
+
+
+def test_producers_expired_while_down_are_not_loaded_back(tmp_path):
+    """Kafka drops expired producers when it loads a snapshot: after a restart, a producer
+    whose last batch is older than producer.id.expiration.ms is gone before the first check."""
+    import time
+    from confluent_kafka import Producer
+    from broker.embedded import EmbeddedBroker
+    config = {"producer.id.expiration.ms": 60_000,
+              "producer.id.expiration.check.interval.ms": 3_600_000}
+    now_ms = int(time.time() * 1000)
+
+    def producers(kafka):
+        return kafka.broker.replica_manager.get_partition("t", 0).log.producer_state \
+            .manager.producers
+    with EmbeddedBroker(config, topics={"t": 1}, data_dir=tmp_path / "d") as kafka:
+        for timestamp in (now_ms - 120_000, now_ms):
+            p = Producer({"bootstrap.servers": kafka.bootstrap_servers,
+                          "enable.idempotence": True})
+            p.produce("t", b"x", timestamp=timestamp)
+            assert p.flush(10) == 0
+        assert len(producers(kafka)) == 2        # no check has run yet
+    with EmbeddedBroker(config, data_dir=tmp_path / "d") as kafka:
+        assert [e.last_timestamp for e in producers(kafka).values()] == [now_ms]

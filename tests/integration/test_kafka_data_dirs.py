@@ -126,6 +126,29 @@ def test_cluster_metadata_is_not_a_topic(broker_process, kafka_fixtures, tmp_pat
     assert tree_digest(data / "__cluster_metadata-0") == before
 
 
+def test_a_stale_registration_of_cluster_metadata_is_dropped(broker_process, kafka_fixtures,
+                                                              tmp_path):
+    """A kbroker from before this fix registered __cluster_metadata as a topic in its metadata
+    file: the registration goes, the log stays unopened and unlisted."""
+    import json
+    data = copy_fixture(kafka_fixtures, KRAFT, tmp_path)
+    broker = broker_process(log_dirs=str(data), broker_id=1, **BROKER)
+    assert broker.stop() == 0
+    state = json.loads((data / "kbroker-metadata.json").read_text())
+    state["topics"]["__cluster_metadata"] = {
+        "topic_id": "00000000000000000000000000000001", "configs": {},
+        "partitions": {"0": {"replicas": [1], "leader_epoch": 0}}}
+    (data / "kbroker-metadata.json").write_text(json.dumps(state))
+    before = tree_digest(data / "__cluster_metadata-0")
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert "__cluster_metadata" not in admin.list_topics(timeout=10).topics
+    assert broker.stop() == 0
+    assert tree_digest(data / "__cluster_metadata-0") == before
+    assert "__cluster_metadata" not in json.loads(
+        (data / "kbroker-metadata.json").read_text())["topics"]
+
+
 def start_broker(data, broker_id) -> subprocess.CompletedProcess:
     """`python -m broker` on `data` with `broker_id`, run to its exit (a refusal)."""
     command = [sys.executable, "-m", "broker", str(SERVER_PROPERTIES),
@@ -137,7 +160,7 @@ def start_broker(data, broker_id) -> subprocess.CompletedProcess:
 
 def test_meta_properties_mismatch_is_one_line(kafka_fixtures, tmp_path):
     data = copy_fixture(kafka_fixtures, KRAFT, tmp_path)          # node.id=1, version 1
-    before = (data / "meta.properties").read_bytes()
+    before = tree_digest(data)
     refused = start_broker(data, 0)
     assert refused.returncode == 1, refused.stderr
     errors = [line for line in refused.stderr.splitlines() if "INFO" not in line]
@@ -146,7 +169,7 @@ def test_meta_properties_mismatch_is_one_line(kafka_fixtures, tmp_path):
         "meta.properties. If you moved your data, make sure your configured broker.id "
         "matches. If you intend to create a new broker, you should remove all data in your "
         "data directories (log.dirs)."], refused.stderr
-    assert (data / "meta.properties").read_bytes() == before
+    assert tree_digest(data) == before              # nothing written, not even kbroker's metadata
 
     zk_dir = copy_fixture(kafka_fixtures, "kafka-3.4.0", tmp_path)   # broker.id=0, version 0
     refused = start_broker(zk_dir, 3)

@@ -114,3 +114,28 @@ def test_locking_is_all_or_nothing(tmp_path):
         LogManager([a, b], LogConfig()).lock_log_dirs()
     lock_dir(a).release()                       # the lock on a was given back
     held.release()
+
+
+def test_a_failed_shutdown_still_releases_the_locks(tmp_path, monkeypatch):
+    """A shutdown step that fails (here: the fsync of a checkpoint) leaves no clean-shutdown
+    marker, but the next broker in this process can take the dir."""
+    from storage import files
+
+    class FailingFsync(files.FileSystem):
+        def fsync(self, fd):
+            raise OSError(5, "injected fsync failure")
+    manager = LogManager([str(tmp_path)], LogConfig())
+    manager.startup(cluster_id="c", broker_id=0)
+    _write_segment(manager)
+    monkeypatch.setattr(files, "fs", FailingFsync())
+    with pytest.raises(OSError):
+        manager.shutdown()
+    monkeypatch.undo()
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    lock_dir(str(tmp_path)).release()
+
+
+def test_a_dir_named_twice_is_refused(tmp_path):
+    from storage.log_manager import InvalidMetaProperties
+    with pytest.raises(InvalidMetaProperties, match="Duplicate log directory found"):
+        LogManager([str(tmp_path), str(tmp_path) + "/"], LogConfig()).lock_log_dirs()

@@ -163,7 +163,7 @@ def test_meta_properties_gets_what_it_lacks_and_keeps_the_rest(tmp_path):
     _write_meta(kraft, kraft_text)
     _write_meta(zk, "version=0\nbroker.id=1\n")
     manager = LogManager([kraft, zk], LogConfig())
-    assert manager.stored_broker_id() == 1
+    assert manager.verify_meta_properties() == ("C", 1)
     manager.startup(cluster_id="C", broker_id=1)
     manager.shutdown()
     with open(os.path.join(kraft, "meta.properties")) as f:
@@ -183,3 +183,15 @@ def test_cluster_metadata_log_is_never_opened(tmp_path):
     manager.shutdown()
     assert sorted(os.listdir(metadata)) == ["00000000000000000000.log", "quorum-state"]
     assert (metadata / "00000000000000000000.log").read_bytes() == b"\0" * 100
+
+
+def test_a_refused_start_writes_to_no_dir(tmp_path):
+    """Every dir's meta.properties is checked before any is written: a new dir listed before
+    another broker's dir gets nothing."""
+    new, other = str(tmp_path / "new"), str(tmp_path / "other")
+    _write_meta(other, "version=0\nbroker.id=2\ncluster.id=C\n")
+    manager = LogManager([new, other], LogConfig())
+    with pytest.raises(InvalidMetaProperties, match="stored broker.id Some\\(2\\)"):
+        manager.startup(cluster_id="C", broker_id=0)
+    manager.shutdown()
+    assert os.listdir(new) == [".lock"]
