@@ -374,18 +374,19 @@ BROKER_CONFIG = {c.name: c for c in BROKER_CONFIGS}
 
 # Apache Kafka 3.9's deprecated broker and topic properties: accepted (honoured where this broker
 # acts on them, as message.timestamp.difference.max.ms is) and, when set, logged with a warning:
-# Kafka's own text where Kafka logs one, else the deprecation its documentation states.
-# A callable gets (value, inter.broker.protocol.version, topic or None) -> the warning or None.
+# Kafka's own text where Kafka logs one, else the deprecation its documentation states. A text
+# follows the property's name; a callable gets (value, inter.broker.protocol.version, topic or
+# None) -> the whole warning or None.
 DEPRECATED = {
     "message.format.version": lambda value, ibp, topic: metadata_version.topic_format_warning(
         topic, value, ibp),
     "log.message.format.version": lambda value, ibp, topic:
         metadata_version.broker_format_warning(value, ibp),
-    "message.timestamp.difference.max.ms": "deprecated since Kafka 3.6 and will be removed in "
-        "Apache Kafka 4.0; use message.timestamp.before.max.ms and "
+    "message.timestamp.difference.max.ms": "is deprecated since Kafka 3.6 and will be removed "
+        "in Apache Kafka 4.0; use message.timestamp.before.max.ms and "
         "message.timestamp.after.max.ms",
-    "log.message.timestamp.difference.max.ms": "deprecated since Kafka 3.6 and will be removed "
-        "in Apache Kafka 4.0; use log.message.timestamp.before.max.ms and "
+    "log.message.timestamp.difference.max.ms": "is deprecated since Kafka 3.6 and will be "
+        "removed in Apache Kafka 4.0; use log.message.timestamp.before.max.ms and "
         "log.message.timestamp.after.max.ms",
     "offsets.commit.required.acks": "is deprecated and it will be removed in Apache Kafka 4.0.",
     "delegation.token.master.key": "is deprecated; use delegation.token.secret.key",
@@ -406,10 +407,8 @@ def deprecation_warnings(values: dict, inter_broker_protocol: str,
                 text = note(str(value), inter_broker_protocol, topic)
             except ValueError:               # an invalid value is refused elsewhere
                 text = None
-        elif note.startswith("is "):
-            text = f"{name} {note}"
         else:
-            text = f"{name} is {note}" + (f" (topic {topic})" if topic else "")
+            text = f"{name} {note}" + (f" (topic {topic})" if topic else "")
         if text:
             out.append(text)
     return out

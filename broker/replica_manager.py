@@ -47,8 +47,6 @@ from broker.purgatory import Purgatory, SystemClock
 
 log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
-# Topics only the coordinators write (the Produce handler refuses them to clients), so an append
-# to them is validated as a coordinator append (control batches, several batches allowed).
 
 
 class AppendResult:
@@ -188,6 +186,8 @@ class ReplicaManager:
         part = self._partitions.get(key)
         if part is None:
             return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        # Internal topics are written only by the coordinators (the Produce handler refuses them
+        # to clients): validated as a coordinator append (control batches, several batches).
         origin = ORIGIN_COORDINATOR if key[0] in INTERNAL_TOPICS else ORIGIN_CLIENT
         try:
             info = part.append_records_to_leader(records, required_acks, now_ms,

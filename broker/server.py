@@ -4,7 +4,8 @@ Lifecycle (Kafka's KafkaServer.startup/shutdown, in order):
 
 start():
  1. lock every log dir (``.lock``; another broker holding one stops start-up here, before
-    anything in the dirs is read or written);
+    anything in the dirs is read or written), then check every dir's meta.properties (another
+    broker's or cluster's dir stops start-up here too, before anything is written);
  2. open the metadata store (first log dir) -> cluster id; apply persisted dynamic broker configs
     and client quotas;
  3. start the LogManager (recovery of every partition dir; blocking: run in an executor);

@@ -254,10 +254,10 @@ class OffsetOperations:
                     set(group.offsets) <= set(expired) and not group.members:
                 group.transition_to(S.DEAD, now_ms)
                 records.append(Record(GroupKey(group.group_id), None))
-        offsets = sum(1 for r in records if isinstance(r.key, OffsetKey))
-        self._info(f"Removed {offsets} expired offsets.")
         if records:
             result.appends.append(Append(records, self._replay_expiry(records)))
+        else:
+            self._info("Removed 0 expired offsets.")
         return result
 
     def _replay_expiry(self, records):
@@ -265,6 +265,8 @@ class OffsetOperations:
             if error == E.NONE:
                 for record in records:
                     self.replay(record, now)
+                offsets = sum(1 for r in records if isinstance(r.key, OffsetKey))
+                self._info(f"Removed {offsets} expired offsets.")
             else:
                 self._revive(records)
             return Result()

@@ -221,9 +221,13 @@ class KafkaLogScanReader(DataSourceReader):
                 raise ValueError(f"kafkalog option logDirs: {log_dir!r} is not a directory")
 
     # -- planning (driver) -------------------------------------------------------------------------
-    def _topic_filter(self):
+    def _named_topics(self) -> set | None:
+        """The topics named in the `topics` (or `subscribe`) option, or None."""
         names = self.options.get("topics", self.options.get("subscribe"))
-        wanted = {t.strip() for t in names.split(",") if t.strip()} if names else None
+        return {t.strip() for t in names.split(",") if t.strip()} if names else None
+
+    def _topic_filter(self):
+        wanted = self._named_topics()
         pattern = self.options.get("topicpattern", self.options.get("subscribepattern"))
         regex = re.compile(pattern) if pattern else None
         include_internal = _bool(self.options.get("includeinternal", "false"))
@@ -242,10 +246,6 @@ class KafkaLogScanReader(DataSourceReader):
             return include_internal or topic not in INTERNAL_TOPICS
         return accept
 
-    def _names_cluster_metadata(self) -> bool:
-        names = self.options.get("topics", self.options.get("subscribe")) or ""
-        return layout.CLUSTER_METADATA_TOPIC in {t.strip() for t in names.split(",")}
-
     def _log_dirs(self) -> list[str]:
         raw = self.options.get("logdirs", self.options.get("path"))
         if not raw:
@@ -253,8 +253,9 @@ class KafkaLogScanReader(DataSourceReader):
         return [d.strip() for d in raw.split(",") if d.strip()]
 
     def plan(self) -> list[SplitPartition]:
+        named = self._named_topics() or set()
         logs = [log for log in layout.discover(self._log_dirs(), self._topic_filter(),
-                                               self._names_cluster_metadata())
+                                               layout.CLUSTER_METADATA_TOPIC in named)
                 if self.partition_range.contains(log.partition)]
         read_committed = self.options.get("isolation", "read_uncommitted") == "read_committed"
         target = int(self.options.get("maxsplitbytes", DEFAULT_MAX_SPLIT_BYTES))
