@@ -6,8 +6,10 @@ PY     := $(VENV)/bin/python
 # What each install step put into .venv: the broker alone (make run), or everything.
 BROKER_STAMP := $(VENV)/.installed-broker
 STAMP        := $(VENV)/.installed
-# Debian packages the integration tests use: kcat (a librdkafka CLI client).
-APT_PACKAGES := kcat
+# Debian packages the integration tests use: kcat (a librdkafka CLI client) and zookeeper
+# (ZooKeeper 3.8's jars, for ZooKeeper mode and bin/zookeeper-*.sh; it depends on default-jre,
+# so it brings Java too, and it starts no service).
+APT_PACKAGES := kcat zookeeper
 
 .PHONY: help install install-broker run test bench clean generate system-deps
 

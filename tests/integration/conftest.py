@@ -11,6 +11,17 @@ with `--override`s for listeners (127.0.0.1, a free port), log.dirs (under base_
 the test's tmp_path) and anything given; it returns once the port answers. Every broker started
 by a test is stopped (SIGTERM, then SIGKILL) at teardown. The broker's output goes to
 `<base_dir>/broker-<n>.out` (`broker.output()` reads it).
+
+ZooKeeper (Debian's zookeeper package; see broker/testing/zookeeper.py):
+
+    def test_zk_mode(zookeeper, broker_process):      # one server for the whole session
+        broker = broker_process(zookeeper_connect=zookeeper.connect_string + "/test-zk-mode")
+
+    def test_zk_restart(zookeeper_server):            # a server of the test's own
+        zookeeper_server.kill(); zookeeper_server.start()   # same port, same data
+
+Use a chroot (or unique paths) per test with the shared `zookeeper`. Both fixtures fail, naming
+`make system-deps`, when Java or Debian's ZooKeeper is missing.
 """
 import os
 import pathlib
@@ -21,6 +32,8 @@ import sys
 import time
 
 import pytest
+
+from broker.testing.zookeeper import ZooKeeperServer, ZooKeeperUnavailable, java_executable
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVER_PROPERTIES = ROOT / "config" / "server.properties"
@@ -136,3 +149,28 @@ def broker_process(tmp_path):
 def kafka_broker(broker_process) -> BrokerProcess:
     """A broker with the default configuration (auto-create on, one partition per topic)."""
     return broker_process()
+
+
+# ---- ZooKeeper ----
+
+def _require_zookeeper() -> None:
+    try:
+        java_executable()
+    except ZooKeeperUnavailable as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """A ZooKeeper server shared by the session's tests (do not stop or restart it)."""
+    _require_zookeeper()
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def zookeeper_server(tmp_path):
+    """A ZooKeeper server of the test's own, free to stop, kill and restart; stopped at teardown."""
+    _require_zookeeper()
+    with ZooKeeperServer(tmp_path / "zookeeper") as server:
+        yield server
