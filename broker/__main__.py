@@ -12,12 +12,21 @@ import sys
 
 from broker.config import BrokerConfig, ConfigError
 from broker.log import setup_logging
+from broker.cluster import ClusterJoinError
 from storage.errors import LogDirUnusable
 
 log = logging.getLogger("broker")
 
 
 HARD_EXIT_AFTER_S = 9.5
+
+
+def hard_exit_after(config) -> float:
+    if not config.get("zookeeper.connect") or not config.get("controlled.shutdown.enable"):
+        return HARD_EXIT_AFTER_S
+    retries = config.get("controlled.shutdown.max.retries")
+    backoff_s = config.get("controlled.shutdown.retry.backoff.ms") / 1000
+    return HARD_EXIT_AFTER_S + retries * (backoff_s + 5.0)
 
 
 def _hard_exit():
@@ -63,8 +72,10 @@ async def run(config: BrokerConfig) -> int:
         stop_requested.append(signame)
         if started:
             loop.create_task(broker.shutdown())
-        # Kafka's contract: out within 10 s whatever happens.
-        loop.call_later(HARD_EXIT_AFTER_S, _hard_exit)
+        # Out within 10 s whatever happens; in a cluster, plus the controlled shutdown's
+        # attempts (controlled.shutdown.max.retries, each waiting for the controller and then
+        # controlled.shutdown.retry.backoff.ms), which Kafka lets take as long as they need.
+        loop.call_later(hard_exit_after(config), _hard_exit)
 
     # Installed before start-up, so a signal during log recovery still stops gracefully (the
     # start finishes, then the shutdown runs) instead of killing the process mid-recovery.
@@ -72,9 +83,11 @@ async def run(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop, sig.name)
     try:
         await broker.start()
-    except (ConfigError, LogDirUnusable) as exc:
+    except (ConfigError, LogDirUnusable, ClusterJoinError) as exc:
         # A setting only start-up can check, a log dir held by another broker, or one whose
-        # meta.properties belongs to another broker: one line, and the dirs left as they were.
+        # meta.properties belongs to another broker; in a cluster, no ZooKeeper within
+        # zookeeper.connection.timeout.ms, another cluster's id, a broker.id taken: one line,
+        # and the dirs left as they were.
         print(f"kbroker: {exc}", file=sys.stderr)
         await broker.shutdown()
         return 1

@@ -39,10 +39,11 @@ class ReadResult:
     """What one partition contributes to a Fetch response (also `must_respond` input)."""
 
     __slots__ = ("error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "records", "records_size")
+                 "records", "records_size", "diverging_epoch")
 
     def __init__(self, error_code=ErrorCode.NONE, high_watermark=-1, last_stable_offset=-1,
-                 log_start_offset=-1, records=None):
+                 log_start_offset=-1, records=None, diverging_epoch=None):
+        self.diverging_epoch = diverging_epoch      # (epoch, end offset): Fetch v12+
         self.error_code = error_code
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
@@ -62,8 +63,16 @@ class Partition:
         self.leader_epoch = -1
         self.replicas: list[int] = []
         self.isr: set[int] = set()
-        # LEO of each follower as last reported by its fetches (empty with one replica).
+        # LEO of each follower as last reported by its fetches (empty with one replica), when
+        # each last caught up with this leader, and this leader's LEO at its previous fetch
+        # (Kafka's Replica state: what ISR shrink and expand decide on).
         self.follower_log_end_offsets: dict[int, int] = {}
+        self.follower_caught_up_ms: dict[int, int] = {}
+        self.follower_last_fetch_leo: dict[int, int] = {}
+        self.follower_last_fetch_ms: dict[int, int] = {}
+        self.partition_epoch = -1           # the state znode's version (a cluster)
+        self.pending_isr = None             # an ISR change sent to the controller, unanswered
+        self.clock = None                   # .ms(): set by the replica manager
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition} epoch={self.leader_epoch} "
@@ -71,16 +80,35 @@ class Partition:
 
     # -- leadership ----------------------------------------------------------------------------
 
-    def make_leader(self, leader_epoch: int, replicas: list[int], topic_id=None) -> None:
-        """Become leader at `leader_epoch`: the epoch starts at the current LEO."""
+    def make_leader(self, leader_epoch: int, replicas: list[int], topic_id=None,
+                    isr=None, partition_epoch: int = -1) -> bool:
+        """Become leader at `leader_epoch`: the epoch starts at the current LEO. `isr`: the
+        controller's ISR (a cluster); None on a single broker, where the ISR starts as the
+        leader alone. Returns True if this is a new leadership (epoch or leader changed)."""
         if topic_id is not None:
             self.topic_id = topic_id
+        new_leadership = not self.is_leader or leader_epoch != self.leader_epoch
         self.leader_id = self.local_broker_id
         self.replicas = list(replicas) or [self.local_broker_id]
-        # The ISR starts as the leader alone; followers join once they catch up (later issue).
-        self.isr = {self.local_broker_id}
-        self.follower_log_end_offsets = {r: -1 for r in self.replicas
-                                         if r != self.local_broker_id}
+        self.isr = set(isr) if isr is not None else {self.local_broker_id}
+        self.isr.add(self.local_broker_id)
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        if new_leadership:
+            # Each follower's LEO is unknown until it fetches from this leader.
+            self.follower_log_end_offsets = {r: -1 for r in self.replicas
+                                             if r != self.local_broker_id}
+            now = self._now_ms()
+            self.follower_caught_up_ms = {r: (now if r in self.isr else 0)
+                                          for r in self.follower_log_end_offsets}
+            self.follower_last_fetch_leo = {r: -1 for r in self.follower_log_end_offsets}
+            self.follower_last_fetch_ms = {r: 0 for r in self.follower_log_end_offsets}
+        else:
+            for r in self.replicas:
+                if r != self.local_broker_id and r not in self.follower_log_end_offsets:
+                    self.follower_log_end_offsets[r] = -1
+                    self.follower_caught_up_ms[r] = 0
+                    self.follower_last_fetch_leo[r] = -1
         if leader_epoch > self.leader_epoch or self.leader_epoch < 0:
             self.leader_epoch = leader_epoch
             # Kafka records where the epoch starts when leadership begins. An empty log skips
@@ -89,6 +117,30 @@ class Partition:
             if self.log.log_end_offset > 0:
                 self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         self.maybe_increment_high_watermark()
+        return new_leadership
+
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int],
+                      partition_epoch: int = -1, topic_id=None) -> bool:
+        """Follow `leader_id` at `leader_epoch` (-1: no leader). Returns True if the leader or
+        its epoch changed (the fetcher restarts from this replica's LEO)."""
+        if topic_id is not None:
+            self.topic_id = topic_id
+        changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        self.leader_id = leader_id
+        self.leader_epoch = max(self.leader_epoch, leader_epoch)
+        self.replicas = list(replicas)
+        self.isr = set()
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        self.follower_log_end_offsets = {}
+        self.follower_caught_up_ms = {}
+        self.follower_last_fetch_leo = {}
+        self.follower_last_fetch_ms = {}
+        return changed
+
+    def _now_ms(self) -> int:
+        clock = self.clock
+        return clock.ms() if clock is not None else 0
 
     @property
     def is_leader(self) -> bool:
@@ -129,10 +181,28 @@ class Partition:
         # No transactions yet: nothing is pending, so everything below the HW is stable.
         return self.log.high_watermark
 
+    @property
+    def maximal_isr(self) -> set:
+        """The ISR the high watermark counts: the committed one plus a pending expansion (a
+        pending shrink still counts the members it would remove), as Kafka's."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr | self.pending_isr
+
+    def effective_min_isr(self) -> int:
+        """min(min.insync.replicas, replication factor), Kafka's effectiveMinIsr."""
+        min_isr = getattr(self.log.config, "min_insync_replicas", 1)
+        return min(min_isr, max(len(self.replicas), 1))
+
     def maybe_increment_high_watermark(self) -> bool:
-        """Move the HW to the smallest LEO in the ISR; True if it moved."""
+        """Move the HW to the smallest LEO in the (maximal) ISR; True if it moved. As in
+        Kafka 3.7+, it does not move while the ISR is smaller than the effective
+        min.insync.replicas, so an acks=all write is never acknowledged by fewer."""
+        isr = self.maximal_isr
+        if len(isr) < self.effective_min_isr():
+            return False
         new_hw = self.log.log_end_offset
-        for replica in self.isr:
+        for replica in isr:
             if replica != self.local_broker_id:
                 new_hw = min(new_hw, self.follower_log_end_offsets.get(replica, -1))
         if new_hw > self.log.high_watermark:
@@ -140,13 +210,70 @@ class Partition:
             return True
         return False
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> bool:
-        """A follower fetched from `fetch_offset`: it holds everything below. True if HW moved."""
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    now_ms: int | None = None) -> bool:
+        """A follower fetched from `fetch_offset`: it holds everything below. Records when it
+        last caught up (Kafka's rule: at this fetch if it asked for the leader's LEO, else at
+        its previous fetch if it asked for the LEO the leader had then). True if HW moved."""
         if replica_id not in self.follower_log_end_offsets:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
+        now = self._now_ms() if now_ms is None else now_ms
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            self.follower_caught_up_ms[replica_id] = now
+        elif fetch_offset >= self.follower_last_fetch_leo.get(replica_id, -1) >= 0:
+            self.follower_caught_up_ms[replica_id] = self.follower_last_fetch_ms.get(
+                replica_id, 0)
+        self.follower_last_fetch_leo[replica_id] = leo
+        self.follower_last_fetch_ms[replica_id] = now
         self.follower_log_end_offsets[replica_id] = fetch_offset
         return self.maybe_increment_high_watermark()
+
+    def isr_expansion_candidate(self, replica_id: int, alive) -> bool:
+        """Kafka's maybeExpandIsr condition: not in the ISR, no change pending, alive, caught up
+        to the high watermark and into the current leader epoch."""
+        if replica_id in self.isr or self.pending_isr is not None or not self.is_leader:
+            return False
+        if alive is not None and replica_id not in alive:
+            return False
+        leo = self.follower_log_end_offsets.get(replica_id, -1)
+        if leo < self.log.high_watermark:
+            return False
+        epoch_start = self._epoch_start_offset()
+        return epoch_start is None or leo >= epoch_start
+
+    def _epoch_start_offset(self):
+        for epoch, start in reversed(self.log.leader_epoch_cache.entries()):
+            if epoch == self.leader_epoch:
+                return start
+            if epoch < self.leader_epoch:
+                break
+        return None
+
+    def out_of_sync_replicas(self, now_ms: int, lag_ms: int) -> set:
+        """ISR followers that have not caught up for `lag_ms` (Kafka's getOutOfSyncReplicas)."""
+        leo = self.log.log_end_offset
+        out = set()
+        for replica in self.isr:
+            if replica == self.local_broker_id:
+                continue
+            if self.follower_log_end_offsets.get(replica, -1) != leo and \
+                    now_ms - self.follower_caught_up_ms.get(replica, 0) > lag_ms:
+                out.add(replica)
+        return out
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int):
+        """Fetch v12+ (KIP-320/595): (epoch, end offset) when the fetcher's log diverges from
+        this leader's at `last_fetched_epoch`, else None."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(last_fetched_epoch)
+        if epoch < 0:
+            return None
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
 
     # -- append --------------------------------------------------------------------------------
 
@@ -158,10 +285,12 @@ class Partition:
         Raises KafkaError (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, or storage's validation
         and producer-state errors). The HW moves here when the ISR allows it."""
         self._require_leader()
-        min_isr = getattr(self.log.config, "min_insync_replicas", 1)
+        min_isr = self.effective_min_isr()
         if required_acks == -1 and len(self.isr) < min_isr:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                             f"{len(self.isr)} in-sync replicas, min.insync.replicas={min_isr}")
+                             f"The size of the current ISR {sorted(self.isr)} is insufficient "
+                             f"to satisfy the min.isr requirement of {min_isr} for partition "
+                             f"{self.topic}-{self.partition}")
         info = self.log.append_as_leader(records, self.leader_epoch, now_ms, **validation)
         self.maybe_increment_high_watermark()
         return info

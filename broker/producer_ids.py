@@ -11,8 +11,10 @@ File `producer-id-block` in the first log dir (JSON):
     {"version": 1, "broker": 0, "block_start": 4000, "block_end": 4999}
 `block_end` is the last id of the newest reserved block; the next block starts at block_end + 1.
 
-The store is behind two methods (`load() -> dict | None`, `save(dict)`) so a ZooKeeper-backed store
-can replace the file later.
+The store is behind two methods (`load() -> dict | None`, `save(dict)`). In a cluster the brokers
+share one sequence: `ZkProducerIdManager` reserves blocks in ZooKeeper's
+/latest_producer_id_block with a conditional write, so two brokers never hand out the same id (a
+3.x Kafka broker asks the controller, which writes that same znode).
 
 Concurrency contract: `next_id()` is called on the event loop; it performs a blocking fsync once
 per 1000 ids (well under a millisecond on ext4), which is acceptable there.
@@ -74,3 +76,26 @@ class ProducerIdManager:
         self.store.save({"version": 1, "broker": self.broker_id,
                          "block_start": start, "block_end": end})
         self._next, self._block_end = start, end
+
+
+class ZkProducerIdManager:
+    """A cluster's producer ids: blocks reserved in /latest_producer_id_block (broker/kafka_zk.py);
+    `next_id()` is a coroutine (it awaits ZooKeeper once per block)."""
+
+    def __init__(self, kzk, broker_id: int, block_size: int = BLOCK_SIZE):
+        import asyncio
+        self.kzk = kzk
+        self.broker_id = broker_id
+        self.block_size = block_size
+        self._next = 0
+        self._block_end = -1
+        self._lock = asyncio.Lock()
+
+    async def next_id(self) -> int:
+        async with self._lock:
+            if self._next > self._block_end:
+                self._next, self._block_end = await self.kzk.allocate_producer_id_block(
+                    self.broker_id, self.block_size)
+            producer_id = self._next
+            self._next += 1
+            return producer_id

@@ -13,12 +13,25 @@
 
     def test_shared(kafka_broker_session): ...             # one broker for the whole session
 
+    def test_failover(kafka_cluster):                      # ZooKeeper and three brokers
+        leader = kafka_cluster.leader("orders", 0)
+        kafka_cluster.kill(leader)                         # also pause/resume/stop/restart
+        kafka_cluster.wait_for_leader("orders", 0, not_in={leader})
+
+    @pytest.mark.kafka_cluster_config(brokers=5, min_insync_replicas=2)
+    def test_bigger(kafka_cluster): ...
+
 `kafka_broker` (function scope) is a `broker.embedded.EmbeddedBroker`, started before the test
 and stopped after it whatever the outcome (port closed, temporary dir removed). Its broker
 config comes from the `kafka_broker_config` marker (a dict and/or keyword arguments, where
 `num_partitions=3` means `num.partitions`; `topics=` and `data_dir=` are passed to the broker)
 and from an indirect parameter (a dict with the same keys). `kafka_broker_session` is one broker
 with the default config shared by the session: give each test its own topic names.
+
+`kafka_cluster` (function scope) is a `broker.testing.cluster.KafkaCluster`: a real ZooKeeper
+(Debian's zookeeper package, Java) and broker processes on free loopback ports, stopped after
+the test; `cluster.bootstrap_servers` is what clients connect to. Its `kafka_cluster_config`
+marker takes `brokers=` (default 3) and broker properties for every broker.
 
 The plugin is loaded by pytest whenever the package is installed; importing it is cheap (the
 broker itself is imported when a fixture first starts one). `-p no:kbroker` turns it off. A
@@ -29,6 +42,7 @@ from __future__ import annotations
 import pytest
 
 MARKER = "kafka_broker_config"
+CLUSTER_MARKER = "kafka_cluster_config"
 _ARGUMENTS = ("topics", "data_dir")
 
 
@@ -38,6 +52,11 @@ def pytest_configure(config):
         f"{MARKER}(config=None, *, topics=None, data_dir=None, **properties): broker config "
         "overrides for the kafka_broker fixture (properties: num_partitions=3 means "
         "num.partitions)")
+    config.addinivalue_line(
+        "markers",
+        f"{CLUSTER_MARKER}(config=None, *, brokers=3, **properties): the kafka_cluster "
+        "fixture's broker count and broker properties (min_insync_replicas=2 means "
+        "min.insync.replicas)")
 
 
 def _options(request) -> dict:
@@ -81,3 +100,20 @@ def kafka_broker_session():
     from broker.embedded import EmbeddedBroker
     with EmbeddedBroker() as broker:
         yield broker
+
+
+@pytest.fixture
+def kafka_cluster(request, tmp_path):
+    """ZooKeeper and brokers as processes for this test (see the kafka_cluster_config marker)."""
+    from broker.testing.cluster import KafkaCluster
+    brokers, config = 3, {}
+    for marker in reversed(list(request.node.iter_markers(CLUSTER_MARKER))):
+        if marker.args:
+            config.update(marker.args[0])
+        for key, value in marker.kwargs.items():
+            if key == "brokers":
+                brokers = value
+            else:
+                config[key.replace("_", ".")] = value
+    with KafkaCluster(brokers, tmp_path / "kafka-cluster", config=config) as cluster:
+        yield cluster

@@ -111,6 +111,11 @@ class ReplicaManager:
             dirs = getattr(log_manager, "log_dirs", None) or ["."]
             producer_id_dir = os.fspath(dirs[0])
         self.producer_ids = ProducerIdManager(FileBlockStore(producer_id_dir), broker_id)
+        # A cluster: the highest controller epoch seen (older controllers are refused) and the
+        # follower fetchers (broker/replica_fetcher.py); neither is used on a single broker.
+        self.controller_epoch = -1
+        self.fetchers = None
+        self.isr_changes = None             # broker/alter_partition_manager.py
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -122,6 +127,7 @@ class ReplicaManager:
         if part is None:
             log_ = self.log_manager.get_or_create_log(topic, partition, log_config, topic_id)
             part = Partition(topic, partition, self.broker_id, log_)
+            part.clock = self.time
             self._partitions[key] = part
         elif log_config is not None:
             part.log.config = log_config
@@ -132,6 +138,115 @@ class ReplicaManager:
         # Waiting fetches re-check: they may now get data or an error.
         self.fetch_purgatory.notify(topic, partition)
         return part
+
+    # -- cluster: the controller's LeaderAndIsr and StopReplica ---------------------------------
+
+    async def become_leader_or_follower(self, controller_epoch: int, partition_states,
+                                        log_config_for, live_broker_ids) -> tuple:
+        """Apply a LeaderAndIsr (Kafka's ReplicaManager.becomeLeaderOrFollower).
+
+        `partition_states`: [(topic, topic_id, LeaderAndIsrPartitionState)];
+        `log_config_for(topic)`: awaitable LogConfig for logs created here;
+        `live_broker_ids`: brokers in this broker's metadata cache (a follower of a leader it
+        does not know only creates its log). Returns (error, {(topic, p): error},
+        [partitions now led], [partitions now followed])."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, {}, [], []
+        self.controller_epoch = controller_epoch
+        errors, accepted = {}, []
+        for topic, topic_id, ps in partition_states:
+            key = (topic, ps.partition_index)
+            part = self._partitions.get(key)
+            local_epoch = part.leader_epoch if part is not None else -1
+            known_id = part.topic_id if part is not None else None
+            if (topic_id not in (None, ZERO_UUID) and known_id not in (None, ZERO_UUID)
+                    and known_id != topic_id):
+                errors[key] = ErrorCode.INCONSISTENT_TOPIC_ID
+            elif self.broker_id not in ps.replicas:
+                errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif ps.leader_epoch > local_epoch or part is None:
+                accepted.append((topic, topic_id, ps))
+                errors[key] = ErrorCode.NONE
+            else:
+                # An epoch this broker already has (a resent or an older request).
+                log.info("[ReplicaManager broker=%d] Ignoring the LeaderAndIsr request for "
+                         "partition %s-%d with leader epoch %d: the current leader epoch %d is "
+                         "not lower", self.broker_id, topic, ps.partition_index,
+                         ps.leader_epoch, local_epoch)
+                errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH
+        missing = [(t, tid, ps) for t, tid, ps in accepted
+                   if (t, ps.partition_index) not in self._partitions]
+        if missing:
+            configs = {}
+            for topic, _, _ in missing:
+                if topic not in configs:
+                    configs[topic] = await log_config_for(topic)
+            log_manager = self.log_manager
+
+            def open_logs():
+                return {(t, ps.partition_index): log_manager.get_or_create_log(
+                    t, ps.partition_index, configs[t], tid) for t, tid, ps in missing}
+            opened = await asyncio.get_running_loop().run_in_executor(None, open_logs)
+            for (topic, p), log_ in opened.items():
+                if (topic, p) not in self._partitions:
+                    part = Partition(topic, p, self.broker_id, log_)
+                    part.clock = self.time
+                    self._partitions[(topic, p)] = part
+        leaders, followers = [], []
+        for topic, topic_id, ps in accepted:
+            key = (topic, ps.partition_index)
+            part = self._partitions[key]
+            if ps.partition_epoch < part.partition_epoch:
+                continue                            # a stale state: keep the newer one
+            tid = topic_id if topic_id not in (None, ZERO_UUID) else None
+            if ps.leader == self.broker_id:
+                part.make_leader(ps.leader_epoch, ps.replicas, tid, isr=ps.isr,
+                                 partition_epoch=ps.partition_epoch)
+                leaders.append(key)
+                if self.fetchers is not None:
+                    self.fetchers.remove_partition(key)
+            else:
+                changed = part.make_follower(ps.leader, ps.leader_epoch, ps.replicas,
+                                             ps.partition_epoch, tid)
+                followers.append(key)
+                if self.fetchers is not None:
+                    if ps.leader in live_broker_ids:
+                        if changed or not self.fetchers.has_partition(key):
+                            self.fetchers.add_partition(key, ps.leader, ps.leader_epoch)
+                    else:
+                        self.fetchers.remove_partition(key)
+            if tid is not None:
+                self._topic_names[tid] = topic
+                self._topic_ids[topic] = tid
+            # Parked fetches and produces re-check: they may now get data or an error.
+            self.fetch_purgatory.notify(*key)
+            self.produce_purgatory.notify(*key)
+        if leaders or followers:
+            log.info("[ReplicaManager broker=%d] Handled LeaderAndIsr of controller epoch %d: "
+                     "leading %d, following %d partitions", self.broker_id, controller_epoch,
+                     len(leaders), len(followers))
+        return ErrorCode.NONE, errors, leaders, followers
+
+    def stop_replicas(self, controller_epoch: int, partitions) -> tuple:
+        """Apply a StopReplica: [(topic, partition, leader_epoch, delete)] -> (error,
+        {(topic, p): error}). Epoch -2 (topic being deleted) and -1 always apply; otherwise
+        an epoch below the local one is FENCED_LEADER_EPOCH."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, {}
+        self.controller_epoch = controller_epoch
+        errors = {}
+        for topic, p, leader_epoch, delete in partitions:
+            key = (topic, p)
+            part = self._partitions.get(key)
+            if part is not None and leader_epoch >= 0 and leader_epoch < part.leader_epoch:
+                errors[key] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(key)
+            if part is not None or delete:
+                self.stop_replica(topic, p, delete=delete)
+            errors[key] = ErrorCode.NONE
+        return ErrorCode.NONE, errors
 
     def stop_replica(self, topic: str, partition: int, delete: bool = False) -> None:
         part = self._partitions.pop((topic, partition), None)
@@ -298,9 +413,17 @@ class ReplicaManager:
         if part is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
+            last_fetched_epoch = getattr(fp, "last_fetched_epoch", -1)
+            if last_fetched_epoch >= 0 and part.is_leader:
+                part.check_current_leader_epoch(fp.current_leader_epoch)
+                diverging = part.diverging_epoch(fp.fetch_offset, last_fetched_epoch)
+                if diverging is not None:
+                    # The fetcher's log has records this leader does not: it truncates first.
+                    return ReadResult(ErrorCode.NONE, part.high_watermark,
+                                      part.last_stable_offset, part.log_start_offset, b"",
+                                      diverging_epoch=diverging)
             if from_follower:
-                if part.update_follower_fetch_state(replica_id, fp.fetch_offset):
-                    self.produce_purgatory.notify(fp.topic, fp.partition)
+                self._follower_fetched(part, replica_id, fp.fetch_offset)
             return part.read(fp.fetch_offset, max_bytes, isolation_level=isolation_level,
                              from_follower=from_follower, min_one_message=min_one_message,
                              current_leader_epoch=fp.current_leader_epoch)
@@ -311,6 +434,40 @@ class ReplicaManager:
             log.error("Error reading %s-%d: %s", fp.topic, fp.partition, exc)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, part.high_watermark,
                               part.last_stable_offset, part.log_start_offset)
+
+    def _follower_fetched(self, part, replica_id: int, fetch_offset: int) -> None:
+        """Leader bookkeeping for a follower's fetch: its LEO and caught-up time, the HW (which
+        may complete waiting acks=all produces), and an ISR expansion once it caught up."""
+        if not part.is_leader:
+            return
+        if part.update_follower_fetch_state(replica_id, fetch_offset, self.time.ms()):
+            self.produce_purgatory.notify(part.topic, part.partition)
+            self.fetch_purgatory.notify(part.topic, part.partition)
+        if self.isr_changes is not None and part.isr_expansion_candidate(
+                replica_id, self.isr_changes.alive_brokers()):
+            self.isr_changes.submit(part, part.isr | {replica_id})
+
+    def maybe_shrink_isrs(self) -> int:
+        """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2): followers that have
+        not caught up for replica.lag.time.max.ms leave the ISR through AlterPartition.
+        Returns how many partitions asked."""
+        if self.isr_changes is None:
+            return 0
+        lag_ms = _config_int(self.config, "replica.lag.time.max.ms", 30000)
+        now = self.time.ms()
+        asked = 0
+        for part in self._partitions.values():
+            if not part.is_leader or part.pending_isr is not None or len(part.isr) <= 1:
+                continue
+            out = part.out_of_sync_replicas(now, lag_ms)
+            if out:
+                log.info("[Partition %s-%d broker=%d] Shrinking ISR from %s to %s: out of sync "
+                         "replicas %s (not caught up for %d ms)", part.topic, part.partition,
+                         self.broker_id, sorted(part.isr), sorted(part.isr - out), sorted(out),
+                         lag_ms)
+                self.isr_changes.submit(part, part.isr - out)
+                asked += 1
+        return asked
 
     def partition_bytes_available(self, fp, min_bytes: int, isolation_level: int,
                                   replica_id: int) -> int:

@@ -170,6 +170,7 @@ class Broker:
         self.replica_manager = replica_manager
         self.group_coordinator = None
         self.topics = None
+        self.cluster = None                 # broker/cluster.py ClusterMembership (ZooKeeper mode)
         self.connections = ConnectionServer(self)
         self.quotas = QuotaManagers(config.get("quota.window.num"),
                                     config.get("quota.window.size.seconds"))
@@ -213,6 +214,23 @@ class Broker:
                 return host, port
         return listeners[0][1], listeners[0][2]
 
+    def metadata_brokers(self, listener_name: str) -> list:
+        """[(id, host, port, rack)] of the live brokers clients on this listener are told
+        about: this broker alone, or in a cluster every live broker with that listener (from
+        the controller's UpdateMetadata; brokers without the listener are left out, as
+        Kafka does)."""
+        if self.cluster is not None:
+            return self.metadata.brokers_for_listener(listener_name)
+        host, port = self.advertised_endpoint(listener_name)
+        return [(self.broker_id, host, port, self.config.get("broker.rack"))]
+
+    @property
+    def controller_id(self) -> int:
+        """The controller's broker id (-1 until a cluster member has learned it)."""
+        if self.cluster is not None:
+            return self.metadata.controller_id
+        return self.broker_id
+
     @property
     def port(self) -> int:
         """The first listener's bound port (tests)."""
@@ -223,56 +241,77 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         self._stopped = self.loop.create_future()
         load_logs = self.log_manager is None
+        stored_cluster_id = stored_id = None
         if load_logs:
-            # The log dirs are locked before anything reads or writes them (the metadata store
-            # lives in the first one): a second broker on the same dirs stops here, untouched.
-            from storage.log_manager import LogManager
-            self.log_manager = LogManager(
-                self.config.log_dirs, self.config.topic_config(),
-                time_ms=self.time.ms,
-                recovery_threads=self.config.get("num.recovery.threads.per.data.dir"))
-            try:
-                self.log_manager.lock_log_dirs()
-            except BaseException:
-                self.log_manager = None         # nothing to shut down: the dirs are not ours
-                raise
-            # meta.properties of every dir checked before anything is written (a dir of
-            # another broker or cluster stops start-up here, untouched); without broker.id
-            # configured, the one the files name is taken, as Kafka takes it.
-            configured = self.config.broker_id if self.config.broker_id >= 0 else None
-            stored_cluster_id, stored_id = self.log_manager.verify_meta_properties(
-                broker_id=configured)
-            if configured is None and stored_id is not None:
-                self.broker_id = stored_id
-        else:
-            stored_cluster_id = None
+            stored_cluster_id, stored_id = self._open_log_dirs()
+        if self.config.get("zookeeper.connect"):
+            await self._start_cluster(stored_cluster_id, stored_id, load_logs)
+            return
+        if stored_id is not None and self.config.broker_id < 0:
+            self.broker_id = stored_id
         if self.metadata is None:
             from broker.metadata import open_store
             self.metadata = open_store(self.config, stored_cluster_id)
         self.metadata.load()
-        self._apply_dynamic_broker_configs()
+        self.apply_dynamic_broker_configs()
         self.quotas.update(self.metadata.client_quotas())
         log.info("[KafkaServer id=%d] starting, cluster id %s", self.broker_id, self.cluster_id)
         if load_logs:
-            store, config = self.metadata, self.config
-            await self.loop.run_in_executor(
-                None, lambda: self.log_manager.startup(
-                    self.cluster_id, self.broker_id,
-                    config_for=lambda topic: config.topic_config(store.topic_config(topic))))
-            # Producers that expired while the broker was down are not loaded back (Kafka drops
-            # them when it reads a producer snapshot).
-            await self.loop.run_in_executor(None, self._expire_producer_ids)
+            await self._load_logs()
+        self._create_replica_manager()
+        from broker.topics import TopicManager
+        self.topics = TopicManager(self)
+        await self.topics.startup()
+        await self._start_group_coordinator()
+        await self._listen()
+        self._start_periodic_tasks()
+        log.info("[KafkaServer id=%d] started", self.broker_id)
+
+    def _open_log_dirs(self) -> tuple:
+        """Lock the log dirs and read what their meta.properties name: (cluster id, broker id).
+
+        The dirs are locked before anything reads or writes them (the metadata store lives in
+        the first one): a second broker on the same dirs stops here, untouched. Every dir's
+        meta.properties is checked before anything is written (a dir of another broker or
+        cluster stops start-up here, untouched); without broker.id configured, the one the
+        files name is taken, as Kafka takes it."""
+        from storage.log_manager import LogManager
+        self.log_manager = LogManager(
+            self.config.log_dirs, self.config.topic_config(),
+            time_ms=self.time.ms,
+            recovery_threads=self.config.get("num.recovery.threads.per.data.dir"))
+        try:
+            self.log_manager.lock_log_dirs()
+        except BaseException:
+            self.log_manager = None         # nothing to shut down: the dirs are not ours
+            raise
+        configured = self.config.broker_id if self.config.broker_id >= 0 else None
+        return self.log_manager.verify_meta_properties(broker_id=configured)
+
+    async def _load_logs(self) -> None:
+        store, config = self.metadata, self.config
+        await self.loop.run_in_executor(
+            None, lambda: self.log_manager.startup(
+                self.cluster_id, self.broker_id,
+                config_for=lambda topic: config.topic_config(store.topic_config(topic))))
+        # Producers that expired while the broker was down are not loaded back (Kafka drops
+        # them when it reads a producer snapshot).
+        await self.loop.run_in_executor(None, self._expire_producer_ids)
+
+    def _create_replica_manager(self) -> None:
         if self.replica_manager is None:
             from broker.replica_manager import ReplicaManager
             self.replica_manager = ReplicaManager(self.log_manager, broker_id=self.broker_id,
                                                   time=self.time, config=self.config)
-        from broker.topics import TopicManager
-        self.topics = TopicManager(self)
-        await self.topics.startup()
-        # Group coordinator: loads the local __consumer_offsets partitions (coordinator/runtime.py).
+
+    async def _start_group_coordinator(self) -> None:
+        # Loads the __consumer_offsets partitions this broker leads (coordinator/runtime.py);
+        # in a cluster, leadership arrives later with LeaderAndIsr, which loads them.
         from coordinator.runtime import GroupCoordinator
         self.group_coordinator = GroupCoordinator.for_broker(self)
         await self.group_coordinator.startup()
+
+    async def _listen(self) -> None:
         for listener in self.config.listeners:
             server = await self.loop.create_server(
                 lambda name=listener.name: Connection(self, self.connections, name),
@@ -282,10 +321,45 @@ class Broker:
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
             log.info("Awaiting socket connections on %s:%d (%s)", listener.host or "0.0.0.0",
                      self.bound_ports[listener.name], listener.name)
+
+    async def _start_cluster(self, stored_cluster_id, stored_id, load_logs: bool) -> None:
+        """ZooKeeper mode (broker/cluster.py): the cluster id and broker id come from
+        ZooKeeper, topics and leaders from the controller, and the broker registers once its
+        logs are recovered and its listeners bound."""
+        from broker.cluster import ClusterMembership
+        from broker.metadata.cluster import ClusterMetadataStore
+        from broker.replica_fetcher import ReplicaFetcherManager
+        from broker.topics import ClusterTopicManager
+        self.cluster = ClusterMembership(self)
+        cluster_id = await self.cluster.connect(stored_cluster_id)
+        configured = self.config.broker_id if self.config.broker_id >= 0 else None
+        self.broker_id = await self.cluster.resolve_broker_id(configured, stored_id)
+        self.metadata = ClusterMetadataStore(cluster_id)
+        self.metadata.kzk = self.cluster.kzk
+        await self.cluster.load_configs(self.metadata)
+        self.apply_dynamic_broker_configs()
+        self.quotas.update(self.metadata.client_quotas())
+        log.info("[KafkaServer id=%d] starting, cluster id %s, ZooKeeper %s", self.broker_id,
+                 cluster_id, self.config.get("zookeeper.connect"))
+        if load_logs:
+            await self._load_logs()
+        self._create_replica_manager()
+        from broker.alter_partition_manager import AlterPartitionManager
+        self.replica_manager.fetchers = ReplicaFetcherManager(self)
+        self.replica_manager.isr_changes = AlterPartitionManager(self)
+        from broker.producer_ids import ZkProducerIdManager
+        self.replica_manager.producer_ids = ZkProducerIdManager(self.cluster.kzk, self.broker_id)
+        self.topics = ClusterTopicManager(self)
+        await self._start_group_coordinator()
+        await self._listen()
+        await self.cluster.register()
         self._start_periodic_tasks()
+        # Kafka's isr-expiration task: followers that stopped catching up leave the ISR.
+        self._every(self.config.get("replica.lag.time.max.ms") / 2000,
+                    self.replica_manager.maybe_shrink_isrs)
         log.info("[KafkaServer id=%d] started", self.broker_id)
 
-    def _apply_dynamic_broker_configs(self) -> None:
+    def apply_dynamic_broker_configs(self) -> None:
         from broker.config import ConfigError
         for cluster_default, broker_id in ((True, None), (False, self.broker_id)):
             values = self.metadata.broker_config(broker_id)
@@ -357,13 +431,22 @@ class Broker:
             await self.wait_stopped()
             return
         self._shutting_down = True
-        if self.metadata is None and self.log_manager is None:
+        if self.metadata is None and self.log_manager is None and self.cluster is None:
             # start() failed before it touched anything (a log dir locked by another broker)
             if self._stopped is not None and not self._stopped.done():
                 self._stopped.set_result(None)
             return
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         try:
+            if self.cluster is not None:
+                # Leaderships move away while this broker still answers the controller.
+                await self._step("controlled shutdown", self.cluster.controlled_shutdown)
+                fetchers = self.replica_manager.fetchers if self.replica_manager else None
+                if fetchers is not None:
+                    await self._step("stopping the replica fetchers", fetchers.shutdown)
+                isr_changes = self.replica_manager.isr_changes if self.replica_manager else None
+                if isr_changes is not None:
+                    await self._step("stopping ISR changes", isr_changes.shutdown)
             for server in self._servers:
                 server.close()
             for task in self._tasks:
@@ -383,6 +466,9 @@ class Broker:
             if self.log_manager is not None:
                 await self._step("shutting down the log manager", self.loop.run_in_executor,
                                  None, self.log_manager.shutdown)
+            if self.cluster is not None:
+                # The session ends: /brokers/ids/N (and /controller) vanish at once.
+                await self._step("closing the ZooKeeper session", self.cluster.close)
             if self.metadata is not None:
                 await self._step("closing the metadata store", self.metadata.close)
             log.info("[KafkaServer id=%d] shut down completed", self.broker_id)

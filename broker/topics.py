@@ -67,6 +67,26 @@ def validate_topic_name(name) -> None:
                          f"ASCII alphanumerics, '.', '_' and '-'")
 
 
+def partitions_to_add(current: int, count: int, assignments) -> int:
+    """CreatePartitions' checks of the new count (and of the assignments' number): how many
+    partitions to add. Raises KafkaError as Kafka answers."""
+    if count < current:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                         f"Topic currently has {current} partitions, which is higher than "
+                         f"the requested {count}.")
+    if count == current:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                         f"Topic already has {current} partitions.")
+    added = count - current
+    if added > MAX_PARTITIONS_PER_REQUEST:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
+    if assignments is not None and len(assignments) != added:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Increasing the number of partitions by {added} but "
+                         f"{len(assignments)} assignments provided.")
+    return added
+
+
 def is_internal(name: str) -> bool:
     return name in INTERNAL_TOPICS
 
@@ -271,14 +291,10 @@ class TopicManager:
 
     # -- operations
 
-    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     assignments: dict | None = None, configs: dict | None = None,
-                     validate_only: bool = False, topic_id: uuid.UUID | None = None,
-                     lead: bool = True):
-        """Create a topic (or only validate the request); returns its TopicMetadata (or None).
-
-        Synchronous: the partitions' logs are created on the calling (loop) thread. Handlers use
-        `create_topic_async`, which creates them in an executor."""
+    def plan_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                   assignments: dict | None = None, configs: dict | None = None) -> tuple:
+        """Validate a new topic as Kafka does and place its replicas: (assignments, configs).
+        Raises KafkaError."""
         validate_topic_name(name)
         if is_cluster_metadata(name):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -299,6 +315,18 @@ class TopicManager:
             num_partitions, replication_factor = self._resolve_counts(num_partitions,
                                                                       replication_factor)
             assignments = self.assign_replicas(num_partitions, replication_factor)
+        return assignments, configs
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     assignments: dict | None = None, configs: dict | None = None,
+                     validate_only: bool = False, topic_id: uuid.UUID | None = None,
+                     lead: bool = True):
+        """Create a topic (or only validate the request); returns its TopicMetadata (or None).
+
+        Synchronous: the partitions' logs are created on the calling (loop) thread. Handlers use
+        `create_topic_async`, which creates them in an executor."""
+        assignments, configs = self.plan_topic(name, num_partitions, replication_factor,
+                                               assignments, configs)
         if validate_only:
             return None
         topic = self.store.create_topic(name, topic_id or uuid.uuid4(), assignments, configs)
@@ -361,6 +389,13 @@ class TopicManager:
             return None
         return await self.create_topic_async(name)
 
+    async def delete_topic_async(self, name: str):
+        return self.delete_topic(name)
+
+    async def set_topic_configs_async(self, name: str, configs: dict,
+                                      validate_only: bool = False) -> None:
+        self.set_topic_configs(name, configs, validate_only)
+
     def delete_topic(self, name: str):
         if not self.broker.config.get("delete.topic.enable"):
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
@@ -393,21 +428,8 @@ class TopicManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{name}' does not exist.")
         current = len(topic.partitions)
-        if count < current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than "
-                             f"the requested {count}.")
-        if count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic already has {current} partitions.")
-        added = count - current
-        if added > MAX_PARTITIONS_PER_REQUEST:
-            raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
+        added = partitions_to_add(current, count, assignments)
         if assignments is not None:
-            if len(assignments) != added:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {added} but "
-                                 f"{len(assignments)} assignments provided.")
             new = {current + i: list(r) for i, r in enumerate(assignments)}
             self._check_assignments(new, first_partition=current)
             if len(new[current]) != topic.replication_factor:
@@ -453,3 +475,158 @@ class TopicManager:
                 partition = replica_manager.get_partition(topic.name, index)
                 if partition is not None and partition.log is not None:
                     partition.log.config = log_config
+
+
+class ClusterTopicManager(TopicManager):
+    """Topics in a ZooKeeper-mode cluster (Kafka's ZkAdminManager + AdminZkClient).
+
+    The same validation as on one broker; then the change is written to ZooKeeper (a topic's
+    config first, then /brokers/topics/T; partitions added by rewriting that znode; deletion
+    by /admin/delete_topics/T), the controller acts on it, and the request waits until this
+    broker's metadata (the controller's UpdateMetadata) shows the result, or its timeout.
+    CreateTopics, CreatePartitions and DeleteTopics must reach the controller (other brokers
+    answer NOT_CONTROLLER and clients retry there, as with Kafka's ZooKeeper mode); automatic
+    creation writes ZooKeeper from whichever broker got the Metadata request.
+
+    Replica placement is Kafka's (broker/controller/placement.py): over the live brokers from
+    the metadata cache, sorted by id, rack-aware when they set broker.rack."""
+
+    WAIT_S = 30.0
+
+    @property
+    def kzk(self):
+        return self.broker.cluster.kzk
+
+    def live_brokers(self) -> list:
+        return sorted(self.store.live_brokers)
+
+    def _broker_metadata(self) -> list:
+        from broker.controller.placement import BrokerMetadata
+        return [BrokerMetadata(b.id, b.rack)
+                for _, b in sorted(self.store.live_brokers.items())]
+
+    def assign_replicas(self, num_partitions: int, replication_factor: int,
+                        first_partition: int = 0) -> dict:
+        from broker.controller.placement import assign_replicas_to_brokers
+        return assign_replicas_to_brokers(self._broker_metadata(), num_partitions,
+                                          replication_factor,
+                                          start_partition_id=first_partition)
+
+    async def startup(self) -> None:
+        """Nothing to lead yet: leadership arrives with the controller's LeaderAndIsr."""
+
+    def _require_controller(self) -> None:
+        controller = self.broker.cluster.controller
+        if controller is None or not controller.is_active:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for "
+                             "this cluster.")
+
+    def create_topic(self, *args, **kwargs):
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "use create_topic_async in a cluster")
+
+    async def create_topic_async(self, name: str, num_partitions: int = -1,
+                                 replication_factor: int = -1, assignments: dict | None = None,
+                                 configs: dict | None = None, validate_only: bool = False,
+                                 topic_id: uuid.UUID | None = None, *,
+                                 require_controller: bool = True, wait_s: float | None = None):
+        if require_controller:
+            self._require_controller()
+        from broker.controller.controller import topic_id_text
+        from broker.kafka_zk import TopicExistsError
+        from broker.zk_data import TopicAssignment
+        assignments, configs = self.plan_topic(name, num_partitions, replication_factor,
+                                               assignments, configs)
+        if validate_only:
+            return None
+        if await self.kzk.get_topic(name) is not None:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        topic_id = topic_id or uuid.uuid4()
+        try:
+            await self.kzk.create_topic(name, TopicAssignment(assignments,
+                                                              topic_id_text(topic_id)), configs)
+        except TopicExistsError as exc:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)) from None
+        self.warn_deprecated(name, configs)
+        log.info("Creating topic %s with configuration %s and initial partition assignment %s",
+                 name, configs, assignments)
+        await self.store.wait_until(lambda: self.store.has_leaders(name, assignments),
+                                    self.WAIT_S if wait_s is None else wait_s)
+        return self.store.get_topic(name)
+
+    async def maybe_auto_create(self, name: str):
+        if not self.broker.config.get("auto.create.topics.enable"):
+            return None
+        if not self.store.live_brokers:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, "no live brokers known yet")
+        try:
+            await self.create_topic_async(name, require_controller=False, wait_s=3.0)
+        except KafkaError as exc:
+            if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        if not self.store.has_leaders(name):
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{name} is being created")
+        return self.store.get_topic(name)
+
+    async def create_partitions_async(self, name: str, count: int,
+                                      assignments: list | None = None,
+                                      validate_only: bool = False):
+        self._require_controller()
+        from broker.controller.placement import (RackAwareMode, broker_metadatas,
+                                                 new_partitions_assignment)
+        topic = self.store.get_topic(name)
+        found = await self.kzk.get_topic(name)
+        if topic is None or found is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{name}' does not exist.")
+        assignment, version = found
+        current = len(assignment.partitions)
+        added = partitions_to_add(current, count, assignments)
+        manual = None
+        if assignments is not None:
+            manual = {current + i: list(r) for i, r in enumerate(assignments)}
+        brokers = broker_metadatas(self._broker_metadata(), RackAwareMode.ENFORCED)
+        new = new_partitions_assignment(assignment.partitions, brokers, added, topic=name,
+                                        replica_assignment=manual)
+        if validate_only:
+            return topic
+        assignment.partitions = {**assignment.partitions, **new}
+        from broker.zk_data import BadVersionError
+        try:
+            await self.kzk.set_topic(name, assignment, version)
+        except BadVersionError:
+            raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                             f"Topic {name} changed while adding partitions; retry") from None
+        log.info("Creating %d partitions for '%s' with the following replica assignment: %s",
+                 added, name, new)
+        await self.store.wait_until(lambda: self.store.has_leaders(name, new), self.WAIT_S)
+        return self.store.get_topic(name)
+
+    def delete_topic(self, name: str):
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "use delete_topic_async in a cluster")
+
+    async def delete_topic_async(self, name: str):
+        self._require_controller()
+        if not self.broker.config.get("delete.topic.enable"):
+            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        topic = self.store.get_topic(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        await self.kzk.mark_topic_for_deletion(name)
+        log.info("Topic %s marked for deletion", name)
+        await self.store.wait_until(lambda: self.store.get_topic(name) is None, self.WAIT_S)
+        return topic
+
+    async def set_topic_configs_async(self, name: str, configs: dict,
+                                      validate_only: bool = False) -> None:
+        if self.store.get_topic(name) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{name}' does not exist.")
+        self.check_configs(configs)
+        if validate_only:
+            return
+        await self.kzk.set_entity_config("topics", name, configs)
+        self.store.set_cached_topic_config(name, configs)
+        log.info("Updated configs of topic %s: %s", name, configs)
+        self.warn_deprecated(name, configs)
+        self.apply_log_configs([name])

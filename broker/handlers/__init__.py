@@ -26,6 +26,9 @@ HANDLER_MODULES = [
     # data path
     "produce", "fetch", "list_offsets", "offset_for_leader_epoch", "delete_records",
     "describe_log_dirs", "init_producer_id",
+    # inter-broker: the controller's requests, and the ones brokers send the controller
+    "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown",
+    "alter_partition",
 ]
 
 

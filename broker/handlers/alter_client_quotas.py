@@ -75,6 +75,6 @@ async def handle(broker, ctx, request):
             result.error_code = int(exc.error_code)
             result.error_message = exc.message
     if changes and not request.validate_only:
-        broker.metadata.set_client_quotas(changes)
+        await broker.metadata.write_client_quotas(changes)
         broker.quotas.update(broker.metadata.client_quotas())
     return R(throttle_time_ms=0, entries=results)

@@ -51,12 +51,12 @@ def broker_target(broker, resource_name: str):
     return broker.broker_id
 
 
-def set_topic_overrides(broker, name: str, overrides: dict, validate_only: bool) -> None:
+async def set_topic_overrides(broker, name: str, overrides: dict, validate_only: bool) -> None:
     validate_topic_name(name)
-    broker.topics.set_topic_configs(name, overrides, validate_only=validate_only)
+    await broker.topics.set_topic_configs_async(name, overrides, validate_only=validate_only)
 
 
-def set_broker_overrides(broker, resource_name: str, values: dict, validate_only: bool) -> None:
+async def set_broker_overrides(broker, resource_name: str, values: dict, validate_only: bool) -> None:
     target = broker_target(broker, resource_name)
     for name in values:
         definition = BROKER_CONFIG.get(name)
@@ -69,19 +69,19 @@ def set_broker_overrides(broker, resource_name: str, values: dict, validate_only
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     if validate_only:
         return
-    broker.metadata.set_broker_config(target, values)
+    await broker.metadata.write_broker_config(target, values)
     broker.config.set_dynamic(values, cluster_default=target is None)
     for warning in deprecation_warnings(values, broker.config.get("inter.broker.protocol.version")):
         log.warning(warning)
     broker.topics.apply_log_configs()
 
 
-def alter_resource(broker, resource_type: int, resource_name: str, values: dict,
-                   validate_only: bool) -> None:
+async def alter_resource(broker, resource_type: int, resource_name: str, values: dict,
+                         validate_only: bool) -> None:
     if resource_type == TOPIC:
-        set_topic_overrides(broker, resource_name, values, validate_only)
+        await set_topic_overrides(broker, resource_name, values, validate_only)
     elif resource_type == BROKER:
-        set_broker_overrides(broker, resource_name, values, validate_only)
+        await set_broker_overrides(broker, resource_name, values, validate_only)
     elif resource_type == BROKER_LOGGER:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "AlterConfigs does not support the resource "
                          "type BROKER_LOGGER: use IncrementalAlterConfigs")
@@ -98,7 +98,7 @@ async def handle(broker, ctx, request):
         try:
             check_no_duplicates(c.name for c in resource.configs)
             values = {c.name: c.value for c in resource.configs if c.value is not None}
-            alter_resource(broker, resource.resource_type, resource.resource_name, values,
+            await alter_resource(broker, resource.resource_type, resource.resource_name, values,
                            request.validate_only)
         except KafkaError as exc:
             result.error_code = exc.error_code

@@ -59,7 +59,7 @@ async def handle(broker, ctx, request):
                                "Duplicate topic in the DeleteTopics request")
         if error is None:
             try:
-                topic = broker.topics.delete_topic(resolved_name)
+                topic = await broker.topics.delete_topic_async(resolved_name)
                 result.topic_id = topic.topic_id
             except KafkaError as exc:
                 error = exc

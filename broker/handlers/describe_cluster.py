@@ -1,7 +1,7 @@
 """DescribeCluster (api key 60), versions 0-1.
 
 Behaviour: the cluster id, the controller (this broker: with one broker and no ZooKeeper it is its
-own controller) and every live broker with its advertised endpoint for the request's listener.
+own controller; in a cluster the one the controller's UpdateMetadata names) and every live broker with its advertised endpoint for the request's listener.
 v1 adds endpoint_type: 1 (brokers) is served; 2 (controllers, KRaft only) answers
 UNSUPPORTED_ENDPOINT_TYPE. Authorized operations are not computed (no ACLs): the field keeps
 Kafka's "not requested" value.
@@ -23,8 +23,7 @@ async def handle(broker, ctx, request):
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
             error_message="only broker endpoints are described",
             endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id)
-    host, port = broker.advertised_endpoint(ctx.listener_name)
     return DescribeClusterResponse(
-        endpoint_type=_BROKERS, cluster_id=broker.cluster_id, controller_id=broker.broker_id,
-        brokers=[DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=broker.broker_id, host=host, port=port, rack=broker.config.get("broker.rack"))])
+        endpoint_type=_BROKERS, cluster_id=broker.cluster_id, controller_id=broker.controller_id,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=h, port=p, rack=r)
+                 for i, h, p, r in broker.metadata_brokers(ctx.listener_name)])

@@ -1,4 +1,4 @@
-"""Fetch (api key 1), versions 4-16.
+"""Fetch (api key 1), versions 4-17.
 
 Behaviour:
 - Long polling: the partitions are read once; if that gives fewer than min_bytes (and nothing
@@ -37,7 +37,7 @@ from broker.fetch_session import INVALID_SESSION_ID, CachedPartition
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
-MAX_VERSION = 16
+MAX_VERSION = 17
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -152,6 +152,10 @@ def _topic_responses(keys, by_key, results, version, isolation_level):
             current = Topic(topic=fp.topic or "", topic_id=fp.topic_id, partitions=[])
             topics.append(current)
         result = results[(fp.topic, fp.partition)]
+        diverging = None
+        if result.diverging_epoch is not None and version >= 12:
+            diverging = FetchResponse.EpochEndOffset(epoch=result.diverging_epoch[0],
+                                                     end_offset=result.diverging_epoch[1])
         current.partitions.append(Partition(
             partition_index=fp.partition,
             error_code=int(result.error_code),
@@ -160,5 +164,6 @@ def _topic_responses(keys, by_key, results, version, isolation_level):
             log_start_offset=result.log_start_offset,
             aborted_transactions=aborted,
             preferred_read_replica=-1,
+            diverging_epoch=diverging,
             records=result.records if result.records is not None else b""))
     return topics

@@ -118,7 +118,7 @@ async def handle(broker, ctx, request):
                                                 resource.resource_name)
             for config in resource.configs:
                 _apply(values, table, effective, config)
-            alter_resource(broker, resource.resource_type, resource.resource_name, values,
+            await alter_resource(broker, resource.resource_type, resource.resource_name, values,
                            request.validate_only)
         except KafkaError as exc:
             result.error_code = exc.error_code

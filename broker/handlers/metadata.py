@@ -46,15 +46,20 @@ def _topic_entry(broker, topic) -> Topic:
     partitions = []
     for index, state in topic.partitions.items():
         replicas = list(state.replicas)
-        partition = broker.replica_manager.get_partition(topic.name, index)
-        if partition is None:                   # logs still being created: no leader yet
-            leader, isr, error = -1, [], ErrorCode.LEADER_NOT_AVAILABLE
+        offline = []
+        if state.isr is not None:               # a cluster: the controller's view
+            leader, isr, offline = state.leader, list(state.isr), list(state.offline_replicas)
+            error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
         else:
-            leader, isr, error = state.leader, sorted(partition.isr), ErrorCode.NONE
+            partition = broker.replica_manager.get_partition(topic.name, index)
+            if partition is None:               # logs still being created: no leader yet
+                leader, isr, error = -1, [], ErrorCode.LEADER_NOT_AVAILABLE
+            else:
+                leader, isr, error = state.leader, sorted(partition.isr), ErrorCode.NONE
         partitions.append(Partition(
             error_code=error, partition_index=index, leader_id=leader,
             leader_epoch=state.leader_epoch, replica_nodes=replicas, isr_nodes=isr,
-            offline_replicas=[]))
+            offline_replicas=offline))
     return Topic(error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id,
                  is_internal=is_internal(topic.name), partitions=partitions)
 
@@ -143,12 +148,10 @@ def _response(broker, ctx, request, topics) -> MetadataResponse:
     cluster_operations = NOT_REQUESTED
     if 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations:
         cluster_operations = CLUSTER_OPERATIONS
-    host, port = broker.advertised_endpoint(ctx.listener_name)
     return MetadataResponse(
-        brokers=[MetadataResponse.MetadataResponseBroker(
-            node_id=broker.broker_id, host=host, port=port,
-            rack=broker.config.get("broker.rack"))],
-        cluster_id=broker.cluster_id, controller_id=broker.broker_id, topics=topics,
+        brokers=[MetadataResponse.MetadataResponseBroker(node_id=i, host=h, port=p, rack=r)
+                 for i, h, p, r in broker.metadata_brokers(ctx.listener_name)],
+        cluster_id=broker.cluster_id, controller_id=broker.controller_id, topics=topics,
         cluster_authorized_operations=cluster_operations)
 
 

@@ -27,9 +27,16 @@ import uuid
 class PartitionState:
     replicas: list            # broker ids, preferred leader first
     leader_epoch: int = 0
+    # In a cluster, what the controller's UpdateMetadata says (None on a single broker, where
+    # the first replica leads and the ISR is the replica layer's).
+    leader_id: int | None = None
+    isr: list | None = None
+    offline_replicas: list = dataclasses.field(default_factory=list)
 
     @property
     def leader(self) -> int:
+        if self.leader_id is not None:
+            return self.leader_id
         return self.replicas[0] if self.replicas else -1
 
 
@@ -157,6 +164,13 @@ class MetadataStore(abc.ABC):
             else:
                 self._client_quotas.pop(tuple(entity), None)
         self._changed()
+
+    # -- writes as the admin handlers make them (a cluster's backend writes ZooKeeper)
+    async def write_broker_config(self, broker_id: int | None, configs: dict) -> None:
+        self.set_broker_config(broker_id, configs)
+
+    async def write_client_quotas(self, changes: dict) -> None:
+        self.set_client_quotas(changes)
 
     def _changed(self):
         self._persist()

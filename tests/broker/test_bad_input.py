@@ -204,7 +204,7 @@ def _header(api_key, version, correlation_id=1) -> bytes:
     struct.pack(">i", REQUEST_MAX + 1) + b"\x00" * 64,            # over socket.request.max.bytes
     frame(_header(9999, 0)),                                      # unknown api key
     frame(_header(ApiKey.PRODUCE, 99)),                           # unknown version
-    frame(_header(ApiKey.CONTROLLED_SHUTDOWN, 1) + b"\x00" * 12), # an API this broker lacks
+    frame(_header(ApiKey.VOTE, 0) + b"\x00" * 12),  # KRaft's Vote: never served here
 ], ids=["tiny", "short-header", "short-body", "huge-array", "negative-size", "oversized",
         "unknown-key", "unknown-version", "not-served"])
 async def test_malformed_requests_close_only_their_connection(setup, data):

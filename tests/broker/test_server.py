@@ -129,9 +129,9 @@ async def test_unsupported_version_closes(client, broker):
 
 
 async def test_api_not_served_closes(client, broker):
-    # A key the specs define but this broker does not serve (ControlledShutdown v1).
-    assert ApiKey.CONTROLLED_SHUTDOWN not in HANDLERS
-    client.send_raw(frame(struct.pack(">hhih", ApiKey.CONTROLLED_SHUTDOWN, 1, 1, -1)
+    # A key the specs define but this broker does not serve (KRaft's Vote).
+    assert ApiKey.VOTE not in HANDLERS
+    client.send_raw(frame(struct.pack(">hhih", ApiKey.VOTE, 0, 1, -1)
                           + b"\x00\x00\x00\x00\x00\x00\x00\x00"))
     assert await client.is_closed()
 

@@ -1,0 +1,781 @@
+"""The controller of a ZooKeeper-mode cluster, as Kafka 3.9's KafkaController runs it.
+
+Every broker runs one. It watches the ephemeral `/controller` znode; when that is absent it
+tries to create it together with `/controller_epoch + 1` in one multi, and the broker whose
+multi succeeds is the controller until its session ends. The active controller:
+
+- loads the cluster from ZooKeeper (live brokers with their epochs = czxid, topics and their
+  assignments, every partition's leader/ISR state znode), tells every broker the live brokers
+  (UpdateMetadata) and each its partitions' states (LeaderAndIsr), then elects leaders for
+  partitions without one;
+- reacts to brokers joining, leaving and re-registering (BrokerChange), new topics and
+  partitions (TopicChange, PartitionModifications), deletions (/admin/delete_topics),
+  controlled shutdowns and leaders' ISR changes (AlterPartition);
+- writes every decision to ZooKeeper first, guarded by `CheckOp(/controller_epoch)` and the
+  state znode's version (broker/kafka_zk.py), then sends LeaderAndIsr / UpdateMetadata /
+  StopReplica (controller/context.py RequestBatch). A write whose epoch check fails means
+  another broker is controller: this one resigns.
+
+Events from watches, RPC handlers and the controller's own timers go through one queue,
+processed one at a time by one task (Kafka's ControllerEventManager), so the context is never
+seen half-changed. ZooKeeper (a KafkaZk), the request sender and the clock are injected:
+tests/controller drives this class with an in-memory ZooKeeper and a recording sender.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import uuid
+
+from protocol.errors import ErrorCode
+
+from broker import zk_data as zd
+from broker.controller import election
+from broker.controller.context import NO_LEADER, ControllerContext, RequestBatch
+from broker.kafka_zk import ControllerMovedError
+from broker.zk_data import BadVersionError, ZNodeDataError
+
+log = logging.getLogger(__name__)
+
+MAX_STATE_WRITE_ATTEMPTS = 5
+AUTO_REBALANCE_FIRST_CHECK_S = 5.0      # Kafka's first check after a failover
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def parse_topic_id(text: str | None) -> uuid.UUID | None:
+    if not text:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return uuid.UUID(bytes=raw) if len(raw) == 16 else None
+    except (ValueError, TypeError):
+        return None
+
+
+class KafkaController:
+    def __init__(self, broker_id: int, kzk, sender, *, time, config=None,
+                 inter_broker_listener: str | None = None):
+        self.broker_id = broker_id
+        self.kzk = kzk
+        self.sender = sender                # add_broker / remove_broker / send
+        self.time = time
+        self.config = config
+        self.inter_broker_listener = inter_broker_listener
+        self.ctx = ControllerContext()
+        self.active_controller_id: int | None = None
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self._stopped = False
+        self._rebalance_timer = None
+        self.log_prefix = f"[Controller id={broker_id}]"
+
+    # -- lifecycle and events ------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self.active_controller_id == self.broker_id
+
+    async def startup(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        self.enqueue(self._elect)
+
+    async def shutdown(self) -> None:
+        """Resign if active and stop processing events."""
+        self._stopped = True
+        self._cancel_rebalance()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.is_active:
+            await self._resign(delete_znode=False)
+
+    def enqueue(self, fn, *args) -> asyncio.Future:
+        """Run coroutine function `fn(*args)` on the controller's event task; the returned
+        future has its result."""
+        future = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((fn, args, future))
+        return future
+
+    async def idle(self) -> None:
+        """Wait until every event queued so far has been processed (tests)."""
+        await self.enqueue(_noop)
+
+    async def _run(self) -> None:
+        while not self._stopped:
+            fn, args, future = await self._queue.get()
+            try:
+                result = await fn(*args)
+            except ControllerMovedError as exc:
+                log.info("%s Controller moved to another broker (%s); resigning",
+                         self.log_prefix, exc)
+                await self._resign(delete_znode=False)
+                self.enqueue(self._on_controller_change)
+                result = exc
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:                    # noqa: BLE001 - keep the loop alive
+                log.exception("%s Error processing event %s", self.log_prefix,
+                              getattr(fn, "__name__", fn))
+                result = exc
+            if not future.done():
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                    future.exception()                  # retrieved: no "never retrieved" noise
+                else:
+                    future.set_result(result)
+
+    def _watch(self, fn, *args):
+        """A ZooKeeper watch callback that queues `fn(*args)`."""
+        def fire(event):
+            if not self._stopped:
+                self.enqueue(fn, *args)
+        return fire
+
+    # -- election ------------------------------------------------------------------------------
+
+    async def _elect(self) -> None:
+        controller = await self.kzk.get_controller_id(watch=self._watch(self._on_controller_change))
+        if controller is not None:
+            self.active_controller_id = controller
+            if controller != self.broker_id:
+                return
+            if self.ctx.epoch_zk_version >= 0:
+                return                                   # already active
+        try:
+            epoch, version = await self.kzk.register_controller_and_increment_epoch(
+                self.broker_id, self.time.ms())
+        except ControllerMovedError:
+            self.active_controller_id = await self.kzk.get_controller_id()
+            log.info("%s Broker %s has been elected as the controller, so stopping the "
+                     "election process.", self.log_prefix, self.active_controller_id)
+            return
+        self.ctx.reset()
+        self.ctx.epoch, self.ctx.epoch_zk_version = epoch, version
+        self.active_controller_id = self.broker_id
+        log.info("%s %d successfully elected as the controller. Epoch incremented to %d and "
+                 "epoch zk version is now %d", self.log_prefix, self.broker_id, epoch, version)
+        await self._on_controller_failover()
+
+    async def _on_controller_change(self) -> None:
+        was_active = self.is_active
+        controller = await self.kzk.get_controller_id(watch=self._watch(self._on_controller_change))
+        self.active_controller_id = controller
+        if was_active and controller != self.broker_id:
+            await self._resign(delete_znode=False)
+        if controller is None:
+            await self._elect()
+
+    async def reelect_after_session_renewal(self) -> None:
+        """After a ZooKeeper session expiry (the broker re-registered): as Kafka's
+        RegisterBrokerAndReelect."""
+        if self.is_active:
+            await self._resign(delete_znode=False)
+        self.active_controller_id = None
+        await self._elect()
+
+    def session_expired(self) -> None:
+        """The session is gone: a controller is no longer one (its /controller vanished)."""
+        self._cancel_rebalance()
+        if self.is_active:
+            log.info("%s Resigning: ZooKeeper session expired", self.log_prefix)
+            for broker in list(self.ctx.live_brokers):
+                self.sender.remove_broker(broker)
+            self.ctx.reset()
+        self.active_controller_id = None
+
+    async def _resign(self, delete_znode: bool) -> None:
+        log.info("%s Resigned", self.log_prefix)
+        self._cancel_rebalance()
+        if delete_znode and self.ctx.epoch_zk_version >= 0:
+            try:
+                await self.kzk.delete_controller(self.ctx.epoch_zk_version)
+            except Exception:                       # noqa: BLE001
+                pass
+        for broker in list(self.ctx.live_brokers):
+            self.sender.remove_broker(broker)
+        self.ctx.reset()
+        if self.active_controller_id == self.broker_id:
+            self.active_controller_id = None
+
+    # -- failover ------------------------------------------------------------------------------
+
+    async def _on_controller_failover(self) -> None:
+        ctx = self.ctx
+        await self._load_brokers()
+        for topic in await self.kzk.get_all_topics(watch=self._watch(self._on_topic_change)):
+            await self._load_topic(topic)
+        await self._load_partition_states(list(ctx.all_partitions()))
+        marks = await self.kzk.get_topics_to_delete(watch=self._watch(self._on_topic_deletion))
+        ctx.topics_to_delete = {t for t in marks if t in ctx.assignments}
+        # The live brokers first (no partitions), so every broker knows every leader's
+        # endpoint before any LeaderAndIsr arrives; then every replica's current state.
+        batch = self._batch()
+        batch.add_update_metadata(ctx.live_or_shutting_down_ids())
+        self._send(batch)
+        batch = self._batch()
+        for tp, state in ctx.states.items():
+            batch.add_leader_and_isr(ctx.replicas(tp), tp)
+        # Replicas on brokers that are not alive go offline: out of every ISR (Kafka's
+        # replica state machine start-up), so the elections below and the ISR agree.
+        dead = sorted({r for tp in ctx.all_partitions() for r in ctx.replicas(tp)}
+                      - set(ctx.live_brokers))
+        for broker in dead:
+            await self._remove_replica_from_isr(broker, ctx.partitions_on_broker(broker), batch)
+        self._send(batch)
+        await self._trigger_online_partition_state_change()
+        await self._resume_deletions()
+        if self._config("auto.leader.rebalance.enable", False):
+            self._schedule_rebalance(AUTO_REBALANCE_FIRST_CHECK_S)
+        log.info("%s Ready to serve as the new controller with epoch %d (%d brokers, %d "
+                 "topics, %d partitions)", self.log_prefix, ctx.epoch, len(ctx.live_brokers),
+                 len(ctx.assignments), len(ctx.states))
+
+    async def _load_brokers(self) -> dict:
+        brokers = await self.kzk.get_all_brokers(watch=self._watch(self._on_broker_change))
+        for broker_id, (info, epoch) in brokers.items():
+            self.ctx.live_brokers[broker_id] = info
+            self.ctx.broker_epochs[broker_id] = epoch
+            self.sender.add_broker(info)
+        return brokers
+
+    async def _load_topic(self, topic: str) -> bool:
+        """Read /brokers/topics/T (setting its data watch) into the context; a topic without
+        a topic id gets one, written back as Kafka's controller does."""
+        try:
+            found = await self.kzk.get_topic(
+                topic, watch=self._watch(self._on_partition_modifications, topic))
+        except ZNodeDataError as exc:
+            log.error("%s Ignoring topic %s: %s", self.log_prefix, topic, exc)
+            return False
+        if found is None:
+            return False
+        assignment, version = found
+        topic_id = parse_topic_id(assignment.topic_id)
+        if topic_id is None:
+            topic_id = uuid.uuid4()
+            assignment.topic_id = topic_id_text(topic_id)
+            await self.kzk.set_topic(topic, assignment, version, self.ctx.epoch_zk_version)
+        self.ctx.assignments[topic] = dict(assignment.partitions)
+        self.ctx.topic_ids[topic] = topic_id
+        return True
+
+    async def _load_partition_states(self, partitions) -> None:
+        for tp in partitions:
+            try:
+                state = await self.kzk.get_partition_state(*tp)
+            except ZNodeDataError as exc:
+                log.error("%s Ignoring unreadable partition state %s", self.log_prefix, exc)
+                continue
+            if state is not None:
+                self.ctx.states[tp] = state
+
+    # -- the partition state machine -----------------------------------------------------------
+
+    async def _trigger_online_partition_state_change(self) -> None:
+        """Give every partition without a live leader one (New and Offline -> Online)."""
+        ctx = self.ctx
+        live = ctx.live_ids()
+        new, offline = [], []
+        for tp in ctx.all_partitions():
+            if tp[0] in ctx.topics_to_delete:
+                continue
+            state = ctx.states.get(tp)
+            if state is None:
+                new.append(tp)
+            elif state.leader not in live:
+                offline.append(tp)
+        if new:
+            await self._init_new_partitions(new)
+        if offline:
+            await self._elect_leaders(offline, "offline")
+
+    async def _init_new_partitions(self, partitions) -> None:
+        ctx = self.ctx
+        live = ctx.live_ids()
+        states = {}
+        for tp in partitions:
+            chosen = election.new_partition(ctx.replicas(tp), live)
+            if chosen is None:
+                log.error("%s Controller failed to initialize partition %s-%d: no live replicas "
+                          "among %s", self.log_prefix, tp[0], tp[1], ctx.replicas(tp))
+                continue
+            leader, isr = chosen
+            states[tp] = zd.LeaderAndIsr(leader, 0, isr, ctx.epoch)
+        if not states:
+            return
+        results = await self.kzk.create_partition_states(states, ctx.epoch_zk_version)
+        batch = self._batch()
+        for tp, result in results.items():
+            if isinstance(result, BaseException):
+                # Created meanwhile (a previous controller's attempt): take what is there.
+                existing = await self.kzk.get_partition_state(*tp)
+                if existing is None:
+                    log.error("%s Failed to create state of %s-%d: %s", self.log_prefix, *tp,
+                              result)
+                    continue
+                result = existing
+            ctx.states[tp] = result
+            batch.add_leader_and_isr(result.isr, tp, is_new=True)
+        self._send(batch)
+
+    async def _unclean_allowed(self, topic: str) -> bool:
+        if self.config is None:
+            return False
+        try:
+            configs = await self.kzk.get_entity_config("topics", topic)
+        except ZNodeDataError as exc:
+            log.error("%s %s", self.log_prefix, exc)
+            configs = {}
+        value = configs.get("unclean.leader.election.enable")
+        if value is None:
+            return bool(self.config.get("unclean.leader.election.enable"))
+        return value.strip().lower() == "true"
+
+    async def _update_states(self, partitions, decide) -> dict:
+        """Write new partition states: `decide(tp, current state)` returns the new
+        LeaderAndIsr, or anything else to leave the partition as it is (that value is then its
+        result). Each write expects the state znode's version; one that lost a race (BADVERSION)
+        is decided again on the state re-read from ZooKeeper. Returns {tp: new state (in the
+        context now) | the decision's value | the write's exception}."""
+        ctx = self.ctx
+        out = {}
+        attempts = {tp: 0 for tp in partitions if tp in ctx.states}
+        while attempts:
+            writes = {}
+            for tp in list(attempts):
+                decision = await decide(tp, ctx.states[tp])
+                if isinstance(decision, zd.LeaderAndIsr):
+                    writes[tp] = decision
+                else:
+                    out[tp] = decision
+                    del attempts[tp]
+            if not writes:
+                break
+            results = await self.kzk.update_leader_and_isr(writes, ctx.epoch_zk_version)
+            for tp, result in results.items():
+                if isinstance(result, BadVersionError) and \
+                        attempts[tp] < MAX_STATE_WRITE_ATTEMPTS:
+                    attempts[tp] += 1
+                    fresh = await self.kzk.get_partition_state(*tp)
+                    if fresh is not None:
+                        ctx.states[tp] = fresh
+                    continue
+                del attempts[tp]
+                if not isinstance(result, BaseException):
+                    ctx.states[tp] = result
+                out[tp] = result
+        return out
+
+    async def _elect_leaders(self, partitions, strategy: str, *, allow_unclean=None,
+                             batch: RequestBatch | None = None) -> dict:
+        """Elect a leader for each partition with `strategy` (offline, controlled_shutdown,
+        preferred); write ZooKeeper, then send LeaderAndIsr/UpdateMetadata. Returns
+        {tp: new state or ErrorCode}."""
+        ctx = self.ctx
+        own_batch = batch is None
+        batch = batch if batch is not None else self._batch()
+        unclean_cache: dict = {}
+
+        async def decide(tp, state):
+            assignment = ctx.replicas(tp)
+            live = ctx.live_ids()
+            chosen, unclean = None, False
+            if strategy == "offline":
+                allowed = allow_unclean
+                if allowed is None:
+                    if tp[0] not in unclean_cache:
+                        unclean_cache[tp[0]] = await self._unclean_allowed(tp[0])
+                    allowed = unclean_cache[tp[0]]
+                found = election.offline_partition(assignment, state.isr, live, allowed)
+                if found is not None:
+                    chosen, unclean = found[:2], found[2]
+            elif strategy == "controlled_shutdown":
+                chosen = election.controlled_shutdown(
+                    assignment, state.isr, ctx.live_or_shutting_down_ids(), ctx.shutting_down)
+            elif strategy == "preferred":
+                chosen = election.preferred(assignment, state.isr, live)
+            if chosen is None:
+                if strategy == "offline":
+                    log.error("%s No eligible leader for %s-%d: replicas %s, ISR %s, live "
+                              "brokers %s", self.log_prefix, tp[0], tp[1], assignment,
+                              state.isr, sorted(live))
+                return (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if strategy == "preferred"
+                        else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+            leader, isr = chosen
+            if unclean:
+                log.warning("%s Unclean leader election for %s-%d: broker %d was not in the "
+                            "ISR %s; records it lacks are lost", self.log_prefix, tp[0], tp[1],
+                            leader, state.isr)
+            return state.new_leader(leader, isr, ctx.epoch, recovering=unclean)
+
+        out = await self._update_states(partitions, decide)
+        recipients = (ctx.live_or_shutting_down_ids() if strategy == "controlled_shutdown"
+                      else ctx.live_ids())
+        for tp, result in out.items():
+            if isinstance(result, BaseException):
+                log.error("%s Failed to elect a leader for %s-%d: %s", self.log_prefix,
+                          tp[0], tp[1], result)
+                out[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+            elif isinstance(result, zd.LeaderAndIsr):
+                batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in recipients], tp)
+        if own_batch:
+            self._send(batch)
+        return out
+
+    async def _remove_replica_from_isr(self, broker_id: int, partitions,
+                                       batch: RequestBatch) -> None:
+        """The replica on `broker_id` goes offline (Kafka's OfflineReplica): out of each ISR
+        with the leader epoch bumped; a leader that was it becomes -1; an ISR is never left
+        empty (the last member stays, leaderless: 'last replica standing')."""
+        ctx = self.ctx
+
+        async def decide(tp, state):
+            if broker_id not in state.isr and state.leader != broker_id:
+                return None
+            isr = [r for r in state.isr if r != broker_id] or list(state.isr)
+            leader = NO_LEADER if state.leader == broker_id else state.leader
+            return zd.LeaderAndIsr(leader, state.leader_epoch + 1, isr, ctx.epoch,
+                                   state.recovering, state.partition_epoch)
+
+        for tp, result in (await self._update_states(partitions, decide)).items():
+            if isinstance(result, BaseException):
+                log.error("%s Failed to remove broker %d from the ISR of %s-%d: %s",
+                          self.log_prefix, broker_id, tp[0], tp[1], result)
+            elif isinstance(result, zd.LeaderAndIsr):
+                batch.add_leader_and_isr(
+                    [r for r in ctx.replicas(tp) if r != broker_id and r in ctx.live_ids()], tp)
+
+    # -- brokers -------------------------------------------------------------------------------
+
+    async def _on_broker_change(self) -> None:
+        if not self.is_active:
+            return
+        ctx = self.ctx
+        current = await self.kzk.get_all_brokers(watch=self._watch(self._on_broker_change))
+        new = sorted(b for b in current if b not in ctx.live_brokers)
+        dead = sorted(b for b in ctx.live_brokers if b not in current)
+        bounced = sorted(b for b in current if b in ctx.live_brokers
+                         and current[b][1] > ctx.broker_epochs.get(b, -1))
+        if not (new or dead or bounced):
+            return
+        log.info("%s Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all "
+                 "live brokers: %s", self.log_prefix, ",".join(map(str, new)),
+                 ",".join(map(str, dead)), ",".join(map(str, bounced)),
+                 ",".join(map(str, sorted(current))))
+        for b in dead + bounced:
+            self.sender.remove_broker(b)
+        if dead or bounced:
+            await self._on_broker_failure(dead + bounced)
+        for b in new + bounced:
+            info, epoch = current[b]
+            ctx.live_brokers[b] = info
+            ctx.broker_epochs[b] = epoch
+            self.sender.add_broker(info)
+        if new or bounced:
+            await self._on_broker_startup(new + bounced)
+
+    async def _on_broker_failure(self, brokers) -> None:
+        ctx = self.ctx
+        for b in brokers:
+            ctx.live_brokers.pop(b, None)
+            ctx.broker_epochs.pop(b, None)
+            ctx.shutting_down.discard(b)
+        batch = self._batch()
+        led = [tp for tp in ctx.states if ctx.states[tp].leader in brokers
+               and tp[0] not in ctx.topics_to_delete]
+        if led:
+            await self._elect_leaders(led, "offline", batch=batch)
+        for b in brokers:
+            await self._remove_replica_from_isr(b, ctx.partitions_on_broker(b), batch)
+        if not batch:
+            batch.add_update_metadata(ctx.live_or_shutting_down_ids())
+        self._send(batch)
+
+    async def _on_broker_startup(self, brokers) -> None:
+        ctx = self.ctx
+        existing = ctx.live_or_shutting_down_ids() - set(brokers)
+        batch = self._batch()
+        batch.add_update_metadata(existing)
+        self._send(batch)
+        # The new brokers learn every partition, then their own replicas' states.
+        batch = self._batch()
+        batch.update_metadata_all_partitions = True
+        batch.add_update_metadata(brokers)
+        self._send(batch)
+        batch = self._batch()
+        for b in brokers:
+            for tp in ctx.partitions_on_broker(b):
+                if tp in ctx.states and tp[0] not in ctx.topics_to_delete:
+                    batch.leader_and_isr.setdefault(b, {})[tp] = False
+        self._send(batch)
+        await self._trigger_online_partition_state_change()
+        await self._resume_deletions()
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def _on_topic_change(self) -> None:
+        if not self.is_active:
+            return
+        ctx = self.ctx
+        topics = set(await self.kzk.get_all_topics(watch=self._watch(self._on_topic_change)))
+        for gone in set(ctx.assignments) - topics:
+            ctx.remove_topic(gone)
+        added = sorted(topics - set(ctx.assignments))
+        new_partitions = []
+        for topic in added:
+            if await self._load_topic(topic):
+                new_partitions += [(topic, p) for p in ctx.assignments[topic]]
+                log.info("%s New topics: [%s], new partition replica assignment %s",
+                         self.log_prefix, topic, ctx.assignments[topic])
+        if new_partitions:
+            await self._init_new_partitions(new_partitions)
+
+    async def _on_partition_modifications(self, topic: str) -> None:
+        if not self.is_active or topic not in self.ctx.assignments:
+            return
+        ctx = self.ctx
+        try:
+            found = await self.kzk.get_topic(
+                topic, watch=self._watch(self._on_partition_modifications, topic))
+        except ZNodeDataError as exc:
+            log.error("%s Ignoring change of topic %s: %s", self.log_prefix, topic, exc)
+            return
+        if found is None:
+            return
+        assignment, _ = found
+        added = {p: r for p, r in assignment.partitions.items()
+                 if p not in ctx.assignments[topic]}
+        if not added:
+            return
+        if topic in ctx.topics_to_delete:
+            log.error("%s Skipping adding partitions %s to topic %s: it is being deleted",
+                      self.log_prefix, sorted(added), topic)
+            return
+        log.info("%s New partitions to be added %s", self.log_prefix, added)
+        ctx.assignments[topic].update(added)
+        await self._init_new_partitions([(topic, p) for p in sorted(added)])
+
+    async def _on_topic_deletion(self) -> None:
+        if not self.is_active:
+            return
+        ctx = self.ctx
+        marks = await self.kzk.get_topics_to_delete(watch=self._watch(self._on_topic_deletion))
+        enabled = self.config is None or self.config.get("delete.topic.enable")
+        for topic in marks:
+            if topic not in ctx.assignments or not enabled:
+                if not enabled:
+                    log.info("%s Removing %s from the deletion queue: delete.topic.enable is "
+                             "false", self.log_prefix, topic)
+                await self.kzk.remove_deletion_mark(topic, ctx.epoch_zk_version)
+                continue
+            if topic not in ctx.topics_to_delete:
+                log.info("%s New topics to be deleted: %s", self.log_prefix, topic)
+                ctx.topics_to_delete.add(topic)
+        await self._resume_deletions()
+
+    async def _resume_deletions(self) -> None:
+        ctx = self.ctx
+        for topic in sorted(ctx.topics_to_delete):
+            if topic in ctx.deletion_started:
+                continue
+            partitions = [(topic, p) for p in ctx.assignments.get(topic, {})]
+            replicas = {(b, tp) for tp in partitions for b in ctx.replicas(tp)}
+            if any(b not in ctx.live_brokers for b, _ in replicas):
+                log.info("%s Deletion of topic %s waits: a replica is on a dead broker",
+                         self.log_prefix, topic)
+                continue
+            ctx.deletion_started[topic] = set(replicas)
+            batch = self._batch()
+            batch.add_update_metadata(ctx.live_or_shutting_down_ids(), partitions)
+            for b, tp in sorted(replicas):
+                batch.add_stop_replica(b, tp, delete=True)
+            self._send(batch)
+            if not replicas:
+                await self._complete_deletion(topic)
+
+    async def stop_replica_response(self, broker_id: int, response) -> None:
+        """A StopReplica(delete) was answered: the deletion of a topic completes when every
+        replica has answered without error."""
+        ctx = self.ctx
+        for error in response.partition_errors or []:
+            topic = error.topic_name
+            waiting = ctx.deletion_started.get(topic)
+            if waiting is None:
+                continue
+            if error.error_code == ErrorCode.NONE and response.error_code == ErrorCode.NONE:
+                waiting.discard((broker_id, (topic, error.partition_index)))
+            if not waiting:
+                await self._complete_deletion(topic)
+
+    async def _complete_deletion(self, topic: str) -> None:
+        await self.kzk.delete_topic_znodes(topic, self.ctx.epoch_zk_version)
+        self.ctx.remove_topic(topic)
+        log.info("%s Deletion of topic %s successfully completed", self.log_prefix, topic)
+
+    # -- requests from brokers -----------------------------------------------------------------
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int):
+        """(error code, [(topic, partition) the broker still leads])."""
+        if not self.is_active:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, []
+        ctx = self.ctx
+        if broker_id not in ctx.live_brokers:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch != -1 and broker_epoch < ctx.broker_epochs.get(broker_id, -1):
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        log.info("%s Shutting down broker %d", self.log_prefix, broker_id)
+        ctx.shutting_down.add(broker_id)
+        batch = self._batch()
+        hosted = [tp for tp in ctx.partitions_on_broker(broker_id)
+                  if tp[0] not in ctx.topics_to_delete and len(ctx.replicas(tp)) > 1
+                  and tp in ctx.states]
+        led = [tp for tp in hosted if ctx.states[tp].leader == broker_id]
+        followed = [tp for tp in hosted if ctx.states[tp].leader != broker_id]
+        if led:
+            await self._elect_leaders(led, "controlled_shutdown", batch=batch)
+        for tp in followed:
+            batch.add_stop_replica(broker_id, tp, delete=False)
+        await self._remove_replica_from_isr(broker_id, followed, batch)
+        self._send(batch)
+        remaining = sorted(ctx.partitions_led_by(broker_id))
+        return ErrorCode.NONE, remaining
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, changes: dict):
+        """A leader's ISR changes {(topic, p): (leader_epoch, new_isr, recovering,
+        partition_epoch)} -> (top-level error, {tp: ErrorCode | LeaderAndIsr})."""
+        ctx = self.ctx
+        if not self.is_active:
+            return ErrorCode.NOT_CONTROLLER, {}
+        if broker_id not in ctx.live_or_shutting_down_ids() or \
+                ctx.broker_epochs.get(broker_id) != broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, {}
+        out, writes = {}, {}
+        live = ctx.live_ids()
+        for tp, (leader_epoch, new_isr, recovering, partition_epoch) in changes.items():
+            state = ctx.states.get(tp)
+            if tp[0] not in ctx.assignments or state is None:
+                out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif partition_epoch > state.partition_epoch or leader_epoch > state.leader_epoch:
+                out[tp] = ErrorCode.NOT_CONTROLLER
+            elif leader_epoch < state.leader_epoch:
+                out[tp] = ErrorCode.FENCED_LEADER_EPOCH
+            elif (state.leader == broker_id and sorted(state.isr) == sorted(new_isr)
+                  and state.recovering == recovering):
+                out[tp] = state                     # a retry of what is already there
+            elif partition_epoch < state.partition_epoch:
+                out[tp] = ErrorCode.INVALID_UPDATE_VERSION
+            elif recovering and len(new_isr) > 1 or (not state.recovering and recovering):
+                out[tp] = ErrorCode.INVALID_REQUEST
+            elif any(r not in live for r in new_isr):
+                out[tp] = ErrorCode.INELIGIBLE_REPLICA
+            else:
+                writes[tp] = zd.LeaderAndIsr(broker_id, state.leader_epoch, list(new_isr),
+                                             state.controller_epoch, recovering,
+                                             state.partition_epoch)
+        if writes:
+            results = await self.kzk.update_leader_and_isr(writes, ctx.epoch_zk_version)
+            batch = self._batch()
+            for tp, result in results.items():
+                if isinstance(result, BaseException):
+                    out[tp] = ErrorCode.INVALID_UPDATE_VERSION
+                    continue
+                log.info("%s ISR of %s-%d changed to %s by leader %d (partition epoch %d)",
+                         self.log_prefix, tp[0], tp[1], result.isr, broker_id,
+                         result.partition_epoch)
+                ctx.states[tp] = result
+                out[tp] = result
+                batch.add_update_metadata(ctx.live_or_shutting_down_ids(), [tp])
+            self._send(batch)
+        return ErrorCode.NONE, out
+
+    # -- preferred leaders ----------------------------------------------------------------------
+
+    def _config(self, name: str, default):
+        if self.config is None:
+            return default
+        try:
+            value = self.config.get(name)
+        except KeyError:
+            return default
+        return default if value is None else value
+
+    def _schedule_rebalance(self, delay_s: float) -> None:
+        self._cancel_rebalance()
+        loop = asyncio.get_running_loop()
+        self._rebalance_timer = loop.call_later(
+            delay_s, lambda: None if self._stopped else self.enqueue(self._auto_rebalance))
+
+    def _cancel_rebalance(self) -> None:
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
+
+    async def _auto_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: for each broker, if more than
+        leader.imbalance.per.broker.percentage of the partitions preferring it (it is their
+        first replica) are led elsewhere, elect it for those where it is live and in the ISR."""
+        if not self.is_active:
+            return
+        try:
+            await self.rebalance_preferred_leaders()
+        finally:
+            if self.is_active:
+                self._schedule_rebalance(self._config("leader.imbalance.check.interval.seconds",
+                                                      300))
+
+    async def rebalance_preferred_leaders(self) -> dict:
+        ctx = self.ctx
+        live = ctx.live_ids()
+        threshold = self._config("leader.imbalance.per.broker.percentage", 10) / 100
+        by_preferred: dict = {}
+        for tp in ctx.all_partitions():
+            replicas = ctx.replicas(tp)
+            if replicas and tp in ctx.states and tp[0] not in ctx.topics_to_delete:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        candidates = []
+        for broker, partitions in sorted(by_preferred.items()):
+            elsewhere = [tp for tp in partitions if ctx.states[tp].leader != broker]
+            if not partitions or len(elsewhere) / len(partitions) <= threshold:
+                continue
+            log.info("%s Leader imbalance ratio for broker %d is %.3f", self.log_prefix, broker,
+                     len(elsewhere) / len(partitions))
+            if broker not in live:
+                continue
+            candidates += [tp for tp in elsewhere if broker in ctx.states[tp].isr]
+        if not candidates:
+            return {}
+        log.info("%s Starting replica leader election (PREFERRED) for partitions %s triggered "
+                 "by AutoTriggered", self.log_prefix,
+                 ",".join(f"{t}-{p}" for t, p in candidates[:50]))
+        return await self._elect_leaders(candidates, "preferred")
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def _batch(self) -> RequestBatch:
+        batch = RequestBatch(self.ctx, self.broker_id)
+        batch.inter_broker_listener = self.inter_broker_listener
+        return batch
+
+    def _send(self, batch: RequestBatch) -> None:
+        for broker, api, request, version in batch.requests():
+            callback = None
+            if api == "StopReplica":
+                callback = self._stop_replica_callback(broker)
+            self.sender.send(broker, request, version, callback)
+
+    def _stop_replica_callback(self, broker: int):
+        def done(response):
+            if not self._stopped:
+                self.enqueue(self.stop_replica_response, broker, response)
+        return done
+
+
+async def _noop():
+    return None

@@ -1,0 +1,375 @@
+"""Follower fetchers: how a follower replica copies its leader's log (Kafka's
+ReplicaFetcherManager, AbstractFetcherThread, ReplicaFetcherThread).
+
+`num.replica.fetchers` fetchers per source broker, each one asyncio task with one connection
+on the inter-broker listener; a partition goes to fetcher `hash(topic, partition) %
+num.replica.fetchers` of its leader. A fetcher sends Kafka's follower Fetch (v17 when the
+leader speaks it and topic ids are known; its replica id in ReplicaState from v15, in
+replica_id before), for every partition it holds that is not backing off:
+
+  FetchOffset = this replica's log end offset, CurrentLeaderEpoch = the LeaderAndIsr epoch,
+  LastFetchedEpoch = the latest epoch in this replica's leader-epoch cache,
+  LogStartOffset = this replica's log start, replica.fetch.max.bytes per partition,
+  replica.fetch.wait.max.ms / replica.fetch.min.bytes / replica.fetch.response.max.bytes.
+
+Per partition of the answer:
+- records: appended byte for byte at the leader's offsets (`Log.append_as_follower`: CRC
+  check, no re-compression, the leader-epoch cache and producer state updated from the
+  batches); the follower's high watermark becomes min(leader HW, its LEO); the log start moves
+  up with the leader's;
+- a diverging epoch (Fetch v12+): the log is truncated to where it agrees with the leader (the
+  end of the largest epoch both have, and no further than the leader's end of it), then
+  fetching resumes from there (Kafka's truncateOnFetchResponse, KIP-320/595);
+- OFFSET_OUT_OF_RANGE: below the leader's log start, the log restarts empty there; above the
+  leader's end, it is truncated to the leader's end (asked with ListOffsets as a replica);
+- NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_*: the partition backs off
+  replica.fetch.backoff.ms and waits for the controller's next LeaderAndIsr;
+- a corrupt batch: logged, nothing stored, and that partition's fetching stops (the others go
+  on) until a LeaderAndIsr restarts it.
+A connection error backs the whole fetcher off replica.fetch.backoff.ms, then it reconnects.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import FetchRequest
+from protocol.messages.list_offsets import ListOffsetsRequest
+from storage.errors import CorruptRecord
+
+from broker.client.connection import BrokerConnection
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+FETCH_VERSION = 17
+NAMES_FETCH_VERSION = 12          # the last version naming topics (no topic ids)
+LIST_OFFSETS_VERSION = 9
+_RETRY_LATER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+                ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
+                ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE,
+                ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.OFFSET_NOT_AVAILABLE}
+
+
+def fetcher_index(topic: str, partition: int, num_fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId: abs(31 * topic.hashCode + partition) %
+    num.replica.fetchers, with Java's String.hashCode."""
+    h = 0
+    for ch in topic:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    value = (31 * h + partition) & 0xFFFFFFFF
+    if value >= 0x80000000:
+        value -= 0x100000000
+    return abs(value) % num_fetchers
+
+
+class FetchState:
+    __slots__ = ("leader_epoch", "delayed_until", "failed")
+
+    def __init__(self, leader_epoch: int):
+        self.leader_epoch = leader_epoch
+        self.delayed_until = 0.0
+        self.failed = False
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self._fetchers: dict[tuple, ReplicaFetcher] = {}
+        self._assigned: dict[tuple, tuple] = {}
+
+    def has_partition(self, tp) -> bool:
+        return tp in self._assigned
+
+    def add_partition(self, tp, leader_id: int, leader_epoch: int) -> None:
+        """Fetch `tp` from `leader_id` from this replica's log end (a restart of its
+        fetching if it was fetching already)."""
+        self.remove_partition(tp)
+        config = self.broker.config
+        index = fetcher_index(tp[0], tp[1], config.get("num.replica.fetchers"))
+        key = (leader_id, index)
+        fetcher = self._fetchers.get(key)
+        if fetcher is None:
+            fetcher = self._fetchers[key] = ReplicaFetcher(self.broker, leader_id, index)
+        fetcher.add(tp, FetchState(leader_epoch))
+        self._assigned[tp] = key
+        log.debug("Follower of %s-%d fetching from broker %d at epoch %d", tp[0], tp[1],
+                  leader_id, leader_epoch)
+
+    def remove_partition(self, tp) -> None:
+        key = self._assigned.pop(tp, None)
+        if key is None:
+            return
+        fetcher = self._fetchers.get(key)
+        if fetcher is not None:
+            fetcher.remove(tp)
+            if not fetcher.partitions:
+                fetcher.stop()
+                del self._fetchers[key]
+
+    def lag(self) -> dict:
+        """{(topic, p): leader HW last seen - this replica's LEO} (tools and tests)."""
+        out = {}
+        for fetcher in self._fetchers.values():
+            out.update(fetcher.lag)
+        return out
+
+    async def shutdown(self) -> None:
+        for fetcher in list(self._fetchers.values()):
+            fetcher.stop()
+            await fetcher.wait_stopped()
+        self._fetchers.clear()
+        self._assigned.clear()
+
+
+class ReplicaFetcher:
+    def __init__(self, broker, leader_id: int, index: int):
+        self.broker = broker
+        self.leader_id = leader_id
+        self.index = index
+        self.name = f"ReplicaFetcherThread-{index}-{leader_id}"
+        self.partitions: dict[tuple, FetchState] = {}
+        self.lag: dict[tuple, int] = {}
+        self._wake = asyncio.Event()
+        self._connection: BrokerConnection | None = None
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def add(self, tp, state: FetchState) -> None:
+        self.partitions[tp] = state
+        self._wake.set()
+
+    def remove(self, tp) -> None:
+        self.partitions.pop(tp, None)
+        self.lag.pop(tp, None)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+    async def wait_stopped(self) -> None:
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):
+            pass
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        config = self.broker.config
+        backoff_s = config.get("replica.fetch.backoff.ms") / 1000
+        while True:
+            now = time.monotonic()
+            ready = {tp: st for tp, st in self.partitions.items()
+                     if not st.failed and st.delayed_until <= now}
+            if not ready:
+                delays = [st.delayed_until - now for st in self.partitions.values()
+                          if not st.failed]
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(),
+                                           min(delays) if delays else None)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            try:
+                conn = await self._connect()
+                request, version, by_id = self._request(ready)
+                timeout = (config.get("replica.socket.timeout.ms")
+                           + config.get("replica.fetch.wait.max.ms")) / 1000
+                response = await conn.send(request, version, timeout=timeout)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:                # noqa: BLE001 - connection trouble
+                log.warning("[%s] Error sending fetch request to broker %d: %s",
+                            self.name, self.leader_id, exc)
+                await self._close()
+                await asyncio.sleep(backoff_s)
+                continue
+            if response.error_code != ErrorCode.NONE:
+                log.warning("[%s] Fetch from broker %d failed: %s", self.name, self.leader_id,
+                            ErrorCode(response.error_code).name)
+                await asyncio.sleep(backoff_s)
+                continue
+            await self._process(ready, response, by_id, backoff_s)
+
+    async def _connect(self) -> BrokerConnection:
+        if self._connection is not None and self._connection.connected:
+            return self._connection
+        await self._close()
+        info = self.broker.metadata.live_brokers.get(self.leader_id)
+        if info is None:
+            raise ConnectionError(f"broker {self.leader_id} is not in the metadata cache")
+        listener = self.broker.cluster.inter_broker_listener
+        host, port = info.endpoints.get(listener) or next(iter(info.endpoints.values()))
+        config = self.broker.config
+        conn = BrokerConnection(host, port, node_id=self.leader_id,
+                                client_id=f"broker-{self.broker.broker_id}-fetcher-{self.index}",
+                                request_timeout_ms=config.get("replica.socket.timeout.ms"),
+                                connect_timeout_ms=config.get("replica.socket.timeout.ms"))
+        await conn.connect()
+        buffer = config.get("replica.socket.receive.buffer.bytes")
+        sock = conn._writer.get_extra_info("socket") if conn._writer else None
+        if sock is not None and buffer and buffer > 0:
+            import socket
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
+            except OSError:
+                pass
+        self._connection = conn
+        return conn
+
+    async def _close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+
+    def _request(self, ready: dict):
+        rm = self.broker.replica_manager
+        config = self.broker.config
+        conn = self._connection
+        version = min(FETCH_VERSION, conn.api_versions.get(FetchRequest.API_KEY, (0, 12))[1])
+        parts = {tp: rm.get_partition(*tp) for tp in ready}
+        if any(p is None or p.topic_id in (None, ZERO_UUID) for p in parts.values()):
+            version = min(version, NAMES_FETCH_VERSION)
+        by_topic: dict = {}
+        by_id = {}
+        for tp, state in ready.items():
+            part = parts[tp]
+            if part is None:
+                continue
+            log_ = part.log
+            latest = log_.leader_epoch_cache.latest_epoch
+            by_topic.setdefault(tp[0], (part.topic_id, []))[1].append(FetchRequest.FetchPartition(
+                partition=tp[1], current_leader_epoch=state.leader_epoch,
+                fetch_offset=log_.log_end_offset,
+                last_fetched_epoch=-1 if latest is None else latest,
+                log_start_offset=log_.log_start_offset,
+                partition_max_bytes=config.get("replica.fetch.max.bytes")))
+            if part.topic_id is not None:
+                by_id[part.topic_id] = tp[0]
+        broker_id = self.broker.broker_id
+        request = FetchRequest(
+            replica_id=broker_id if version < 15 else -1,
+            replica_state=FetchRequest.ReplicaState(
+                replica_id=broker_id, replica_epoch=self.broker.cluster.broker_epoch)
+            if version >= 15 else None,
+            max_wait_ms=config.get("replica.fetch.wait.max.ms"),
+            min_bytes=config.get("replica.fetch.min.bytes"),
+            max_bytes=config.get("replica.fetch.response.max.bytes"),
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=name, topic_id=topic_id or ZERO_UUID,
+                                            partitions=partitions)
+                    for name, (topic_id, partitions) in by_topic.items()],
+            forgotten_topics_data=[], rack_id="")
+        return request, version, by_id
+
+    async def _process(self, ready: dict, response, by_id: dict, backoff_s: float) -> None:
+        rm = self.broker.replica_manager
+        for topic in response.responses:
+            name = topic.topic or by_id.get(topic.topic_id)
+            for data in topic.partitions:
+                tp = (name, data.partition_index)
+                state = ready.get(tp)
+                if state is None or self.partitions.get(tp) is not state:
+                    continue                    # removed or restarted meanwhile
+                part = rm.get_partition(*tp)
+                if part is None or part.is_leader:
+                    continue
+                try:
+                    await self._process_partition(part, state, data, backoff_s)
+                except CorruptRecord as exc:
+                    log.error("[%s] Found invalid records in %s-%d from broker %d, fetching of "
+                              "this partition stops until its next LeaderAndIsr: %s",
+                              self.name, tp[0], tp[1], self.leader_id, exc)
+                    state.failed = True
+                except OSError as exc:
+                    log.error("[%s] Error appending to %s-%d: %s", self.name, tp[0], tp[1], exc)
+                    state.delayed_until = time.monotonic() + backoff_s
+
+    async def _process_partition(self, part, state, data, backoff_s: float) -> None:
+        log_ = part.log
+        code = ErrorCode(data.error_code)
+        tp = (part.topic, part.partition)
+        if code == ErrorCode.NONE:
+            diverging = data.diverging_epoch
+            if diverging is not None and diverging.epoch >= 0:
+                self._truncate_to_diverging(part, diverging.epoch, diverging.end_offset)
+                return
+            records = data.records
+            if records is not None and len(records):
+                log_.append_as_follower(_bytes(records))
+            log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
+            if 0 <= data.log_start_offset <= log_.high_watermark and \
+                    data.log_start_offset > log_.log_start_offset:
+                log_.delete_records_before(data.log_start_offset)
+            self.lag[tp] = max(0, data.high_watermark - log_.log_end_offset)
+            rm = self.broker.replica_manager
+            rm.fetch_purgatory.notify(*tp)
+        elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._handle_out_of_range(part, data)
+        elif code in _RETRY_LATER:
+            state.delayed_until = time.monotonic() + backoff_s
+        else:
+            log.warning("[%s] Error fetching %s-%d from broker %d: %s", self.name, tp[0], tp[1],
+                        self.leader_id, code.name)
+            state.delayed_until = time.monotonic() + backoff_s
+
+    def _truncate_to_diverging(self, part, leader_epoch: int, leader_end_offset: int) -> None:
+        log_ = part.log
+        epoch, end = log_.leader_epoch_cache.end_offset_for(leader_epoch)
+        if epoch < 0:
+            target = min(leader_end_offset, log_.log_end_offset)
+        elif epoch != leader_epoch:
+            target = min(end, log_.log_end_offset)
+        else:
+            target = min(end, leader_end_offset, log_.log_end_offset)
+        if log_.truncate_to(max(target, 0)):
+            log.info("[%s] Truncating %s-%d to offset %d (diverging epoch %d ends at %d on the "
+                     "leader)", self.name, part.topic, part.partition, target, leader_epoch,
+                     leader_end_offset)
+
+    async def _handle_out_of_range(self, part, data) -> None:
+        log_ = part.log
+        leader_start = data.log_start_offset
+        if 0 <= leader_start and log_.log_end_offset < leader_start:
+            log.info("[%s] %s-%d: offset %d is below the leader's log start %d; restarting the "
+                     "log there", self.name, part.topic, part.partition, log_.log_end_offset,
+                     leader_start)
+            log_.truncate_fully_and_start_at(leader_start)
+            return
+        leader_end = await self._leader_end_offset(part)
+        if leader_end is not None and leader_end < log_.log_end_offset:
+            log.info("[%s] %s-%d: truncating to the leader's end offset %d", self.name,
+                     part.topic, part.partition, leader_end)
+            log_.truncate_to(leader_end)
+
+    async def _leader_end_offset(self, part):
+        request = ListOffsetsRequest(
+            replica_id=self.broker.broker_id, isolation_level=0,
+            topics=[ListOffsetsRequest.ListOffsetsTopic(name=part.topic, partitions=[
+                ListOffsetsRequest.ListOffsetsPartition(
+                    partition_index=part.partition, current_leader_epoch=part.leader_epoch,
+                    timestamp=-1)])])
+        try:
+            response = await self._connection.send(request, LIST_OFFSETS_VERSION)
+        except Exception:                           # noqa: BLE001
+            return None
+        for topic in response.topics:
+            for p in topic.partitions:
+                if p.error_code == ErrorCode.NONE:
+                    return p.offset
+        return None
+
+
+def _bytes(records):
+    if isinstance(records, (bytes, bytearray)):
+        return records
+    if isinstance(records, memoryview):
+        return records.tobytes()
+    return bytes(records)

@@ -1,0 +1,411 @@
+"""The controller's state machine driven directly: an in-memory ZooKeeper (fake_zk), a sender
+that records requests, a fixed clock. What a real cluster does is in
+tests/integration/test_cluster.py; these pin the decisions (who leads, which ISR, which epochs,
+which requests to whom) exactly, as Kafka 3.9's controller makes them."""
+import asyncio
+import json
+import sys
+import pathlib
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from fake_zk import FakeZooKeeper  # noqa: E402
+
+from broker import zk_data as zd  # noqa: E402
+from broker.controller.controller import KafkaController  # noqa: E402
+from broker.kafka_zk import ControllerMovedError, KafkaZk  # noqa: E402
+from protocol.errors import ErrorCode  # noqa: E402
+from protocol.messages.stop_replica import StopReplicaResponse  # noqa: E402
+
+
+class Clock:
+    def ms(self):
+        return 1_700_000_000_000
+
+
+class Config(dict):
+    def get(self, name, default=None):
+        return super().get(name, {"unclean.leader.election.enable": False,
+                                  "delete.topic.enable": True}.get(name, default))
+
+
+class RecordingSender:
+    def __init__(self):
+        self.brokers = {}
+        self.sent = []                      # (broker, api name, request)
+
+    def add_broker(self, info):
+        self.brokers[info.id] = info
+
+    def remove_broker(self, broker_id):
+        self.brokers.pop(broker_id, None)
+
+    def send(self, broker_id, request, version, callback=None):
+        self.sent.append((broker_id, type(request).__name__.replace("Request", ""), request,
+                          callback))
+
+    def take(self, api=None):
+        out = [s for s in self.sent if api is None or s[1] == api]
+        self.sent = [s for s in self.sent if not (api is None or s[1] == api)]
+        return out
+
+
+class Node:
+    """One broker as the controller sees it: a ZooKeeper session, a registration, a
+    controller module."""
+
+    def __init__(self, server, broker_id, config=None):
+        self.id = broker_id
+        self.zk = server.client()
+        self.kzk = KafkaZk(self.zk)
+        self.sender = RecordingSender()
+        self.controller = KafkaController(broker_id, self.kzk, self.sender, time=Clock(),
+                                          config=config or Config())
+
+    async def register(self):
+        info = zd.BrokerInfo(self.id, (zd.EndPoint("PLAINTEXT", "127.0.0.1", 9000 + self.id),))
+        self.epoch = await self.kzk.register_broker(info, 0)
+
+
+async def cluster(n=3, config=None):
+    server = FakeZooKeeper()
+    nodes = [Node(server, i, config) for i in range(n)]
+    await nodes[0].kzk.create_top_level_paths()
+    for node in nodes:
+        await node.register()
+    for node in nodes:
+        await node.controller.startup()
+        await node.controller.idle()
+    return server, nodes
+
+
+async def settle(nodes):
+    for _ in range(3):
+        await asyncio.sleep(0)
+        for node in nodes:
+            await node.controller.idle()
+
+
+def active(nodes):
+    (node,) = [n for n in nodes if n.controller.is_active]
+    return node
+
+
+async def create_topic(node, name, assignment, configs=None):
+    await node.kzk.create_topic(name, zd.TopicAssignment(assignment), configs or {})
+
+
+async def state(server, topic, p):
+    data = server.nodes[zd.partition_state_path(topic, p)]
+    return json.loads(data.data), data.version
+
+
+async def shutdown(nodes):
+    for node in nodes:
+        await node.controller.shutdown()
+
+
+async def test_first_broker_becomes_controller_with_epoch_1():
+    server, nodes = await cluster()
+    try:
+        assert active(nodes).id == 0
+        assert all(n.controller.active_controller_id == 0 for n in nodes)
+        assert server.nodes[zd.CONTROLLER_EPOCH].data == b"1"
+        assert server.nodes[zd.CONTROLLER_EPOCH].version == 1
+        controller = json.loads(server.nodes[zd.CONTROLLER].data)
+        assert controller == {"version": 2, "brokerid": 0, "timestamp": "1700000000000",
+                              "kraftControllerEpoch": -1}
+        # Failover told every broker the live brokers.
+        sent = nodes[0].sender.take("UpdateMetadata")
+        assert sorted(b for b, *_ in sent) == [0, 1, 2]
+        assert [b.id for b in sent[0][2].live_brokers] == [0, 1, 2]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_registration_is_a_two_op_multi_and_the_epoch_is_the_czxid():
+    server, nodes = await cluster(1)
+    try:
+        node = server.nodes[zd.broker_path(0)]
+        assert node.version == 1 and node.czxid == nodes[0].epoch
+        assert json.loads(node.data)["endpoints"] == ["PLAINTEXT://127.0.0.1:9000"]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_new_topic_gets_states_leaders_and_requests():
+    server, nodes = await cluster()
+    try:
+        c = active(nodes)
+        c.sender.take()
+        await create_topic(nodes[2], "t", {0: [1, 2, 0], 1: [2, 0, 1]})
+        await settle(nodes)
+        assert await state(server, "t", 0) == ({"controller_epoch": 1, "leader": 1, "version": 1,
+                                                "leader_epoch": 0, "isr": [1, 2, 0]}, 0)
+        # The controller wrote a topic id into the topic znode.
+        topic = json.loads(server.nodes["/brokers/topics/t"].data)
+        assert topic["version"] == 3 and len(topic["topic_id"]) == 22
+        lai = c.sender.take("LeaderAndIsr")
+        assert sorted(b for b, *_ in lai) == [0, 1, 2]
+        for _, _, request, _ in lai:
+            (topic_state,) = request.topic_states
+            assert all(p.is_new for p in topic_state.partition_states)
+            assert request.controller_epoch == 1
+        um = c.sender.take("UpdateMetadata")
+        assert sorted(b for b, *_ in um) == [0, 1, 2]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_dead_leader_is_replaced_from_the_isr_with_a_bumped_epoch():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0]})
+        await settle(nodes)
+        server.expire(nodes[1].zk)
+        await settle(nodes)
+        got, version = await state(server, "t", 0)
+        assert got["leader"] == 2 and got["isr"] == [2, 0]
+        assert got["leader_epoch"] == 1
+        assert version == 1
+    finally:
+        await shutdown(nodes)
+
+
+async def test_last_replica_standing_keeps_the_isr_and_no_unclean_election():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2]})
+        await settle(nodes)
+        server.expire(nodes[2].zk)
+        await settle(nodes)
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 1 and got["isr"] == [1]
+        server.expire(nodes[1].zk)
+        await settle(nodes)
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == -1 and got["isr"] == [1]
+        # Broker 2 (out of sync) comes back: not elected without unclean election.
+        nodes[2].zk = server.client()
+        nodes[2].kzk.zk = nodes[2].zk
+        await nodes[2].register()
+        await settle(nodes)
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == -1
+    finally:
+        await shutdown(nodes)
+
+
+async def test_unclean_election_when_the_topic_allows_it():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2]},
+                           {"unclean.leader.election.enable": "true"})
+        await settle(nodes)
+        server.expire(nodes[2].zk)
+        await settle(nodes)
+        server.expire(nodes[1].zk)
+        await settle(nodes)
+        nodes[2].zk = server.client()
+        nodes[2].kzk.zk = nodes[2].zk
+        await nodes[2].register()
+        await settle(nodes)
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 2 and got["isr"] == [2]
+        assert got["leader_recovery_state"] == 1
+    finally:
+        await shutdown(nodes)
+
+
+async def test_controller_failover_and_the_deposed_controller_is_fenced():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[1], "t", {0: [0, 1, 2]})
+        await settle(nodes)
+        old = nodes[0]
+        epoch_version = old.controller.ctx.epoch_zk_version
+        server.expire(old.zk)
+        await settle(nodes)
+        new = active([n for n in nodes if n is not old])
+        assert new.controller.ctx.epoch == 2
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 1 and got["controller_epoch"] == 2
+        # The old controller's conditional write fails (its epoch version is stale).
+        fresh = nodes[1].kzk                     # a live session, old epoch version
+        with pytest.raises(ControllerMovedError):
+            await fresh.delete_topic_znodes("t", epoch_version)
+        assert "/brokers/topics/t" in server.nodes
+    finally:
+        await shutdown(nodes)
+
+
+async def test_restarted_broker_gets_leader_and_isr_for_its_replicas():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [2, 1], 1: [0, 1]})
+        await settle(nodes)
+        server.expire(nodes[2].zk)
+        await settle(nodes)
+        c = active(nodes)
+        c.sender.take()
+        nodes[2].zk = server.client()
+        nodes[2].kzk.zk = nodes[2].zk
+        await nodes[2].register()
+        await settle(nodes)
+        lai = [s for s in c.sender.take("LeaderAndIsr") if s[0] == 2]
+        assert lai, "the restarted broker must learn its replicas"
+        (ts,) = lai[0][2].topic_states
+        assert [p.partition_index for p in ts.partition_states] == [0]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_controlled_shutdown_moves_leadership_and_reports_rf1_partitions():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0], 1: [1]})
+        await settle(nodes)
+        c = active(nodes)
+        error, remaining = await c.controller.enqueue(c.controller.controlled_shutdown, 1,
+                                                      nodes[1].epoch)
+        assert error == ErrorCode.NONE
+        assert remaining == [("t", 1)]
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 2 and got["isr"] == [2, 0] and got["leader_epoch"] == 1
+        error, _ = await c.controller.enqueue(c.controller.controlled_shutdown, 1,
+                                              nodes[1].epoch - 1)
+        assert error == ErrorCode.STALE_BROKER_EPOCH
+    finally:
+        await shutdown(nodes)
+
+
+async def test_topic_deletion_completes_when_every_replica_answers():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        c = active(nodes)
+        c.sender.take()
+        await nodes[2].kzk.mark_topic_for_deletion("t")
+        await settle(nodes)
+        stops = c.sender.take("StopReplica")
+        assert sorted(b for b, *_ in stops) == [0, 1]
+        for broker, _, request, callback in stops:
+            (ts,) = request.topic_states
+            assert ts.partition_states[0].delete_partition
+            assert ts.partition_states[0].leader_epoch == -2
+            callback(StopReplicaResponse(error_code=0, partition_errors=[
+                StopReplicaResponse.StopReplicaPartitionError(topic_name="t", partition_index=0,
+                                                              error_code=0)]))
+        await settle(nodes)
+        assert "/brokers/topics/t" not in server.nodes
+        assert "/admin/delete_topics/t" not in server.nodes
+        assert "t" not in c.controller.ctx.assignments
+    finally:
+        await shutdown(nodes)
+
+
+async def test_malformed_topic_znode_is_skipped_not_fatal(caplog):
+    server, nodes = await cluster()
+    try:
+        await nodes[0].zk.create("/brokers/topics/bad", b"{not json")
+        await create_topic(nodes[0], "good", {0: [0]})
+        await settle(nodes)
+        assert "/brokers/topics/good/partitions/0/state" in server.nodes
+        assert "Ignoring topic bad" in caplog.text
+    finally:
+        await shutdown(nodes)
+
+
+async def test_alter_partition_validation():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0]})
+        await settle(nodes)
+        c = active(nodes).controller
+        tp = ("t", 0)
+        error, out = await c.enqueue(c.alter_partition, 1, nodes[1].epoch,
+                                     {tp: (0, [1, 2], False, 0)})
+        assert error == ErrorCode.NONE and out[tp].isr == [1, 2] and out[tp].partition_epoch == 1
+        got, version = await state(server, "t", 0)
+        assert got["isr"] == [1, 2] and got["leader_epoch"] == 0 and version == 1
+        # A stale partition epoch, a fenced leader epoch, a stale broker epoch.
+        _, out = await c.enqueue(c.alter_partition, 1, nodes[1].epoch, {tp: (0, [1], False, 0)})
+        assert out[tp] == ErrorCode.INVALID_UPDATE_VERSION
+        _, out = await c.enqueue(c.alter_partition, 1, nodes[1].epoch, {tp: (-1, [1], False, 1)})
+        assert out[tp] == ErrorCode.FENCED_LEADER_EPOCH
+        error, _ = await c.enqueue(c.alter_partition, 1, nodes[1].epoch + 1,
+                                   {tp: (0, [1], False, 1)})
+        assert error == ErrorCode.STALE_BROKER_EPOCH
+        # Retrying what is already there succeeds with the current state.
+        _, out = await c.enqueue(c.alter_partition, 1, nodes[1].epoch, {tp: (0, [2, 1], False, 1)})
+        assert out[tp].partition_epoch == 1
+    finally:
+        await shutdown(nodes)
+
+
+async def test_preferred_leaders_come_back_when_imbalanced():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0], 1: [2, 0, 1], 2: [0, 1, 2]})
+        await settle(nodes)
+        server.expire(nodes[1].zk)
+        await settle(nodes)
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 2
+        nodes[1].zk = server.client()
+        nodes[1].kzk.zk = nodes[1].zk
+        await nodes[1].register()
+        await settle(nodes)
+        c = active(nodes).controller
+        # Broker 1 is back but not yet in the ISR of t-0: not electable.
+        assert await c.enqueue(c.rebalance_preferred_leaders) == {}
+        error, out = await c.enqueue(c.alter_partition, 2, c.ctx.broker_epochs[2],
+                                     {("t", 0): (1, [2, 0, 1], False, 1)})
+        assert out[("t", 0)].isr == [2, 0, 1]
+        elected = await c.enqueue(c.rebalance_preferred_leaders)
+        assert elected[("t", 0)].leader == 1 and elected[("t", 0)].leader_epoch == 2
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 1 and got["isr"] == [2, 0, 1]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_new_controller_takes_dead_brokers_out_of_every_isr():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[1], "t", {0: [1, 0, 2], 1: [2, 1, 0]})
+        await settle(nodes)
+        # The controller (0) dies: its follower replicas leave the ISRs under the new one.
+        server.expire(nodes[0].zk)
+        await settle(nodes)
+        for p in (0, 1):
+            got, _ = await state(server, "t", p)
+            assert 0 not in got["isr"] and got["leader"] in (1, 2)
+            assert got["controller_epoch"] == 2
+    finally:
+        await shutdown(nodes)
+
+
+async def test_controlled_shutdown_sends_leader_and_isr_for_moved_leaderships():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0], 1: [0, 1, 2]})
+        await settle(nodes)
+        c = active(nodes)
+        c.sender.take()
+        await c.controller.enqueue(c.controller.controlled_shutdown, 1, nodes[1].epoch)
+        sent = {}
+        for broker, _, request, _ in c.sender.take("LeaderAndIsr"):
+            for ts in request.topic_states:
+                for ps in ts.partition_states:
+                    sent.setdefault(broker, {})[ps.partition_index] = (ps.leader, ps.isr)
+        # t-0 moved to 2 (the shutting-down broker 1 hears it too); t-1 lost follower 1.
+        assert sent[2][0] == (2, [2, 0]) and sent[0][0] == (2, [2, 0])
+        assert sent[1][0] == (2, [2, 0])
+        assert sent[0][1] == (0, [0, 2]) and sent[2][1] == (0, [0, 2])
+        assert 1 not in {b for b, parts in sent.items() if 1 in parts}
+    finally:
+        await shutdown(nodes)

@@ -1,0 +1,255 @@
+"""A three-broker ZooKeeper-mode cluster as operators run it: a real ZooKeeper, brokers as
+processes (the kafka_cluster fixture, broker/testing/cluster.py), real clients.
+
+What a user of Kafka's ZooKeeper mode would check: the znodes Kafka writes, topics created
+from any broker with Kafka's placement, produce and consume through any bootstrap, the
+controller's failover after kill -9, leaderships coming back after a restart, a group's
+coordinator moving with its committed offsets, and a taken broker.id refused."""
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from broker.controller.placement import BrokerMetadata, assign_replicas_to_brokers
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def admin(bootstrap):
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create(bootstrap, name, partitions, replication, config=None):
+    client = admin(bootstrap)                # kept alive until the result is in
+    futures = client.create_topics(
+        [NewTopic(name, partitions, replication, config=config or {})], operation_timeout=30)
+    futures[name].result(60)
+
+
+def produce(bootstrap, topic, values, **config):
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, **config})
+    acked, errors = [], []
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            errors.append(err)
+    for value in values:
+        producer.produce(topic, value, on_delivery=on_delivery)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:3]
+    return acked
+
+
+def consume_all(bootstrap, topic, count, group="reader", timeout=60):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                out.append((msg.partition(), msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_brokers_register_and_elect_one_controller(kafka_cluster):
+    cluster = kafka_cluster
+    assert cluster.live_brokers() == {0, 1, 2}
+    controller = cluster.controller()
+    assert controller in (0, 1, 2)
+    registration = json.loads(cluster._read("/brokers/ids/1"))
+    assert registration["version"] == 5
+    assert registration["endpoints"] == [f"PLAINTEXT://127.0.0.1:{cluster.brokers[1].port}"]
+    assert registration["host"] == "127.0.0.1" and isinstance(registration["timestamp"], str)
+    cluster_id = json.loads(cluster._read("/cluster/id"))
+    assert cluster_id["version"] == "1"
+    assert cluster._read("/controller_epoch") == b"1"
+    # Every broker's log dir names the cluster, and every broker tells clients the same.
+    for node in cluster.brokers.values():
+        meta = (node.log_dir / "meta.properties").read_text()
+        assert f"cluster.id={cluster_id['id']}" in meta
+        md = admin(node.bootstrap).list_topics(timeout=20)
+        assert set(md.brokers) == {0, 1, 2}
+        assert md.controller_id == controller
+        assert md.cluster_id == cluster_id["id"]
+
+
+def test_topics_from_any_bootstrap_with_kafkas_placement(kafka_cluster):
+    cluster = kafka_cluster
+    controller = cluster.controller()
+    other = next(b for b in (0, 1, 2) if b != controller)
+    # confluent-kafka's AdminClient sends CreateTopics to the controller it learns from
+    # Metadata; kafka-python's too. Bootstrapping from a broker that is not the controller
+    # must work all the same.
+    create(cluster.bootstrap(other), "placed", 6, 3)
+    znode = json.loads(cluster._read("/brokers/topics/placed"))
+    assignment = {int(p): r for p, r in znode["partitions"].items()}
+    brokers = [BrokerMetadata(i) for i in range(3)]
+    # Kafka draws the start index and the shift at random: the placement is one of its
+    # nine outcomes.
+
+    class Draws:
+        def __init__(self, start, shift):
+            self.values = [start, shift]
+
+        def randrange(self, n):
+            return self.values.pop(0)
+    outcomes = [assign_replicas_to_brokers(brokers, 6, 3, rng=Draws(start, shift))
+                for start in range(3) for shift in range(3)]
+    assert assignment in outcomes
+    assert znode["version"] == 3 and len(znode["topic_id"]) == 22
+    from kafka.admin import KafkaAdminClient, NewTopic as KPNewTopic
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(other), request_timeout_ms=30000)
+    try:
+        client.create_topics([KPNewTopic("from-kafka-python", 3, 2)])
+    finally:
+        client.close()
+    cluster.wait_until(lambda: all(cluster.leader("from-kafka-python", p) >= 0
+                                   for p in range(3)), 30, "no leaders")
+    for p in range(3):
+        state = cluster.partition_state("from-kafka-python", p)
+        assert len(state["isr"]) == 2 and state["leader_epoch"] == 0
+    # CreatePartitions continues Kafka's placement; every broker's metadata shows it.
+    client = admin(cluster.bootstrap(other))
+    futures = client.create_partitions([NewPartitions("placed", 8)])
+    futures["placed"].result(60)
+    for node in cluster.brokers.values():
+        md = admin(node.bootstrap).list_topics("placed", timeout=20)
+        assert len(md.topics["placed"].partitions) == 8
+
+
+def test_produce_and_consume_through_any_bootstrap(kafka_cluster):
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "orders", 3, 3, {"min.insync.replicas": "2"})
+    values = [f"v{i}".encode() for i in range(3000)]
+    acked = produce(cluster.bootstrap(1), "orders", values)
+    assert len(acked) == 3000
+    got = consume_all(cluster.bootstrap(2), "orders", 3000)
+    assert sorted(got) == sorted(acked)
+    # Every replica has every record (the followers copied the leader's log), and the ISR
+    # is the full replica set.
+    for p in range(3):
+        assert sorted(cluster.isr("orders", p)) == [0, 1, 2]
+    for node in cluster.brokers.values():
+        consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": f"check-{node.id}"})
+        for p in range(3):
+            low, high = consumer.get_watermark_offsets(TopicPartition("orders", p), timeout=20)
+            assert high == sum(1 for q, _, _ in acked if q == p)
+        consumer.close()
+
+
+def test_killed_controller_is_replaced_and_topics_can_still_be_created(kafka_cluster):
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "before", 3, 3)
+    old = cluster.controller()
+    started = time.monotonic()
+    cluster.kill(old)
+    cluster.wait_until(lambda: cluster.controller() not in (None, old), 30,
+                       "no new controller")
+    took = time.monotonic() - started
+    assert took < 6.0 + 2.0 + 2.0, f"new controller after {took:.1f} s"
+    survivors = [b for b in (0, 1, 2) if b != old]
+    for p in range(3):
+        leader = cluster.wait_for_leader("before", p, not_in={old}, timeout=20)
+        assert leader in survivors
+        assert old not in cluster.isr("before", p)
+    create(cluster.bootstrap(survivors[0]), "after", 2, 2)
+    acked = produce(cluster.bootstrap(survivors[1]), "after", [b"x"] * 100)
+    assert len(acked) == 100
+
+
+def test_restarted_broker_catches_up_and_gets_its_leaderships_back(kafka_cluster):
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "back", 3, 3)
+    preferred = {p: json.loads(cluster._read("/brokers/topics/back"))["partitions"][str(p)][0]
+                 for p in range(3)}
+    victim = 2 if cluster.controller() != 2 else 1
+    cluster.stop(victim)
+    acked = produce(cluster.bootstrap(0 if victim else 1), "back",
+                    [f"r{i}".encode() for i in range(500)])
+    for p in range(3):
+        assert cluster.leader("back", p) != victim
+    cluster.start(victim)
+    # It fetches what it missed, rejoins every ISR, and the controller's preferred-leader
+    # check (leader.imbalance.check.interval.seconds) hands its leaderships back.
+    for p in range(3):
+        cluster.wait_for_isr("back", p, [0, 1, 2], timeout=60)
+    cluster.wait_until(lambda: all(cluster.leader("back", p) == preferred[p] for p in range(3)),
+                       60, "preferred leaders did not come back")
+    got = consume_all(cluster.bootstrap(victim), "back", 500)
+    assert sorted(got) == sorted(acked)
+
+
+def test_group_coordinator_moves_and_offsets_survive(kafka_cluster):
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "work", 2, 3)
+    produce(cluster.bootstrap(0), "work", [f"a{i}".encode() for i in range(200)])
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "movers",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["work"])
+    seen = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 200 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            seen.append(msg.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert len(seen) == 200
+    # The group's coordinator: the leader of its __consumer_offsets partition.
+    from coordinator.partitioning import partition_for
+    p = partition_for("movers", 50)
+    coordinator = cluster.leader("__consumer_offsets", p)
+    assert coordinator >= 0
+    cluster.stop(coordinator)
+    assert cluster.wait_for_leader("__consumer_offsets", p, not_in={coordinator}) != coordinator
+    produce(cluster.bootstrap_servers, "work", [f"b{i}".encode() for i in range(50)])
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "movers",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["work"])
+    later = []
+    deadline = time.monotonic() + 60
+    while len(later) < 50 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            later.append(msg.value())
+    consumer.close()
+    # Only the new records: the committed offsets were replicated and came along.
+    assert sorted(later) == sorted(f"b{i}".encode() for i in range(50))
+
+
+def test_a_taken_broker_id_refuses_to_start(kafka_cluster, tmp_path):
+    cluster = kafka_cluster
+    props = tmp_path / "dup.properties"
+    props.write_text(f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path}/dup\n"
+                     f"zookeeper.connect={cluster.zookeeper.connect_string}\n")
+    result = subprocess.run([sys.executable, "-m", "broker", str(props)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1
+    assert "another live broker is registered with broker.id 1" in result.stderr
+    assert cluster.live_brokers() == {0, 1, 2}
+
+
+def test_no_zookeeper_refuses_to_start_in_time(tmp_path):
+    from broker.testing.zookeeper import free_port
+    props = tmp_path / "nozk.properties"
+    props.write_text(f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path}/d\n"
+                     f"zookeeper.connect=127.0.0.1:{free_port()}\n"
+                     f"zookeeper.connection.timeout.ms=2000\n")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "broker", str(props)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1
+    assert "\nkbroker: Timed out waiting for connection to ZooKeeper at 127.0.0.1:" in result.stderr
+    assert time.monotonic() - started < 20
