@@ -244,6 +244,7 @@ class ClusterMembership:
             store.set_cached_broker_config(None if broker_id is None else int(broker_id),
                                            configs)
             self.broker.apply_dynamic_broker_configs()
+            self.broker.topics.apply_log_configs()     # broker defaults of topic configs
         elif entity_type in ("users", "clients", "ips"):
             store.set_cached_quota(entity_type, name, configs)
             self.broker.quotas.update(store.client_quotas())

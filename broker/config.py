@@ -139,6 +139,14 @@ def throttled_replicas(value):
                              f"pairs, not {item!r}")
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def replica_selector(value):
+    if value not in (None, "", RACK_AWARE_REPLICA_SELECTOR):
+        raise ValueError(f"only {RACK_AWARE_REPLICA_SELECTOR} is available")
+
+
 def gzip_level(value):
     if value != -1 and not 1 <= value <= 9:
         raise ValueError("Value must be -1 (the codec's default) or in [1,9]")
@@ -305,6 +313,9 @@ BROKER_CONFIGS = [
        doc="SO_RCVBUF of a follower's connection to its leader; -1 uses the OS default."),
     _c("replica.socket.timeout.ms", "int", 30000, None, "high",
        doc="How long a follower waits for a fetch response before reconnecting."),
+    _c("replica.selector.class", "class", None, replica_selector, "medium",
+       doc="Set to org.apache.kafka.common.replica.RackAwareReplicaSelector to let consumers "
+           "with client.rack read from an in-sync replica in their rack (KIP-392)."),
     _c("num.replica.fetchers", "int", 1, at_least(1), "high", True,
        doc="Fetcher connections per source broker (partitions are spread over them)."),
     _c("fetch.max.bytes", "int", 57671680, at_least(1024), "medium",

@@ -39,11 +39,12 @@ class ReadResult:
     """What one partition contributes to a Fetch response (also `must_respond` input)."""
 
     __slots__ = ("error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "records", "records_size", "diverging_epoch")
+                 "records", "records_size", "diverging_epoch", "preferred_read_replica")
 
     def __init__(self, error_code=ErrorCode.NONE, high_watermark=-1, last_stable_offset=-1,
                  log_start_offset=-1, records=None, diverging_epoch=None):
         self.diverging_epoch = diverging_epoch      # (epoch, end offset): Fetch v12+
+        self.preferred_read_replica = -1            # KIP-392: Fetch v11+
         self.error_code = error_code
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
@@ -217,7 +218,8 @@ class Partition:
         its previous fetch if it asked for the LEO the leader had then). True if HW moved."""
         if replica_id not in self.follower_log_end_offsets:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                             f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
+                             f"broker {replica_id} is not a replica of "
+                             f"{self.topic}-{self.partition}")
         now = self._now_ms() if now_ms is None else now_ms
         leo = self.log.log_end_offset
         if fetch_offset >= leo:
@@ -263,6 +265,19 @@ class Partition:
                 out.add(replica)
         return out
 
+    def preferred_read_replica(self, fetch_offset: int, client_rack: str, rack_of) -> int:
+        """KIP-392's RackAwareReplicaSelector: an in-sync replica in the consumer's rack that
+        holds `fetch_offset`, preferring this leader; -1 when the leader should serve it."""
+        if not client_rack or rack_of(self.local_broker_id) == client_rack:
+            return -1
+        for replica in sorted(self.isr):
+            if replica == self.local_broker_id or rack_of(replica) != client_rack:
+                continue
+            if self.follower_log_end_offsets.get(replica, -1) >= fetch_offset >= \
+                    self.log.log_start_offset:
+                return replica
+        return -1
+
     def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int):
         """Fetch v12+ (KIP-320/595): (epoch, end offset) when the fetcher's log diverges from
         this leader's at `last_fetched_epoch`, else None."""
@@ -307,9 +322,12 @@ class Partition:
 
     def read(self, fetch_offset: int, max_bytes: int, *, isolation_level: int = READ_UNCOMMITTED,
              from_follower: bool = False, min_one_message: bool = True,
-             current_leader_epoch: int = -1) -> ReadResult:
-        """Read for a Fetch. Raises KafkaError (OFFSET_OUT_OF_RANGE, epoch/leader errors)."""
-        self._require_leader()
+             current_leader_epoch: int = -1, follower_may_serve: bool = False) -> ReadResult:
+        """Read for a Fetch. Raises KafkaError (OFFSET_OUT_OF_RANGE, epoch/leader errors).
+        `follower_may_serve`: a consumer fetch (KIP-392) that a follower answers, up to its own
+        high watermark."""
+        if not (follower_may_serve and self.leader_epoch >= 0 and self.replicas):
+            self._require_leader()
         self.check_current_leader_epoch(current_leader_epoch)
         log = self.log
         # Sample the offsets before reading so the answer never claims less than it returns.

@@ -116,6 +116,9 @@ class ReplicaManager:
         self.controller_epoch = -1
         self.fetchers = None
         self.isr_changes = None             # broker/alter_partition_manager.py
+        # A cluster's metadata cache: a partition it knows but this broker does not host is
+        # NOT_LEADER_OR_FOLLOWER (the client looks for its leader), as in Kafka.
+        self.metadata_cache = None
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -276,7 +279,11 @@ class ReplicaManager:
         return list(self._partitions.values())
 
     def topic_name(self, topic_id) -> str | None:
-        return self._topic_names.get(topic_id)
+        name = self._topic_names.get(topic_id)
+        if name is None and self.metadata_cache is not None:
+            topic = self.metadata_cache.get_topic_by_id(topic_id)
+            name = topic.name if topic is not None else None
+        return name
 
     def topic_id(self, topic: str):
         return self._topic_ids.get(topic)
@@ -297,10 +304,29 @@ class ReplicaManager:
                                             produce_version)
         return results
 
+    def rack_aware_reads(self) -> bool:
+        """replica.selector.class is Kafka's RackAwareReplicaSelector (a cluster only)."""
+        if self.metadata_cache is None or self.config is None:
+            return False
+        return bool(self.config.get("replica.selector.class"))
+
+    def rack_of(self, broker_id: int):
+        broker = self.metadata_cache.live_brokers.get(broker_id) if self.metadata_cache else None
+        return broker.rack if broker is not None else None
+
+    def missing_partition_error(self, topic: str, partition: int) -> int:
+        """The error for a partition this broker does not host (Kafka's getPartitionOrError)."""
+        cache = self.metadata_cache
+        if cache is not None:
+            known = cache.get_topic(topic)
+            if known is not None and partition in known.partitions:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     def _append_one(self, key, records, required_acks, now_ms, produce_version) -> AppendResult:
         part = self._partitions.get(key)
         if part is None:
-            return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return AppendResult(self.missing_partition_error(*key))
         # Internal topics are written only by the coordinators (the Produce handler refuses them
         # to clients): validated as a coordinator append (control batches, several batches).
         origin = ORIGIN_COORDINATOR if key[0] in INTERNAL_TOPICS else ORIGIN_CLIENT
@@ -387,10 +413,15 @@ class ReplicaManager:
     # -- fetch ---------------------------------------------------------------------------------
 
     def read(self, partitions, *, max_bytes: int, isolation_level: int = READ_UNCOMMITTED,
-             replica_id: int = -1, hard_max_bytes_limit: bool = False) -> dict:
+             replica_id: int = -1, hard_max_bytes_limit: bool = False,
+             client_rack: str | None = None) -> dict:
         """Read `partitions` (objects with topic, partition, fetch_offset, partition_max_bytes,
-        current_leader_epoch) in order; returns `{(topic, partition): ReadResult}`."""
+        current_leader_epoch) in order; returns `{(topic, partition): ReadResult}`.
+        `client_rack`: a consumer's rack (Fetch v11+); with replica.selector.class set, a
+        follower may serve it and a leader may point it at a replica in its rack (KIP-392)."""
         from_follower = replica_id >= 0
+        if from_follower or not self.rack_aware_reads():
+            client_rack = None
         limit_bytes = max_bytes
         min_one_message = not hard_max_bytes_limit
         results = {}
@@ -398,7 +429,7 @@ class ReplicaManager:
             key = (fp.topic, fp.partition)
             result = self._read_one(fp, min(fp.partition_max_bytes, limit_bytes),
                                     isolation_level, from_follower, replica_id,
-                                    min_one_message)
+                                    min_one_message, client_rack)
             results[key] = result
             if result.records_size > 0:
                 min_one_message = False
@@ -406,12 +437,12 @@ class ReplicaManager:
         return results
 
     def _read_one(self, fp, max_bytes, isolation_level, from_follower, replica_id,
-                  min_one_message) -> ReadResult:
+                  min_one_message, client_rack=None) -> ReadResult:
         if fp.topic is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)
         part = self._partitions.get((fp.topic, fp.partition))
         if part is None:
-            return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return ReadResult(self.missing_partition_error(fp.topic, fp.partition))
         try:
             last_fetched_epoch = getattr(fp, "last_fetched_epoch", -1)
             if last_fetched_epoch >= 0 and part.is_leader:
@@ -424,9 +455,19 @@ class ReplicaManager:
                                       diverging_epoch=diverging)
             if from_follower:
                 self._follower_fetched(part, replica_id, fp.fetch_offset)
+            rack = client_rack
+            if rack is not None and part.is_leader:
+                preferred = part.preferred_read_replica(fp.fetch_offset, rack, self.rack_of)
+                if preferred >= 0:
+                    # The consumer is told where to read; this answer carries no records.
+                    result = ReadResult(ErrorCode.NONE, part.high_watermark,
+                                        part.last_stable_offset, part.log_start_offset, b"")
+                    result.preferred_read_replica = preferred
+                    return result
             return part.read(fp.fetch_offset, max_bytes, isolation_level=isolation_level,
                              from_follower=from_follower, min_one_message=min_one_message,
-                             current_leader_epoch=fp.current_leader_epoch)
+                             current_leader_epoch=fp.current_leader_epoch,
+                             follower_may_serve=rack is not None)
         except KafkaError as exc:
             return ReadResult(_error_code_of(exc), part.high_watermark, part.last_stable_offset,
                               part.log_start_offset)
@@ -476,8 +517,10 @@ class ReplicaManager:
         if fp.topic is None:
             return 0
         part = self._partitions.get((fp.topic, fp.partition))
-        if part is None or not part.is_leader:
+        if part is None:
             return min_bytes
+        if not part.is_leader and (replica_id >= 0 or not self.rack_aware_reads()):
+            return min_bytes                    # answered NOT_LEADER_OR_FOLLOWER at once
         try:
             if fp.fetch_offset < part.log_start_offset or fp.fetch_offset > part.log_end_offset:
                 return min_bytes                # out of range now: answer with the error

@@ -224,6 +224,21 @@ class Broker:
         host, port = self.advertised_endpoint(listener_name)
         return [(self.broker_id, host, port, self.config.get("broker.rack"))]
 
+    def leader_hint(self, topic: str, partition: int, listener_name: str):
+        """KIP-951: for a partition this broker answered NOT_LEADER_OR_FOLLOWER (or a fenced
+        epoch) about, the leader the metadata names: (leader id, leader epoch, (host, port,
+        rack)), or None when none is known (and on a single broker)."""
+        if self.cluster is None:
+            return None
+        topic_md = self.metadata.get_topic(topic)
+        state = topic_md.partitions.get(partition) if topic_md is not None else None
+        if state is None or state.leader < 0:
+            return None
+        for node_id, host, port, rack in self.metadata_brokers(listener_name):
+            if node_id == state.leader:
+                return state.leader, state.leader_epoch, (host, port, rack)
+        return None
+
     @property
     def controller_id(self) -> int:
         """The controller's broker id (-1 until a cluster member has learned it)."""
@@ -346,6 +361,7 @@ class Broker:
         self._create_replica_manager()
         from broker.alter_partition_manager import AlterPartitionManager
         self.replica_manager.fetchers = ReplicaFetcherManager(self)
+        self.replica_manager.metadata_cache = self.metadata
         self.replica_manager.isr_changes = AlterPartitionManager(self)
         from broker.producer_ids import ZkProducerIdManager
         self.replica_manager.producer_ids = ZkProducerIdManager(self.cluster.kzk, self.broker_id)

@@ -75,6 +75,7 @@ class ZkClient:
         self._connected = asyncio.Event()
         self._lost = False
         self._closing = False
+        self._pending_watches: dict = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -151,6 +152,10 @@ class ZkClient:
             self._connected.clear()
         else:
             self._connected.set()
+        if state == "expired":
+            self._pending_watches.clear()       # the owners re-read after re-registering
+        elif state == "resumed":
+            self._refire_watches()
         for fn in list(self._listeners):
             try:
                 fn(state)
@@ -159,15 +164,36 @@ class ZkClient:
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def _watcher(self, fn):
+    def _watcher(self, fn, path: str):
+        """A kazoo watcher delivering to `fn` on the loop, remembered until it fires: a
+        ZooKeeper server forgets a connection's watches when the connection ends, and kazoo
+        does not set them again on reconnect (the Java client's SetWatches), so after a
+        reconnect every pending watch fires once with type RECONNECTED and its owner reads
+        (and watches) again."""
         if fn is None:
             return None
         loop = self._loop
+        token = object()
+        self._pending_watches[token] = (fn, path)
 
         def deliver(event):                         # kazoo's thread
             if event.type in _EVENT_TYPES:
-                loop.call_soon_threadsafe(fn, WatchEvent(_EVENT_TYPES[event.type], event.path))
+                loop.call_soon_threadsafe(self._fire_watch, token, _EVENT_TYPES[event.type],
+                                          event.path)
         return deliver
+
+    def _fire_watch(self, token, event_type: str, path: str) -> None:
+        entry = self._pending_watches.pop(token, None)
+        if entry is not None:
+            entry[0](WatchEvent(event_type, path))
+
+    def _refire_watches(self) -> None:
+        pending, self._pending_watches = self._pending_watches, {}
+        for fn, path in pending.values():
+            try:
+                fn(WatchEvent("RECONNECTED", path))
+            except Exception:
+                log.exception("ZooKeeper watch callback failed")
 
     async def _call(self, start):
         """Run `start(client)` (a kazoo *_async call) and await its result; retried after a
@@ -203,18 +229,20 @@ class ZkClient:
         """(data, Stat), or None when the znode does not exist (a watch is then set on
         nothing: use `exists` to watch for creation)."""
         try:
-            data, stat = await self._call(lambda c: c.get_async(path, self._watcher(watch)))
+            data, stat = await self._call(
+                lambda c: c.get_async(path, self._watcher(watch, path)))
         except NoNodeError:
             return None
         return data, _stat(stat)
 
     async def exists(self, path: str, watch=None) -> Stat | None:
-        return _stat(await self._call(lambda c: c.exists_async(path, self._watcher(watch))))
+        return _stat(await self._call(
+            lambda c: c.exists_async(path, self._watcher(watch, path))))
 
     async def children(self, path: str, watch=None) -> list | None:
         try:
             return sorted(await self._call(
-                lambda c: c.get_children_async(path, self._watcher(watch))))
+                lambda c: c.get_children_async(path, self._watcher(watch, path))))
         except NoNodeError:
             return None
 

@@ -56,7 +56,8 @@ async def set_topic_overrides(broker, name: str, overrides: dict, validate_only:
     await broker.topics.set_topic_configs_async(name, overrides, validate_only=validate_only)
 
 
-async def set_broker_overrides(broker, resource_name: str, values: dict, validate_only: bool) -> None:
+async def set_broker_overrides(broker, resource_name: str, values: dict,
+                               validate_only: bool) -> None:
     target = broker_target(broker, resource_name)
     for name in values:
         definition = BROKER_CONFIG.get(name)

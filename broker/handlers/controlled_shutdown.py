@@ -1,5 +1,6 @@
-"""ControlledShutdown (api key 7), versions 1-3 (v0 had a request header of its own): a broker about to stop asks the controller to
-move its leaderships away (a 3.9 broker sends v3 with its broker epoch).
+"""ControlledShutdown (api key 7), versions 1-3 (v0 had a request header of its own): a broker
+about to stop asks the controller to move its leaderships away (a 3.9 broker sends v3 with its
+broker epoch).
 
 Answered by the controller (broker/controller/controller.py `controlled_shutdown`): NONE with
 the partitions the broker still leads (those with one replica, or no other ISR member);

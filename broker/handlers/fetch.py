@@ -102,7 +102,8 @@ async def handle(broker, ctx, request):
     if quotas is not None and quotas.fetch.overrides:
         max_bytes = quotas.fetch_max_bytes(ctx, max_bytes)
     read_kwargs = dict(max_bytes=max_bytes, isolation_level=isolation_level,
-                       replica_id=replica_id)
+                       replica_id=replica_id,
+                       client_rack=(request.rack_id or None) if version >= 11 else None)
     results = replica_manager.read(partitions, **read_kwargs)
     if _must_wait(request, results):
         # Satisfied or not, answer with whatever is readable when the wait ends.
@@ -120,9 +121,36 @@ async def handle(broker, ctx, request):
 
     keys = context.response_keys({p.key: results[(p.topic, p.partition)] for p in partitions})
     by_key = {p.key: p for p in partitions}
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id,
-                         responses=_topic_responses(keys, by_key, results, version,
-                                                    isolation_level))
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id,
+                             responses=_topic_responses(keys, by_key, results, version,
+                                                        isolation_level))
+    if version >= 16:
+        _add_leader_hints(broker, ctx, response, by_key)
+    return response
+
+
+def _add_leader_hints(broker, ctx, response, by_key) -> None:
+    """KIP-951 (v16+): NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH partitions carry the leader
+    this broker knows, and the response its endpoint."""
+    hint_for = getattr(broker, "leader_hint", None)
+    if hint_for is None:
+        return
+    endpoints = {}
+    for topic in response.responses:
+        name = topic.topic or broker.replica_manager.topic_name(topic.topic_id)
+        for p in topic.partitions:
+            if p.error_code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                    ErrorCode.FENCED_LEADER_EPOCH) or name is None:
+                continue
+            hint = hint_for(name, p.partition_index, ctx.listener_name)
+            if hint is None:
+                continue
+            leader, epoch, (host, port, rack) = hint
+            p.current_leader = FetchResponse.LeaderIdAndEpoch(leader_id=leader,
+                                                              leader_epoch=epoch)
+            endpoints[leader] = FetchResponse.NodeEndpoint(node_id=leader, host=host, port=port,
+                                                           rack=rack)
+    response.node_endpoints = [endpoints[k] for k in sorted(endpoints)]
 
 
 def _must_wait(request, results) -> bool:
@@ -163,7 +191,7 @@ def _topic_responses(keys, by_key, results, version, isolation_level):
             last_stable_offset=result.last_stable_offset,
             log_start_offset=result.log_start_offset,
             aborted_transactions=aborted,
-            preferred_read_replica=-1,
+            preferred_read_replica=result.preferred_read_replica,
             diverging_epoch=diverging,
             records=result.records if result.records is not None else b""))
     return topics

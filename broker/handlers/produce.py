@@ -90,7 +90,33 @@ async def handle(broker, ctx, request):
     await replica_manager.wait_for_acks(results, acks, request.timeout_ms)
     response = _response(request, ctx.api_version, results, early, forced_error)
     response.throttle_time_ms = ctx.throttle_time_ms
+    if ctx.api_version >= 10:
+        _add_leader_hints(broker, ctx, response)
     return response
+
+
+def _add_leader_hints(broker, ctx, response) -> None:
+    """KIP-951 (v10+): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    carries the leader this broker knows, and the response that leader's endpoint, so the
+    client retries there without a Metadata round trip."""
+    hint_for = getattr(broker, "leader_hint", None)
+    if hint_for is None:
+        return
+    endpoints = {}
+    for topic in response.responses:
+        for p in topic.partition_responses:
+            if p.error_code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                    ErrorCode.FENCED_LEADER_EPOCH):
+                continue
+            hint = hint_for(topic.name, p.index, ctx.listener_name)
+            if hint is None:
+                continue
+            leader, epoch, (host, port, rack) = hint
+            p.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=leader,
+                                                                leader_epoch=epoch)
+            endpoints[leader] = ProduceResponse.NodeEndpoint(node_id=leader, host=host,
+                                                             port=port, rack=rack)
+    response.node_endpoints = [endpoints[k] for k in sorted(endpoints)]
 
 
 # Kafka checks each partition's records before the log sees them (ProduceRequest.validateRecords):

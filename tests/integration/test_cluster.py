@@ -47,10 +47,8 @@ def produce(bootstrap, topic, values, **config):
     return acked
 
 
-def consume_all(bootstrap, topic, count, group="reader", timeout=60):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+def poll(consumer, count, timeout=60, commit=False):
+    """(partition, offset, value) of up to `count` records; the consumer is closed after."""
     out = []
     deadline = time.monotonic() + timeout
     try:
@@ -58,9 +56,22 @@ def consume_all(bootstrap, topic, count, group="reader", timeout=60):
             msg = consumer.poll(0.5)
             if msg is not None and not msg.error():
                 out.append((msg.partition(), msg.offset(), msg.value()))
+        if commit:
+            consumer.commit(asynchronous=False)
     finally:
         consumer.close()
     return out
+
+
+def group_consumer(bootstrap, topic, group, **config):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **config})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def consume_all(bootstrap, topic, count, group="reader", timeout=60):
+    return poll(group_consumer(bootstrap, topic, group), count, timeout)
 
 
 def test_brokers_register_and_elect_one_controller(kafka_cluster):
@@ -195,17 +206,7 @@ def test_group_coordinator_moves_and_offsets_survive(kafka_cluster):
     cluster = kafka_cluster
     create(cluster.bootstrap(0), "work", 2, 3)
     produce(cluster.bootstrap(0), "work", [f"a{i}".encode() for i in range(200)])
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "movers",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(["work"])
-    seen = []
-    deadline = time.monotonic() + 60
-    while len(seen) < 200 and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and not msg.error():
-            seen.append(msg.value())
-    consumer.commit(asynchronous=False)
-    consumer.close()
+    seen = poll(group_consumer(cluster.bootstrap_servers, "work", "movers"), 200, commit=True)
     assert len(seen) == 200
     # The group's coordinator: the leader of its __consumer_offsets partition.
     from coordinator.partitioning import partition_for
@@ -215,18 +216,9 @@ def test_group_coordinator_moves_and_offsets_survive(kafka_cluster):
     cluster.stop(coordinator)
     assert cluster.wait_for_leader("__consumer_offsets", p, not_in={coordinator}) != coordinator
     produce(cluster.bootstrap_servers, "work", [f"b{i}".encode() for i in range(50)])
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "movers",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(["work"])
-    later = []
-    deadline = time.monotonic() + 60
-    while len(later) < 50 and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and not msg.error():
-            later.append(msg.value())
-    consumer.close()
+    later = poll(group_consumer(cluster.bootstrap_servers, "work", "movers"), 50)
     # Only the new records: the committed offsets were replicated and came along.
-    assert sorted(later) == sorted(f"b{i}".encode() for i in range(50))
+    assert sorted(v for _, _, v in later) == sorted(f"b{i}".encode() for i in range(50))
 
 
 def test_a_taken_broker_id_refuses_to_start(kafka_cluster, tmp_path):
@@ -253,3 +245,79 @@ def test_no_zookeeper_refuses_to_start_in_time(tmp_path):
     assert result.returncode == 1
     assert "\nkbroker: Timed out waiting for connection to ZooKeeper at 127.0.0.1:" in result.stderr
     assert time.monotonic() - started < 20
+
+
+def test_kafka_configs_alters_one_broker_or_every_broker(kafka_cluster):
+    cluster = kafka_cluster
+    tool = [sys.executable, "-m", "broker.tools.configs", "--bootstrap-server",
+            cluster.bootstrap(0)]
+
+    def configs(*args):
+        result = subprocess.run(tool + list(args), capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    configs("--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
+            "log.retention.ms=3600000")
+    configs("--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config",
+            "log.cleaner.threads=2")
+
+    def described(broker_id):
+        return configs("--entity-type", "brokers", "--entity-name", str(broker_id),
+                       "--describe", "--all")
+    deadline = time.monotonic() + 30
+    while True:
+        outputs = {b: described(b) for b in (0, 1, 2)}
+        if all("log.retention.ms=3600000" in out for out in outputs.values()):
+            break
+        assert time.monotonic() < deadline, outputs
+        time.sleep(0.5)
+    assert "log.cleaner.threads=2" in outputs[1]
+    assert "log.cleaner.threads=2" not in outputs[0] and "log.cleaner.threads=2" not in outputs[2]
+    change = json.loads(cluster._read("/config/brokers/<default>"))
+    assert change == {"version": 1, "config": {"log.retention.ms": "3600000"}}
+
+
+@pytest.mark.kafka_cluster_config(
+    replica_selector_class="org.apache.kafka.common.replica.RackAwareReplicaSelector")
+def test_consumers_read_from_a_replica_in_their_rack(tmp_path):
+    """KIP-392: with broker.rack and replica.selector.class, a consumer with client.rack reads
+    from the in-sync replica in its rack, up to that replica's high watermark."""
+    from broker.testing.cluster import KafkaCluster
+    racks = {0: "rack-a", 1: "rack-b", 2: "rack-c"}
+    with KafkaCluster(3, tmp_path / "c", config={
+            "replica.selector.class":
+                "org.apache.kafka.common.replica.RackAwareReplicaSelector"},
+            broker_configs={b: {"broker.rack": r} for b, r in racks.items()}) as cluster:
+        create(cluster.bootstrap(0), "near", 1, 3)
+        acked = produce(cluster.bootstrap(0), "near", [f"n{i}".encode() for i in range(300)])
+        cluster.wait_for_isr("near", 0, [0, 1, 2])
+        leader = cluster.leader("near", 0)
+        follower = next(b for b in (0, 1, 2) if b != leader)
+        # The leader points a consumer of the follower's rack at the follower.
+        from tests.integration.test_cluster_bad_input import send
+        from protocol.messages.fetch import FetchRequest
+        request = FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, rack_id=racks[follower],
+            topics=[FetchRequest.FetchTopic(topic="near", partitions=[FetchRequest.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=1 << 20)])],
+            forgotten_topics_data=[])
+        part = send(cluster.brokers[leader].port, request, 12).responses[0].partitions[0]
+        assert part.preferred_read_replica == follower and not part.records
+        # And the follower serves it, up to its own high watermark (which trails the leader's
+        # by up to one of its fetches, replica.fetch.wait.max.ms when idle, as in Kafka).
+        deadline = time.monotonic() + 10
+        while True:
+            part = send(cluster.brokers[follower].port, request, 12).responses[0].partitions[0]
+            assert part.error_code == 0
+            if part.high_watermark == 300:
+                break
+            assert time.monotonic() < deadline, "the follower's high watermark stayed behind"
+            time.sleep(0.2)
+        assert len(part.records) > 0
+        # A real client follows the hint and reads everything.
+        got = poll(group_consumer(cluster.bootstrap_servers, "near", "rack-reader",
+                                  **{"client.rack": racks[follower]}), 300)
+        assert sorted(got) == sorted(acked)
