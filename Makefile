@@ -11,12 +11,14 @@ STAMP        := $(VENV)/.installed
 # so it brings Java too, and it starts no service).
 APT_PACKAGES := kcat zookeeper
 
-.PHONY: help install install-broker run test bench clean generate system-deps
+.PHONY: help install install-broker run test soak bench clean generate system-deps
 
 help:
 	@echo "make run             install the broker's dependencies into .venv and start a broker"
 	@echo "                     with config/server.properties (127.0.0.1:9092, data in /tmp/kafka-logs)"
-	@echo "make test            install everything (also Debian's kcat via apt-get) and run the tests"
+	@echo "make test            install everything (also Debian's kcat and zookeeper via apt-get) and run"
+	@echo "                     the tests"
+	@echo "make soak            the cluster fault run (kill -9, SIGSTOP, SIGTERM) for longer than make test's"
 	@echo "make install         install everything into .venv: broker, Spark jobs, test clients"
 	@echo "make install-broker  install only what the broker and bin/ tools need"
 	@echo "make bench           run every benchmark (README, "Performance")"
@@ -53,6 +55,12 @@ run: install-broker
 
 test: install system-deps
 	$(PY) -m pytest
+
+# The replication fault test of `make test`, for KBROKER_FAULT_ROUNDS rounds of its schedule.
+KBROKER_FAULT_ROUNDS ?= 10
+soak: install system-deps
+	KBROKER_FAULT_ROUNDS=$(KBROKER_FAULT_ROUNDS) $(PY) -m pytest -s -p no:cacheprovider \
+	    --timeout=$$(( $(KBROKER_FAULT_ROUNDS) * 300 + 300 )) tests/integration/test_replication_faults.py
 
 bench: install system-deps
 	$(PY) -m bench

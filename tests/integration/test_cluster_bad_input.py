@@ -247,3 +247,41 @@ def test_log_dirs_of_another_cluster_are_refused(kafka_cluster, tmp_path):
     assert result.returncode == 1
     assert "doesn't match stored clusterId Some(someOtherCluster1234567)" in result.stderr
     assert cluster.live_brokers() == {0, 1, 2}
+
+
+def test_a_corrupt_batch_stops_only_that_partitions_fetcher(kafka_cluster):
+    """A batch whose CRC fails reaches a follower (here: bytes flipped in the leader's segment
+    file): the follower stores nothing of it, logs the error and stops fetching that
+    partition; its other partitions keep replicating."""
+    cluster = kafka_cluster
+    created = subprocess.run(
+        [sys.executable, "-m", "broker.tools.topics", "--bootstrap-server",
+         cluster.bootstrap_servers, "--create", "--topic", "crc", "--replica-assignment",
+         "0:1,0:1"], capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    for p in (0, 1):
+        cluster.wait_for_leader("crc", p)
+        cluster.wait_for_isr("crc", p, [0, 1])
+    cluster.stop(1)                         # the follower misses what comes next
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(0), "acks": "1"})
+    for i in range(50):
+        producer.produce("crc", f"p0-{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    segment = next((cluster.brokers[0].log_dir / "crc-0").glob("*.log"))
+    with open(segment, "r+b") as f:
+        data = bytearray(f.read())
+        data[len(data) // 2] ^= 0xFF        # inside a batch's records: its CRC no longer holds
+        f.seek(0)
+        f.write(data)
+    cluster.start(1)
+    for i in range(50):
+        producer.produce("crc", f"p1-{i}".encode(), partition=1)
+    assert producer.flush(30) == 0
+    # Partition 1 replicates to the follower again; partition 0 does not, and nothing of the
+    # corrupt batch is in the follower's log.
+    cluster.wait_for_isr("crc", 1, [0, 1], timeout=60)
+    cluster.wait_until(lambda: "Found invalid records in crc-0" in cluster.output(1), 30,
+                       "no error logged")
+    follower_log = next((cluster.brokers[1].log_dir / "crc-0").glob("*.log"))
+    assert b"p0-" not in follower_log.read_bytes()
+    assert cluster.brokers[1].running()
