@@ -74,6 +74,10 @@ class Partition:
         self.partition_epoch = -1           # the state znode's version (a cluster)
         self.pending_isr = None             # an ISR change sent to the controller, unanswered
         self.clock = None                   # .ms(): set by the replica manager
+        # A cluster (set by the replica manager): replica.lag.time.max.ms, and whether a broker
+        # is alive (a caught-up follower outside the ISR holds the HW back until it joins).
+        self.replica_lag_time_max_ms = 30000
+        self.is_alive = None
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition} epoch={self.leader_epoch} "
@@ -112,11 +116,12 @@ class Partition:
                     self.follower_last_fetch_leo[r] = -1
         if leader_epoch > self.leader_epoch or self.leader_epoch < 0:
             self.leader_epoch = leader_epoch
-            # Kafka records where the epoch starts when leadership begins. An empty log skips
-            # it: its first append records (epoch, 0) anyway, and the checkpoint's fsync
+            # Kafka records where the epoch starts when leadership begins (a follower that
+            # fetches with an older epoch learns where it diverges, even from an empty log).
+            # For an empty log the checkpoint is written with the first append: its fsync
             # (~2 ms) would otherwise be paid per partition by CreateTopics, on the loop.
-            if self.log.log_end_offset > 0:
-                self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+            end = self.log.log_end_offset
+            self.log.leader_epoch_cache.assign(leader_epoch, end, write=end > 0)
         self.maybe_increment_high_watermark()
         return new_leadership
 
@@ -196,16 +201,30 @@ class Partition:
         return min(min_isr, max(len(self.replicas), 1))
 
     def maybe_increment_high_watermark(self) -> bool:
-        """Move the HW to the smallest LEO in the (maximal) ISR; True if it moved. As in
-        Kafka 3.7+, it does not move while the ISR is smaller than the effective
-        min.insync.replicas, so an acks=all write is never acknowledged by fewer."""
-        isr = self.maximal_isr
-        if len(isr) < self.effective_min_isr():
+        """Move the HW to the smallest LEO in the maximal ISR, and of any caught-up live
+        follower about to join it (Kafka's shouldWaitForReplicaToJoinIsr: otherwise a follower
+        one fetch behind under steady produce would never reach the HW and never rejoin);
+        True if it moved. As in Kafka 3.7+, it does not move while the committed ISR is
+        smaller than the effective min.insync.replicas, so an acks=all write is never
+        acknowledged by fewer."""
+        if len(self.isr) < self.effective_min_isr():
             return False
-        new_hw = self.log.log_end_offset
-        for replica in isr:
-            if replica != self.local_broker_id:
-                new_hw = min(new_hw, self.follower_log_end_offsets.get(replica, -1))
+        isr = self.maximal_isr
+        leo = self.log.log_end_offset
+        new_hw = leo
+        now = None
+        for replica, replica_leo in self.follower_log_end_offsets.items():
+            if replica_leo >= new_hw:
+                continue
+            if replica not in isr:
+                if self.is_alive is not None and not self.is_alive(replica):
+                    continue
+                if now is None:
+                    now = self._now_ms()
+                if replica_leo != leo and now - self.follower_caught_up_ms.get(replica, 0) > \
+                        self.replica_lag_time_max_ms:
+                    continue
+            new_hw = replica_leo
         if new_hw > self.log.high_watermark:
             self.log.update_high_watermark(new_hw)
             return True
@@ -284,8 +303,14 @@ class Partition:
         if last_fetched_epoch < 0:
             return None
         epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(last_fetched_epoch)
-        if epoch < 0:
-            return None
+        if epoch < 0 or end_offset < 0:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"Could not determine the end offset of the last fetched epoch "
+                             f"{last_fetched_epoch} of {self.topic}-{self.partition}")
+        if fetch_offset < self.log.log_start_offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"fetch offset {fetch_offset} is below the log start offset "
+                             f"{self.log.log_start_offset} of {self.topic}-{self.partition}")
         if epoch < last_fetched_epoch or end_offset < fetch_offset:
             return epoch, end_offset
         return None

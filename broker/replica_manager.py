@@ -129,9 +129,7 @@ class ReplicaManager:
         part = self._partitions.get(key)
         if part is None:
             log_ = self.log_manager.get_or_create_log(topic, partition, log_config, topic_id)
-            part = Partition(topic, partition, self.broker_id, log_)
-            part.clock = self.time
-            self._partitions[key] = part
+            part = self._new_partition(topic, partition, log_)
         elif log_config is not None:
             part.log.config = log_config
         part.make_leader(leader_epoch, list(replicas or [self.broker_id]), topic_id)
@@ -192,9 +190,7 @@ class ReplicaManager:
             opened = await asyncio.get_running_loop().run_in_executor(None, open_logs)
             for (topic, p), log_ in opened.items():
                 if (topic, p) not in self._partitions:
-                    part = Partition(topic, p, self.broker_id, log_)
-                    part.clock = self.time
-                    self._partitions[(topic, p)] = part
+                    self._new_partition(topic, p, log_)
         leaders, followers = [], []
         for topic, topic_id, ps in accepted:
             key = (topic, ps.partition_index)
@@ -271,7 +267,7 @@ class ReplicaManager:
     def get_partition_or_error(self, topic: str, partition: int) -> Partition:
         part = self._partitions.get((topic, partition))
         if part is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            raise KafkaError(self.missing_partition_error(topic, partition),
                              f"this broker has no partition {topic}-{partition}")
         return part
 
@@ -313,6 +309,18 @@ class ReplicaManager:
     def rack_of(self, broker_id: int):
         broker = self.metadata_cache.live_brokers.get(broker_id) if self.metadata_cache else None
         return broker.rack if broker is not None else None
+
+    def _new_partition(self, topic: str, partition: int, log_) -> Partition:
+        part = Partition(topic, partition, self.broker_id, log_)
+        part.clock = self.time
+        part.replica_lag_time_max_ms = _config_int(self.config, "replica.lag.time.max.ms", 30000)
+        if self.metadata_cache is not None:
+            part.is_alive = self._is_alive
+        self._partitions[(topic, partition)] = part
+        return part
+
+    def _is_alive(self, broker_id: int) -> bool:
+        return broker_id in self.metadata_cache.live_brokers
 
     def missing_partition_error(self, topic: str, partition: int) -> int:
         """The error for a partition this broker does not host (Kafka's getPartitionOrError)."""
@@ -453,8 +461,14 @@ class ReplicaManager:
                     return ReadResult(ErrorCode.NONE, part.high_watermark,
                                       part.last_stable_offset, part.log_start_offset, b"",
                                       diverging_epoch=diverging)
-            if from_follower:
-                self._follower_fetched(part, replica_id, fp.fetch_offset)
+            if from_follower and part.is_leader and \
+                    replica_id not in part.follower_log_end_offsets:
+                # Kafka's followerReplicaOrThrow: with a leader epoch the (replica, epoch) pair
+                # is not known yet (the follower retries), without one it is not a replica.
+                raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH if fp.current_leader_epoch >= 0
+                                 else ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 f"broker {replica_id} is not a replica of "
+                                 f"{fp.topic}-{fp.partition}")
             rack = client_rack
             if rack is not None and part.is_leader:
                 preferred = part.preferred_read_replica(fp.fetch_offset, rack, self.rack_of)
@@ -464,10 +478,14 @@ class ReplicaManager:
                                         part.last_stable_offset, part.log_start_offset, b"")
                     result.preferred_read_replica = preferred
                     return result
-            return part.read(fp.fetch_offset, max_bytes, isolation_level=isolation_level,
-                             from_follower=from_follower, min_one_message=min_one_message,
-                             current_leader_epoch=fp.current_leader_epoch,
-                             follower_may_serve=rack is not None)
+            result = part.read(fp.fetch_offset, max_bytes, isolation_level=isolation_level,
+                               from_follower=from_follower, min_one_message=min_one_message,
+                               current_leader_epoch=fp.current_leader_epoch,
+                               follower_may_serve=rack is not None)
+            if from_follower:
+                # Only a fetch that read (its offset is in range) says where the follower is.
+                self._follower_fetched(part, replica_id, fp.fetch_offset)
+            return result
         except KafkaError as exc:
             return ReadResult(_error_code_of(exc), part.high_watermark, part.last_stable_offset,
                               part.log_start_offset)

@@ -27,6 +27,7 @@ class LeaderEpochCache:
         self.path = os.path.join(directory, files.LEADER_EPOCH_CHECKPOINT)
         self._log_end_offset = log_end_offset
         self._persist = persist
+        self._unwritten = False
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         for epoch, offset in checkpoints.read_checkpoint(self.path, 2) if exists else ():
@@ -40,21 +41,27 @@ class LeaderEpochCache:
     def latest_epoch(self):
         return self._epochs[-1] if self._epochs else None
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, write: bool = True) -> None:
         """Record that `epoch` starts at `start_offset`.
 
         As Kafka: nothing changes if `epoch` is already the latest at or below `start_offset`;
         otherwise entries that would break monotonicity (epoch >= `epoch` or start offset >=
-        `start_offset`) are dropped first."""
+        `start_offset`) are dropped first. `write=False` keeps the change in memory until the
+        next assign writes the checkpoint (a leader of an empty log: its first append does)."""
         if epoch < 0 or start_offset < 0:
             return
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._offsets[-1]:
+            if self._unwritten and write:
+                self._flush()
             return
         keep = [(e, o) for e, o in zip(self._epochs, self._offsets)
                 if e < epoch and o < start_offset]
         self._epochs = [e for e, _ in keep] + [epoch]
         self._offsets = [o for _, o in keep] + [start_offset]
-        self._flush()
+        if write:
+            self._flush()
+        else:
+            self._unwritten = True
 
     def assign_all(self, entries) -> None:
         """`assign` each (epoch, start_offset) in order, writing the checkpoint once."""
@@ -106,5 +113,6 @@ class LeaderEpochCache:
         self._flush()
 
     def _flush(self) -> None:
+        self._unwritten = False
         if self._persist:
             checkpoints.write_checkpoint(self.path, self.entries())

@@ -570,6 +570,10 @@ class Log:
             if offset < 0:
                 raise ValueError(f"cannot truncate to a negative offset {offset}")
             if offset >= self._log_end_offset:
+                # Nothing to cut, but an epoch recorded at the end with no records yet (a
+                # leadership that appended nothing) is not this log's any more: as Kafka's
+                # truncateTo, drop it, or the next fetch would diverge again at the same place.
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
                 return False
             segments = self._segments
             if offset <= segments[0].base_offset:

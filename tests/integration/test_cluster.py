@@ -321,3 +321,13 @@ def test_consumers_read_from_a_replica_in_their_rack(tmp_path):
         got = poll(group_consumer(cluster.bootstrap_servers, "near", "rack-reader",
                                   **{"client.rack": racks[follower]}), 300)
         assert sorted(got) == sorted(acked)
+
+
+def test_topics_are_auto_created_from_any_broker(kafka_cluster):
+    cluster = kafka_cluster
+    not_controller = next(b for b in (0, 1, 2) if b != cluster.controller())
+    acked = produce(cluster.bootstrap(not_controller), "auto-made", [b"a", b"b"])
+    assert len(acked) == 2
+    assert cluster.leader("auto-made", 0) >= 0
+    znode = json.loads(cluster._read("/brokers/topics/auto-made"))
+    assert len(znode["partitions"]) == 1                # num.partitions

@@ -150,8 +150,11 @@ def test_bad_follower_fetches_get_kafkas_errors(kafka_cluster):
             forgotten_topics_data=[], rack_id="")
         return send(cluster.brokers[leader].port, request, 12).responses[0].partitions[0]
 
+    # Not a replica: NOT_LEADER_OR_FOLLOWER, or with a leader epoch UNKNOWN_LEADER_EPOCH (as
+    # Kafka's followerReplicaOrThrow: the pair is not known, the fetcher retries).
+    assert fetch(outsider, 0, -1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert fetch(outsider, 0, state["leader_epoch"]).error_code == \
-        ErrorCode.NOT_LEADER_OR_FOLLOWER
+        ErrorCode.UNKNOWN_LEADER_EPOCH
     follower = next(r for r in state["isr"] if r != leader)
     assert fetch(follower, 0, state["leader_epoch"] - 1).error_code == \
         ErrorCode.FENCED_LEADER_EPOCH if state["leader_epoch"] > 0 else True

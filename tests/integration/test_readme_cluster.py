@@ -100,6 +100,13 @@ def test_tutorial_step_6_on_three_brokers(tmp_path):
             assert time.monotonic() < deadline, "no new leader after kill -9"
             time.sleep(0.5)
         assert sorted(map(int, new_isr.split(","))) == sorted(set(range(3)) - {leader})
+        # The describe filters see it too: under-replicated, not unavailable.
+        out = run("kafka-topics.sh", "--bootstrap-server", bootstrap, "--describe",
+                  "--under-replicated-partitions")
+        assert "my-replicated-topic\tPartition: 0" in out
+        out = run("kafka-topics.sh", "--bootstrap-server", bootstrap, "--describe",
+                  "--unavailable-partitions")
+        assert "my-replicated-topic" not in out
         out = run("kafka-console-consumer.sh", "--bootstrap-server", bootstrap,
                   "--from-beginning", "--topic", "my-replicated-topic", "--max-messages", "2",
                   timeout=90)

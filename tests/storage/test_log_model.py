@@ -21,20 +21,9 @@ from storage.log import Log
 from storage.log_config import LogConfig
 from storage.record_batch import RecordBatchBuilder
 
-from tests.storage.log_checks import check_log
+from tests.storage.log_checks import NoSync, check_log
 
 BASE_TS = 1_700_000_000_000
-
-
-class NoSync(files.FileSystem):
-    """fsync is what makes this test slow and proves nothing here (no power cut is
-    simulated: a process crash keeps the page cache), so the seam skips it."""
-
-    def fsync(self, fd):
-        pass
-
-    def fsync_dir(self, directory):
-        pass
 
 
 def config():
