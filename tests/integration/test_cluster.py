@@ -331,3 +331,35 @@ def test_topics_are_auto_created_from_any_broker(kafka_cluster):
     assert cluster.leader("auto-made", 0) >= 0
     znode = json.loads(cluster._read("/brokers/topics/auto-made"))
     assert len(znode["partitions"]) == 1                # num.partitions
+
+
+def test_deleted_topics_leave_every_broker(kafka_cluster):
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "doomed", 3, 3)
+    produce(cluster.bootstrap(0), "doomed", [b"x"] * 30)
+    client = admin(cluster.bootstrap(1))
+    client.delete_topics(["doomed"], operation_timeout=30)["doomed"].result(60)
+    cluster.wait_until(lambda: cluster._read("/brokers/topics/doomed") is None, 30,
+                       "topic znode still there")
+    assert cluster._read("/admin/delete_topics/doomed") is None
+    assert cluster._read("/config/topics/doomed") is None
+    for node in cluster.brokers.values():
+        # Renamed to <topic>-<p>.<id>-delete at once, removed after file.delete.delay.ms.
+        cluster.wait_until(lambda: not any(p.name.startswith("doomed-") and
+                                           not p.name.endswith("-delete")
+                                           for p in node.log_dir.iterdir()), 30,
+                           f"broker {node.id} still has the topic's logs")
+        assert "doomed" not in admin(node.bootstrap).list_topics(timeout=20).topics
+    # The name can be used again at once.
+    create(cluster.bootstrap(2), "doomed", 1, 3)
+
+
+def test_broker_api_versions_lists_every_broker(kafka_cluster):
+    cluster = kafka_cluster
+    result = subprocess.run([sys.executable, "-m", "broker.tools.broker_api_versions",
+                             "--bootstrap-server", cluster.bootstrap(0)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for node in cluster.brokers.values():
+        assert f"127.0.0.1:{node.port} (id: {node.id} rack: null) -> (" in result.stdout
+    assert "LeaderAndIsr(4): 0 to 7 [usable: 7]" in result.stdout
