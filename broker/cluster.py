@@ -86,7 +86,7 @@ class ClusterMembership:
             raise ClusterJoinError(f"Timed out waiting for connection to ZooKeeper at {connect} "
                                    f"after {connection_ms} ms ({exc}); check zookeeper.connect"
                                    ) from None
-        self.kzk = KafkaZk(self.zk)
+        self.kzk = KafkaZk(self.zk, self.config.get("zookeeper.max.in.flight.requests"))
         self.zk.add_session_listener(self._session_event)
         await self.kzk.create_top_level_paths()
         cluster_id = await self.kzk.get_or_create_cluster_id(stored_cluster_id

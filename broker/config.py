@@ -348,6 +348,8 @@ BROKER_CONFIGS = [
        doc="ZooKeeper session timeout."),
     _c("zookeeper.connection.timeout.ms", "int", None, None, "high",
        doc="How long to wait for a ZooKeeper connection; unset: the session timeout."),
+    _c("zookeeper.max.in.flight.requests", "int", 10, at_least(1), "high",
+       doc="ZooKeeper requests a broker (and its controller) keeps outstanding at once."),
     # --- group coordinator and offsets
     _c("offsets.topic.num.partitions", "int", 50, at_least(1), "high",
        doc="Partitions of __consumer_offsets (do not change once it exists)."),

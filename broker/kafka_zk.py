@@ -15,6 +15,7 @@ Fencing, as Kafka does it:
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from broker import zk_data as zd
@@ -37,8 +38,9 @@ class TopicExistsError(Exception):
 
 
 class KafkaZk:
-    def __init__(self, zk):
+    def __init__(self, zk, max_in_flight: int = 10):
         self.zk = zk
+        self.max_in_flight = max_in_flight
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -234,41 +236,63 @@ class KafkaZk:
             return None
         return zd.decode_partition_state(topic, partition, found[0], found[1].version)
 
+    async def _each(self, items, fn) -> dict:
+        """{key: await fn(key, value)} with up to `max_in_flight` calls outstanding, as Kafka
+        pipelines its ZooKeeper requests (zookeeper.max.in.flight.requests): a failover or a
+        1,000-partition topic is then a few round trips deep, not one per partition."""
+        semaphore = asyncio.Semaphore(self.max_in_flight)
+
+        async def one(key, value):
+            async with semaphore:
+                return key, await fn(key, value)
+        return dict(await asyncio.gather(*(one(k, v) for k, v in items)))
+
     async def create_partition_states(self, states: dict, epoch_zk_version: int) -> dict:
         """{(topic, p): LeaderAndIsr} for new partitions -> {(topic, p): state or error}."""
-        out = {}
-        for (topic, partition), state in states.items():
-            for path in (zd.partitions_path(topic), zd.partition_path(topic, partition)):
-                results = await self._guarded(epoch_zk_version, [CreateOp(path)])
-                if isinstance(results[0], BaseException) and not isinstance(
-                        results[0], NodeExistsError):
-                    raise results[0]
-            results = await self._guarded(epoch_zk_version, [CreateOp(
-                zd.partition_state_path(topic, partition), zd.encode_partition_state(state))])
-            if isinstance(results[0], BaseException):
-                out[(topic, partition)] = results[0]
+        for topic in sorted({t for t, _ in states}):
+            results = await self._guarded(epoch_zk_version, [CreateOp(zd.partitions_path(topic))])
+            if isinstance(results[0], BaseException) and \
+                    not isinstance(results[0], NodeExistsError):
+                raise results[0]
+
+        async def create(tp, state):
+            topic, partition = tp
+            data = zd.encode_partition_state(state)
+            state_op = CreateOp(zd.partition_state_path(topic, partition), data)
+            results = await self._guarded(
+                epoch_zk_version, [CreateOp(zd.partition_path(topic, partition)), state_op])
+            if isinstance(results[0], NodeExistsError):          # /partitions/P was there
+                results = await self._guarded(epoch_zk_version, [state_op])
             else:
-                state.partition_epoch = 0
-                out[(topic, partition)] = state
-        return out
+                results = results[1:]
+            if isinstance(results[0], BaseException):
+                return results[0]
+            state.partition_epoch = 0
+            return state
+        return await self._each(states.items(), create)
+
+    async def get_partition_states(self, partitions) -> dict:
+        """{(topic, p): LeaderAndIsr | None | ZNodeDataError} read concurrently."""
+        async def read(tp, _):
+            try:
+                return await self.get_partition_state(*tp)
+            except ZNodeDataError as exc:
+                return exc
+        return await self._each(((tp, None) for tp in partitions), read)
 
     async def update_leader_and_isr(self, states: dict, epoch_zk_version: int) -> dict:
         """Conditional writes of {(topic, p): LeaderAndIsr} (each expecting its
         `partition_epoch` as the znode version) -> {(topic, p): new state (partition epoch
         bumped) | BadVersionError | other exception}."""
-        out = {}
-        for (topic, partition), state in states.items():
-            op = SetDataOp(zd.partition_state_path(topic, partition),
-                           zd.encode_partition_state(state), state.partition_epoch)
-            results = await self._guarded(epoch_zk_version, [op])
-            result = results[0]
+        async def write(tp, state):
+            op = SetDataOp(zd.partition_state_path(*tp), zd.encode_partition_state(state),
+                           state.partition_epoch)
+            result = (await self._guarded(epoch_zk_version, [op]))[0]
             if isinstance(result, BaseException):
-                out[(topic, partition)] = result
-            else:
-                out[(topic, partition)] = zd.LeaderAndIsr(
-                    state.leader, state.leader_epoch, list(state.isr), state.controller_epoch,
-                    state.recovering, result.version)
-        return out
+                return result
+            return zd.LeaderAndIsr(state.leader, state.leader_epoch, list(state.isr),
+                                   state.controller_epoch, state.recovering, result.version)
+        return await self._each(states.items(), write)
 
     # -- producer ids --------------------------------------------------------------------------
 

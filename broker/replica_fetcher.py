@@ -5,7 +5,9 @@ ReplicaFetcherManager, AbstractFetcherThread, ReplicaFetcherThread).
 on the inter-broker listener; a partition goes to fetcher `hash(topic, partition) %
 num.replica.fetchers` of its leader. A fetcher sends Kafka's follower Fetch (v17 when the
 leader speaks it and topic ids are known; its replica id in ReplicaState from v15, in
-replica_id before), for every partition it holds that is not backing off:
+replica_id before) in an incremental fetch session (KIP-227: after the first, full, request
+only the partitions whose state changed are named, and the leader answers only those with
+news), for every partition it holds that is not backing off:
 
   FetchOffset = this replica's log end offset, CurrentLeaderEpoch = the LeaderAndIsr epoch,
   LastFetchedEpoch = the latest epoch in this replica's leader-epoch cache,
@@ -41,6 +43,7 @@ from protocol.messages.list_offsets import ListOffsetsRequest
 from storage.errors import CorruptRecord
 
 from broker.client.connection import BrokerConnection
+from broker.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,8 @@ ZERO_UUID = uuid.UUID(int=0)
 FETCH_VERSION = 17
 NAMES_FETCH_VERSION = 12          # the last version naming topics (no topic ids)
 LIST_OFFSETS_VERSION = 9
+_SESSION_ERRORS = {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                   ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR}
 _RETRY_LATER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
@@ -65,6 +70,31 @@ def fetcher_index(topic: str, partition: int, num_fetchers: int) -> int:
     if value >= 0x80000000:
         value -= 0x100000000
     return abs(value) % num_fetchers
+
+
+class FetchSession:
+    """The follower's side of an incremental fetch session with its leader. A partition that
+    answers an error starts the session over (the next request is full): the leader then
+    sees its current state again, e.g. a topic it did not know yet when the session began."""
+
+    def __init__(self):
+        self.session_id = INVALID_SESSION_ID
+        self.closing_id = INVALID_SESSION_ID
+        self.reset()
+
+    def reset(self, close: bool = False) -> None:
+        """Start over with a full request; `close`: that request also closes this session on
+        the leader (its id with the initial epoch), instead of leaving it to be evicted."""
+        if not close:
+            self.closing_id = INVALID_SESSION_ID
+        elif self.session_id != INVALID_SESSION_ID:
+            self.closing_id = self.session_id
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.sent: dict = {}             # (topic, p) -> (offset, epoch, last epoch, log start)
+        self.topic_ids: dict = {}
+        self.uses_topic_ids = False
+        self.pending = (True, {}, [], {}, False)
 
 
 class FetchState:
@@ -136,6 +166,7 @@ class ReplicaFetcher:
         self.lag: dict[tuple, int] = {}
         self._wake = asyncio.Event()
         self._connection: BrokerConnection | None = None
+        self.session = FetchSession()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, tp, state: FetchState) -> None:
@@ -188,9 +219,12 @@ class ReplicaFetcher:
             except Exception as exc:                # noqa: BLE001 - connection trouble
                 log.warning("[%s] Error sending fetch request to broker %d: %s",
                             self.name, self.leader_id, exc)
+                self.session.reset()
                 await self._close()
                 await asyncio.sleep(backoff_s)
                 continue
+            if not self._session_answered(response):
+                continue                            # the leader lost the session: full again
             if response.error_code != ErrorCode.NONE:
                 log.warning("[%s] Fetch from broker %d failed: %s", self.name, self.leader_id,
                             ErrorCode(response.error_code).name)
@@ -230,6 +264,10 @@ class ReplicaFetcher:
             self._connection = None
 
     def _request(self, ready: dict):
+        """The next Fetch: a full one that opens an incremental fetch session (KIP-227), then
+        incremental ones naming only the partitions whose fetch state changed (and forgetting
+        those no longer fetched), as Kafka's FetchSessionHandler does: an idle partition costs
+        neither request nor response bytes."""
         rm = self.broker.replica_manager
         config = self.broker.config
         conn = self._connection
@@ -237,22 +275,36 @@ class ReplicaFetcher:
         parts = {tp: rm.get_partition(*tp) for tp in ready}
         if any(p is None or p.topic_id in (None, ZERO_UUID) for p in parts.values()):
             version = min(version, NAMES_FETCH_VERSION)
-        by_topic: dict = {}
-        by_id = {}
+        session = self.session
+        if session.session_id and session.uses_topic_ids != (version >= 13):
+            session.reset()                     # a session keeps one way of naming topics
+        wanted = {}
+        topic_ids = {}
         for tp, state in ready.items():
             part = parts[tp]
             if part is None:
                 continue
             log_ = part.log
             latest = log_.leader_epoch_cache.latest_epoch
-            by_topic.setdefault(tp[0], (part.topic_id, []))[1].append(FetchRequest.FetchPartition(
-                partition=tp[1], current_leader_epoch=state.leader_epoch,
-                fetch_offset=log_.log_end_offset,
-                last_fetched_epoch=-1 if latest is None else latest,
-                log_start_offset=log_.log_start_offset,
-                partition_max_bytes=config.get("replica.fetch.max.bytes")))
-            if part.topic_id is not None:
-                by_id[part.topic_id] = tp[0]
+            wanted[tp] = (log_.log_end_offset, state.leader_epoch,
+                          -1 if latest is None else latest, log_.log_start_offset)
+            topic_ids[tp[0]] = part.topic_id or ZERO_UUID
+        full = session.session_id == 0
+        send = wanted if full else {tp: w for tp, w in wanted.items()
+                                    if session.sent.get(tp) != w}
+        forgotten = [] if full else [tp for tp in session.sent if tp not in wanted]
+        max_bytes = config.get("replica.fetch.max.bytes")
+        by_topic: dict = {}
+        for (topic, p), (offset, epoch, last_epoch, start) in send.items():
+            by_topic.setdefault(topic, []).append(FetchRequest.FetchPartition(
+                partition=p, current_leader_epoch=epoch, fetch_offset=offset,
+                last_fetched_epoch=last_epoch, log_start_offset=start,
+                partition_max_bytes=max_bytes))
+        forgotten_by_topic: dict = {}
+        for topic, p in forgotten:
+            forgotten_by_topic.setdefault(topic, []).append(p)
+        by_id = {topic_id: topic for topic, topic_id in
+                 {**session.topic_ids, **topic_ids}.items()}
         broker_id = self.broker.broker_id
         request = FetchRequest(
             replica_id=broker_id if version < 15 else -1,
@@ -262,12 +314,41 @@ class ReplicaFetcher:
             max_wait_ms=config.get("replica.fetch.wait.max.ms"),
             min_bytes=config.get("replica.fetch.min.bytes"),
             max_bytes=config.get("replica.fetch.response.max.bytes"),
-            isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=name, topic_id=topic_id or ZERO_UUID,
+            isolation_level=0, session_id=session.closing_id if full else session.session_id,
+            session_epoch=INITIAL_EPOCH if full else session.epoch,
+            topics=[FetchRequest.FetchTopic(topic=name, topic_id=topic_ids[name],
                                             partitions=partitions)
-                    for name, (topic_id, partitions) in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+                    for name, partitions in by_topic.items()],
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(
+                topic=name, topic_id=session.topic_ids.get(name, ZERO_UUID), partitions=ps)
+                for name, ps in forgotten_by_topic.items()],
+            rack_id="")
+        session.pending = (full, send, forgotten, topic_ids, version >= 13)
         return request, version, by_id
+
+    def _session_answered(self, response) -> bool:
+        """Update the session from a response; False when the leader lost it (the next
+        request is a full one)."""
+        session = self.session
+        full, sent, forgotten, topic_ids, uses_ids = session.pending
+        if response.error_code in _SESSION_ERRORS:
+            session.reset()
+            return False
+        if full:
+            session.reset()
+            if response.session_id:
+                session.session_id = response.session_id
+                session.epoch = next_epoch(INITIAL_EPOCH)
+                session.sent = dict(sent)
+                session.topic_ids = dict(topic_ids)
+                session.uses_topic_ids = uses_ids
+        else:
+            session.sent.update(sent)
+            for tp in forgotten:
+                session.sent.pop(tp, None)
+            session.topic_ids.update(topic_ids)
+            session.epoch = next_epoch(session.epoch)
+        return True
 
     async def _process(self, ready: dict, response, by_id: dict, backoff_s: float) -> None:
         rm = self.broker.replica_manager
@@ -312,10 +393,13 @@ class ReplicaFetcher:
             rm = self.broker.replica_manager
             rm.fetch_purgatory.notify(*tp)
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self.session.reset(close=True)
             await self._handle_out_of_range(part, data)
         elif code in _RETRY_LATER:
+            self.session.reset(close=True)
             state.delayed_until = time.monotonic() + backoff_s
         else:
+            self.session.reset(close=True)
             log.warning("[%s] Error fetching %s-%d from broker %d: %s", self.name, tp[0], tp[1],
                         self.leader_id, code.name)
             state.delayed_until = time.monotonic() + backoff_s

@@ -39,11 +39,13 @@ from storage import files
 CHECKPOINT_VERSION = 0
 
 
-def write_checkpoint(path: str, entries, version: int = CHECKPOINT_VERSION) -> None:
-    """Atomically writes `entries` (iterable of tuples, each written space-separated)."""
+def write_checkpoint(path: str, entries, version: int = CHECKPOINT_VERSION,
+                     durable: bool = True) -> None:
+    """Atomically writes `entries` (iterable of tuples, each written space-separated);
+    `durable`: fsync'ed before and after the rename (else the page cache keeps it)."""
     lines = [" ".join(str(part) for part in entry) for entry in entries]
     text = f"{version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-    files.fs.write_atomically(path, text.encode())
+    files.fs.write_atomically(path, text.encode(), durable=durable)
 
 
 def read_checkpoint(path: str, fields: int):

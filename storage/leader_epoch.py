@@ -52,14 +52,14 @@ class LeaderEpochCache:
             return
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._offsets[-1]:
             if self._unwritten and write:
-                self._flush()
+                self._flush(durable=False)
             return
         keep = [(e, o) for e, o in zip(self._epochs, self._offsets)
                 if e < epoch and o < start_offset]
         self._epochs = [e for e, _ in keep] + [epoch]
         self._offsets = [o for _, o in keep] + [start_offset]
         if write:
-            self._flush()
+            self._flush(durable=False)
         else:
             self._unwritten = True
 
@@ -112,7 +112,11 @@ class LeaderEpochCache:
         self._offsets.clear()
         self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, durable: bool = True) -> None:
+        """Write the checkpoint. A new epoch (on the append path, leader or follower) is
+        written without fsync, as Kafka 3.7+ does (KAFKA-15046): a process crash keeps the page
+        cache, and after a power cut recovery rebuilds the epochs above the file's last from
+        the batch headers. Truncations are written durably."""
         self._unwritten = False
         if self._persist:
-            checkpoints.write_checkpoint(self.path, self.entries())
+            checkpoints.write_checkpoint(self.path, self.entries(), durable=durable)

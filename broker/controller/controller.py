@@ -267,13 +267,10 @@ class KafkaController:
         return True
 
     async def _load_partition_states(self, partitions) -> None:
-        for tp in partitions:
-            try:
-                state = await self.kzk.get_partition_state(*tp)
-            except ZNodeDataError as exc:
-                log.error("%s Ignoring unreadable partition state %s", self.log_prefix, exc)
-                continue
-            if state is not None:
+        for tp, state in (await self.kzk.get_partition_states(partitions)).items():
+            if isinstance(state, ZNodeDataError):
+                log.error("%s Ignoring unreadable partition state %s", self.log_prefix, state)
+            elif state is not None:
                 self.ctx.states[tp] = state
 
     # -- the partition state machine -----------------------------------------------------------

@@ -135,9 +135,12 @@ def test_topics_from_any_bootstrap_with_kafkas_placement(kafka_cluster):
     client = admin(cluster.bootstrap(other))
     futures = client.create_partitions([NewPartitions("placed", 8)])
     futures["placed"].result(60)
+    # (The answer comes once the controller's broker knows; the others learn a moment later,
+    # as with Kafka.)
     for node in cluster.brokers.values():
-        md = admin(node.bootstrap).list_topics("placed", timeout=20)
-        assert len(md.topics["placed"].partitions) == 8
+        client = admin(node.bootstrap)
+        cluster.wait_until(lambda: len(client.list_topics("placed", timeout=20).topics[
+            "placed"].partitions) == 8, 10, f"broker {node.id} does not know 8 partitions")
 
 
 def test_produce_and_consume_through_any_bootstrap(kafka_cluster):
