@@ -25,6 +25,9 @@ from broker.zk_data import (BadVersionError, CheckOp, CreateOp, DeleteOp, NodeEx
 log = logging.getLogger(__name__)
 
 
+WRITES_PER_MULTI = 100
+
+
 class ControllerMovedError(Exception):
     """This broker is no longer the controller (its epoch check failed)."""
 
@@ -283,16 +286,37 @@ class KafkaZk:
     async def update_leader_and_isr(self, states: dict, epoch_zk_version: int) -> dict:
         """Conditional writes of {(topic, p): LeaderAndIsr} (each expecting its
         `partition_epoch` as the znode version) -> {(topic, p): new state (partition epoch
-        bumped) | BadVersionError | other exception}."""
-        async def write(tp, state):
-            op = SetDataOp(zd.partition_state_path(*tp), zd.encode_partition_state(state),
-                           state.partition_epoch)
-            result = (await self._guarded(epoch_zk_version, [op]))[0]
-            if isinstance(result, BaseException):
-                return result
-            return zd.LeaderAndIsr(state.leader, state.leader_epoch, list(state.isr),
-                                   state.controller_epoch, state.recovering, result.version)
-        return await self._each(states.items(), write)
+        bumped) | BadVersionError | other exception}.
+
+        Up to WRITES_PER_MULTI partitions go in one multi behind the controller-epoch check
+        (all or nothing): a failover of a thousand partitions is a dozen requests, not a
+        thousand. When one write of a multi fails (a racing writer moved that znode), that
+        partition gets its error and the multi is sent again without it."""
+        items = list(states.items())
+        chunks = [items[i:i + WRITES_PER_MULTI] for i in range(0, len(items), WRITES_PER_MULTI)]
+
+        async def write(_, chunk):
+            out = {}
+            while chunk:
+                ops = [SetDataOp(zd.partition_state_path(*tp), zd.encode_partition_state(state),
+                                 state.partition_epoch) for tp, state in chunk]
+                results = await self._guarded(epoch_zk_version, ops)
+                failed = [i for i, r in enumerate(results)
+                          if isinstance(r, BaseException) and not _rolled_back(r)]
+                if not failed:
+                    for (tp, state), stat in zip(chunk, results):
+                        out[tp] = zd.LeaderAndIsr(state.leader, state.leader_epoch,
+                                                  list(state.isr), state.controller_epoch,
+                                                  state.recovering, stat.version)
+                    break
+                for i in failed:
+                    out[chunk[i][0]] = results[i]
+                chunk = [item for i, item in enumerate(chunk) if i not in failed]
+            return out
+        merged = {}
+        for part in (await self._each(enumerate(chunks), write)).values():
+            merged.update(part)
+        return merged
 
     # -- producer ids --------------------------------------------------------------------------
 

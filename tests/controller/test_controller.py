@@ -409,3 +409,27 @@ async def test_controlled_shutdown_sends_leader_and_isr_for_moved_leaderships():
         assert 1 not in {b for b, parts in sent.items() if 1 in parts}
     finally:
         await shutdown(nodes)
+
+
+async def test_state_writes_share_multis_and_a_racing_write_fails_alone():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {p: [0, 1, 2] for p in range(150)})
+        await settle(nodes)
+        c = active(nodes).controller
+        states = {tp: s for tp, s in c.ctx.states.items() if tp[0] == "t"}
+        writes = {tp: zd.LeaderAndIsr(s.leader, s.leader_epoch + 1, [0, 1], c.ctx.epoch,
+                                      False, s.partition_epoch) for tp, s in states.items()}
+        writes[("t", 7)].partition_epoch = 5            # somebody else wrote it meanwhile
+        before = server.writes
+        results = await c.kzk.update_leader_and_isr(writes, c.ctx.epoch_zk_version)
+        from broker.zk_data import BadVersionError
+        assert isinstance(results[("t", 7)], BadVersionError)
+        assert all(r.partition_epoch == 1 for tp, r in results.items() if tp != ("t", 7))
+        assert server.writes - before == 149                # each write once, in two multis
+        got, version = await state(server, "t", 8)
+        assert got["isr"] == [0, 1] and version == 1
+        got, version = await state(server, "t", 7)
+        assert got["isr"] == [0, 1, 2] and version == 0
+    finally:
+        await shutdown(nodes)
