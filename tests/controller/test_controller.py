@@ -433,3 +433,34 @@ async def test_state_writes_share_multis_and_a_racing_write_fails_alone():
         assert got["isr"] == [0, 1, 2] and version == 0
     finally:
         await shutdown(nodes)
+
+
+async def test_generated_broker_ids_start_above_the_reserved_range():
+    server = FakeZooKeeper()
+    kzk = KafkaZk(server.client())
+    await kzk.create_top_level_paths()
+    assert [await kzk.generate_broker_id(1000) for _ in range(3)] == [1001, 1002, 1003]
+    assert await KafkaZk(server.client()).generate_broker_id(1000) == 1004
+
+
+async def test_cluster_id_is_created_once_and_then_read():
+    server = FakeZooKeeper()
+    first, second = KafkaZk(server.client()), KafkaZk(server.client())
+    assert await first.get_or_create_cluster_id("AAAAAAAAAAAAAAAAAAAAAA") == \
+        "AAAAAAAAAAAAAAAAAAAAAA"
+    assert await second.get_or_create_cluster_id("BBBBBBBBBBBBBBBBBBBBBB") == \
+        "AAAAAAAAAAAAAAAAAAAAAA"
+    assert json.loads(server.nodes["/cluster/id"].data) == {"version": "1",
+                                                            "id": "AAAAAAAAAAAAAAAAAAAAAA"}
+
+
+async def test_a_taken_broker_id_is_refused_and_an_own_retry_accepted():
+    from broker.kafka_zk import BrokerIdTakenError
+    server = FakeZooKeeper()
+    a, b = KafkaZk(server.client()), KafkaZk(server.client())
+    await a.create_top_level_paths()
+    info = zd.BrokerInfo(5, (zd.EndPoint("PLAINTEXT", "127.0.0.1", 9005),))
+    epoch = await a.register_broker(info, 0)
+    assert await a.register_broker(info, 0) == epoch        # a retry of its own
+    with pytest.raises(BrokerIdTakenError):
+        await b.register_broker(info, 0)
