@@ -1,13 +1,18 @@
 """One partition as the replica layer sees it: leader epoch, replicas, ISR, log, high watermark.
 
-Theory of operation (Kafka's Partition, for the leader side):
+Theory of operation (Kafka's Partition):
 
 - The leader appends producer batches to its local `storage.log.Log` with its leader epoch stamped
   into each batch; the log end offset (LEO) moves at once.
 - The high watermark (HW) is the offset below which every in-sync replica has the data: the minimum
-  LEO over the ISR. With one replica the ISR is just the leader, so HW = LEO right after each append
-  (`maybe_increment_high_watermark`). A follower (later) reports its LEO by fetching from us
-  (`update_follower_fetch_state`), which may move the HW the same way - nothing else changes.
+  LEO over the (maximal) ISR. With one replica the ISR is just the leader, so HW = LEO right after
+  each append (`maybe_increment_high_watermark`). In a cluster each follower reports its LEO by
+  fetching from the leader (`update_follower_fetch_state`, with Kafka's last-caught-up rule),
+  which may move the HW; the replica manager turns followers that caught up or fell behind into
+  ISR changes through the controller (broker/alter_partition_manager.py).
+- A follower (`make_follower`) holds the leader's batches, appended by broker/replica_fetcher.py,
+  and its own HW learnt from the leader; it serves consumers only with replica.selector.class
+  (KIP-392), up to that HW.
 - Consumers read below the HW (read_uncommitted) or below the last stable offset (read_committed;
   equal to the HW until transactions exist); followers read up to the LEO.
 - acks=-1 is satisfied when the HW covers the append; `min.insync.replicas` is checked against the

@@ -1,10 +1,12 @@
 """The replica manager: the broker's partitions, and the append/read paths every handler uses.
 
-Theory of operation (Kafka's ReplicaManager, for a broker that leads its partitions):
+Theory of operation (Kafka's ReplicaManager):
 
-- TopicManager (broker core) tells us which partitions we lead: `become_leader(...)` opens or
-  creates the partition's log through the LogManager and makes a `Partition`; `stop_replica(...)`
-  forgets it (and deletes its log for DeleteTopics).
+- On a single broker the TopicManager tells us which partitions we lead: `become_leader(...)`
+  opens or creates the partition's log through the LogManager and makes a `Partition`;
+  `stop_replica(...)` forgets it (and deletes its log for DeleteTopics). In a cluster the
+  controller does, with LeaderAndIsr (`become_leader_or_follower`: fenced by controller and
+  leader epochs, followers handed to the fetchers) and StopReplica (`stop_replicas`).
 - Produce: `append_records(...)` appends to each partition's leader log (validation, offsets and
   producer-state duplicate detection happen in storage) and returns one `AppendResult` per
   partition; errors are per partition. Every append wakes the fetch purgatory for that partition

@@ -15,7 +15,15 @@ start():
  6. schedule the periodic tasks: retention, flush, checkpoints, idle-connection reaper,
     producer id expiry.
 
-shutdown() (SIGTERM/SIGINT; bounded so the process exits within 10 s):
+In a cluster (`zookeeper.connect`, `_start_cluster`, broker/cluster.py) the cluster id and the
+broker id come from ZooKeeper and the metadata store is the controller's UpdateMetadata; the
+broker registers in /brokers/ids once its logs are recovered and its listeners bound, and its
+partitions arrive with LeaderAndIsr. Its shutdown starts with a controlled shutdown (the
+controller moves its leaderships while it still answers), stops the follower fetchers, and ends
+by closing the ZooKeeper session (its registration vanishes at once).
+
+shutdown() (SIGTERM/SIGINT; bounded so the process exits within 10 s, or in a cluster 10 s plus
+the controlled shutdown's attempts):
  1. stop accepting; pause reading on every connection;
  2. release parked requests (purgatory shutdown: long polls answer with what they have);
  3. wait (at most `DRAIN_TIMEOUT_S`) for in-flight requests to be answered, then close sockets;
