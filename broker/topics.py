@@ -396,13 +396,18 @@ class TopicManager:
                                       validate_only: bool = False) -> None:
         self.set_topic_configs(name, configs, validate_only)
 
-    def delete_topic(self, name: str):
+    def topic_to_delete(self, name: str):
+        """DeleteTopics' checks: the topic, or KafkaError (deletion disabled, unknown topic)."""
         if not self.broker.config.get("delete.topic.enable"):
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         topic = self.store.get_topic(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              "This server does not host this topic-partition.")
+        return topic
+
+    def delete_topic(self, name: str):
+        topic = self.topic_to_delete(name)
         self.store.delete_topic(name)
         self.metadata_changed()
         for index, state in topic.partitions.items():
@@ -606,12 +611,7 @@ class ClusterTopicManager(TopicManager):
 
     async def delete_topic_async(self, name: str):
         self._require_controller()
-        if not self.broker.config.get("delete.topic.enable"):
-            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        topic = self.store.get_topic(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             "This server does not host this topic-partition.")
+        topic = self.topic_to_delete(name)
         await self.kzk.mark_topic_for_deletion(name)
         log.info("Topic %s marked for deletion", name)
         await self.store.wait_until(lambda: self.store.get_topic(name) is None, self.WAIT_S)
