@@ -25,6 +25,8 @@ import logging
 from protocol.errors import ErrorCode
 from protocol.messages.alter_partition import AlterPartitionRequest
 
+from broker.tasks import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.05
@@ -57,11 +59,7 @@ class AlterPartitionManager:
         self._wake.set()
 
     async def shutdown(self) -> None:
-        self._task.cancel()
-        try:
-            await self._task
-        except (asyncio.CancelledError, Exception):
-            pass
+        await cancel_and_wait(self._task)
         if self._connection is not None:
             await self._connection.close()
 

@@ -158,11 +158,6 @@ class KafkaZk:
             return now
         raise ControllerMovedError(f"controller is {controller}, not {broker_id}")
 
-    async def delete_controller(self, epoch_zk_version: int) -> None:
-        """Resign: delete /controller, only if our epoch still holds."""
-        await self.zk.multi([CheckOp(zd.CONTROLLER_EPOCH, epoch_zk_version),
-                             DeleteOp(zd.CONTROLLER)])
-
     async def _guarded(self, epoch_zk_version: int, ops: list) -> list:
         """Run `ops` after the controller-epoch check; ControllerMovedError if it fails."""
         results = await self.zk.multi([CheckOp(zd.CONTROLLER_EPOCH, epoch_zk_version), *ops])

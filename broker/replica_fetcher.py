@@ -45,6 +45,8 @@ from storage.errors import CorruptRecord
 from broker.client.connection import BrokerConnection
 from broker.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 
+from broker.tasks import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -181,10 +183,7 @@ class ReplicaFetcher:
         self._task.cancel()
 
     async def wait_stopped(self) -> None:
-        try:
-            await self._task
-        except (asyncio.CancelledError, Exception):
-            pass
+        await cancel_and_wait(self._task)
         if self._connection is not None:
             await self._connection.close()
             self._connection = None

@@ -15,6 +15,8 @@ import logging
 from broker.client.connection import BrokerConnection
 from broker.client.errors import KafkaConnectionError, KafkaTimeoutError
 
+from broker.tasks import cancel_and_wait
+
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
@@ -80,10 +82,7 @@ class _BrokerSender:
         task.add_done_callback(closing.discard)
 
     async def _finish(self, connection) -> None:
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):
-            pass
+        await cancel_and_wait(self.task)
         if connection is not None:
             await connection.close()
         elif self.connection is not None:

@@ -34,6 +34,7 @@ from broker import zk_data as zd
 from broker.controller import election
 from broker.controller.context import NO_LEADER, ControllerContext, RequestBatch
 from broker.kafka_zk import ControllerMovedError
+from broker.tasks import cancel_and_wait
 from broker.zk_data import BadVersionError, ZNodeDataError
 
 log = logging.getLogger(__name__)
@@ -87,14 +88,9 @@ class KafkaController:
         """Resign if active and stop processing events."""
         self._stopped = True
         self._cancel_rebalance()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._task)
         if self.is_active:
-            await self._resign(delete_znode=False)
+            self._resign()
 
     def enqueue(self, fn, *args) -> asyncio.Future:
         """Run coroutine function `fn(*args)` on the controller's event task; the returned
@@ -115,7 +111,7 @@ class KafkaController:
             except ControllerMovedError as exc:
                 log.info("%s Controller moved to another broker (%s); resigning",
                          self.log_prefix, exc)
-                await self._resign(delete_znode=False)
+                self._resign()
                 self.enqueue(self._on_controller_change)
                 result = exc
             except asyncio.CancelledError:
@@ -168,7 +164,7 @@ class KafkaController:
         controller = await self.kzk.get_controller_id(watch=self._watch(self._on_controller_change))
         self.active_controller_id = controller
         if was_active and controller != self.broker_id:
-            await self._resign(delete_znode=False)
+            self._resign()
         if controller is None:
             await self._elect()
 
@@ -176,28 +172,24 @@ class KafkaController:
         """After a ZooKeeper session expiry (the broker re-registered): as Kafka's
         RegisterBrokerAndReelect."""
         if self.is_active:
-            await self._resign(delete_znode=False)
+            self._resign()
         self.active_controller_id = None
         await self._elect()
 
     def session_expired(self) -> None:
         """The session is gone: a controller is no longer one (its /controller vanished)."""
-        self._cancel_rebalance()
         if self.is_active:
             log.info("%s Resigning: ZooKeeper session expired", self.log_prefix)
-            for broker in list(self.ctx.live_brokers):
-                self.sender.remove_broker(broker)
-            self.ctx.reset()
+            self._resign()
+        self._cancel_rebalance()
         self.active_controller_id = None
 
-    async def _resign(self, delete_znode: bool) -> None:
+    def _resign(self) -> None:
+        """Stop acting as controller: no timers, no connections, an empty context. Its
+        /controller znode goes with its session (another controller's write has replaced it
+        already when this broker learns it lost)."""
         log.info("%s Resigned", self.log_prefix)
         self._cancel_rebalance()
-        if delete_znode and self.ctx.epoch_zk_version >= 0:
-            try:
-                await self.kzk.delete_controller(self.ctx.epoch_zk_version)
-            except Exception:                       # noqa: BLE001
-                pass
         for broker in list(self.ctx.live_brokers):
             self.sender.remove_broker(broker)
         self.ctx.reset()
