@@ -247,7 +247,7 @@ class ReplicaFetcher:
                                 connect_timeout_ms=config.get("replica.socket.timeout.ms"))
         await conn.connect()
         buffer = config.get("replica.socket.receive.buffer.bytes")
-        sock = conn._writer.get_extra_info("socket") if conn._writer else None
+        sock = conn.socket
         if sock is not None and buffer and buffer > 0:
             import socket
             try:
@@ -383,7 +383,7 @@ class ReplicaFetcher:
                 return
             records = data.records
             if records is not None and len(records):
-                log_.append_as_follower(_bytes(records))
+                log_.append_as_follower(records)
             log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
             if 0 <= data.log_start_offset <= log_.high_watermark and \
                     data.log_start_offset > log_.log_start_offset:
@@ -449,10 +449,3 @@ class ReplicaFetcher:
                     return p.offset
         return None
 
-
-def _bytes(records):
-    if isinstance(records, (bytes, bytearray)):
-        return records
-    if isinstance(records, memoryview):
-        return records.tobytes()
-    return bytes(records)

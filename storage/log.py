@@ -304,7 +304,9 @@ class Log:
 
         Every batch must be CRC-valid and start past the log end offset."""
         now_ms = self._time_ms() if now_ms is None else now_ms
-        buffer = bytes(records)
+        # A memoryview stays one: a follower's batches are slices of the Fetch response's
+        # buffer, written from there (no copy).
+        buffer = records if isinstance(records, (bytes, memoryview)) else bytes(records)
         batches = parse_batches(buffer)
         if not batches:
             raise CorruptRecord("no complete record batch to append")

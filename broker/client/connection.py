@@ -15,6 +15,11 @@ the semantics the caller relies on, e.g. Fetch v13 identifies topics by id).
 
 When the connection breaks, every pending future fails with KafkaConnectionError; the owner
 (ClusterClient) drops the connection and opens a new one on the next request.
+
+Responses are read by `_ResponseReader`, an asyncio BufferedProtocol: small frames are received
+several at a time into a 64 KiB scratch buffer and copied out; a frame larger than that is
+received straight into a buffer of its own size, so a follower's Fetch response (megabytes of
+record batches) is copied once, by the kernel, and its records reach the log as slices of it.
 """
 from __future__ import annotations
 
@@ -30,8 +35,105 @@ from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from broker.client.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
 
 _SIZE = struct.Struct(">i")
+_SCRATCH_SIZE = 1 << 16
 CLIENT_SOFTWARE_NAME = "kbroker-client"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+
+class _ResponseReader(asyncio.BufferedProtocol):
+    """Splits the byte stream of one connection into response frames for `on_frame(frame)`
+    (bytes, or a memoryview of a frame's own buffer when it is larger than the scratch), and
+    tells `on_lost(reason)` once when the connection ends or sends a frame size that cannot be
+    right. Also the write side's flow control (`drain`)."""
+
+    def __init__(self, max_frame_size: int, on_frame, on_lost):
+        self.max_frame_size = max_frame_size
+        self.on_frame, self.on_lost = on_frame, on_lost
+        self.transport = None
+        self._scratch = bytearray(_SCRATCH_SIZE)
+        self._filled = 0                # bytes of the scratch holding unsplit data
+        self._body = None               # memoryview of the large frame being received
+        self._body_filled = 0
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future] = []
+        self._lost = False
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def get_buffer(self, sizehint):
+        if self._body is not None:
+            return self._body[self._body_filled:]
+        return memoryview(self._scratch)[self._filled:]
+
+    def buffer_updated(self, nbytes):
+        if self._body is not None:
+            self._body_filled += nbytes
+            if self._body_filled == len(self._body):
+                body, self._body = self._body, None
+                self.on_frame(body)
+            return
+        self._filled += nbytes
+        self._split()
+
+    def _split(self) -> None:
+        scratch, end, pos = self._scratch, self._filled, 0
+        while end - pos >= 4 and not self._lost:
+            (size,) = _SIZE.unpack_from(scratch, pos)
+            if size < 0 or size > self.max_frame_size:
+                self._lose(f"invalid response frame size {size}")
+                self.transport.abort()
+                return
+            if end - pos - 4 >= size:
+                self.on_frame(bytes(scratch[pos + 4:pos + 4 + size]))
+                pos += 4 + size
+                continue
+            if size + 4 > len(scratch):
+                have = end - pos - 4
+                body = memoryview(bytearray(size))
+                body[:have] = memoryview(scratch)[pos + 4:end]
+                self._body, self._body_filled = body, have
+                pos = end
+            break
+        if pos:
+            scratch[:end - pos] = scratch[pos:end]
+            self._filled = end - pos
+
+    def eof_received(self):
+        return False                    # close our side too
+
+    def connection_lost(self, exc):
+        self._lose(str(exc) if exc else "closed by the broker")
+        self._wake_writers(exc)
+
+    def _lose(self, reason: str) -> None:
+        if not self._lost:
+            self._lost = True
+            self.on_lost(reason)
+
+    def pause_writing(self):
+        self._write_paused = True
+
+    def resume_writing(self):
+        self._write_paused = False
+        self._wake_writers(None)
+
+    def _wake_writers(self, exc) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(ConnectionResetError(str(exc)))
+
+    async def drain(self) -> None:
+        if self._lost:
+            raise ConnectionResetError("connection lost")
+        if self._write_paused:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
 
 
 class BrokerConnection:
@@ -49,9 +151,8 @@ class BrokerConnection:
         self._correlation = itertools.count(1)
         self._pending: dict[int, tuple[asyncio.Future, int, int]] = {}
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._reader = None
-        self._writer = None
-        self._read_task = None
+        self._transport = None
+        self._protocol: _ResponseReader | None = None
         self._closed_error: Exception | None = None
 
     def __repr__(self):
@@ -59,16 +160,22 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and self._closed_error is None
+        return self._transport is not None and self._closed_error is None
+
+    @property
+    def socket(self):
+        """The connected socket (to tune its buffers), or None."""
+        return self._transport.get_extra_info("socket") if self._transport else None
 
     async def connect(self) -> "BrokerConnection":
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout)
+            self._transport, self._protocol = await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(
+                    lambda: _ResponseReader(self.max_frame_size, self._on_frame, self._on_lost),
+                    self.host, self.port), self.connect_timeout)
         except (OSError, asyncio.TimeoutError) as e:
             raise KafkaConnectionError(f"Connection to node {self.node_id} ({self.host}:{self.port}) "
                                        f"could not be established: {e or 'timed out'}") from None
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         await self._negotiate_versions()
         return self
 
@@ -111,7 +218,7 @@ class BrokerConnection:
         """Send ``request`` and return the decoded response (None when ``expect_response`` is False)."""
         if self._closed_error is not None:
             raise KafkaConnectionError(str(self._closed_error))
-        if self._writer is None:
+        if self._transport is None:
             raise KafkaConnectionError(f"{self!r} is not connected")
         if version is None:
             version = self.pick_version(type(request), cap)
@@ -123,9 +230,9 @@ class BrokerConnection:
             if expect_response:
                 future = asyncio.get_running_loop().create_future()
                 self._pending[correlation_id] = (future, type(request).API_KEY, version)
-            self._writer.write(data)
+            self._transport.write(data)
             try:
-                await self._writer.drain()
+                await self._protocol.drain()
             except (OSError, RuntimeError) as e:
                 self._fail_all(KafkaConnectionError(f"write to {self.host}:{self.port} failed: {e}"))
             if future is None:
@@ -138,34 +245,24 @@ class BrokerConnection:
                     f"{ApiKey(type(request).API_KEY).name} to node {self.node_id} timed out "
                     f"after {timeout or self.request_timeout:.1f}s") from None
 
-    async def _read_loop(self) -> None:
-        reader = self._reader
+    def _on_frame(self, frame) -> None:
+        (correlation_id,) = _SIZE.unpack_from(frame, 0)
+        entry = self._pending.pop(correlation_id, None)
+        if entry is None:
+            return                      # its request timed out; drop the late answer
+        future, api_key, version = entry
         try:
-            while True:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                if size < 0 or size > self.max_frame_size:
-                    raise KafkaConnectionError(f"invalid response frame size {size}")
-                frame = await reader.readexactly(size)
-                (correlation_id,) = _SIZE.unpack_from(frame, 0)
-                entry = self._pending.pop(correlation_id, None)
-                if entry is None:
-                    continue  # its request timed out; drop the late answer
-                future, api_key, version = entry
-                try:
-                    _, response = decode_response(memoryview(frame), api_key, version)
-                except Exception as e:  # a corrupt response fails that request only
-                    if not future.done():
-                        future.set_exception(e)
-                    continue
-                if not future.done():
-                    future.set_result(response)
-        except asyncio.CancelledError:
-            self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} closed"))
-            raise
-        except (OSError, asyncio.IncompleteReadError, KafkaConnectionError) as e:
-            reason = "closed by the broker" if isinstance(e, asyncio.IncompleteReadError) else str(e)
-            self._fail_all(KafkaConnectionError(
-                f"Connection to node {self.node_id} ({self.host}:{self.port}) lost: {reason}"))
+            _, response = decode_response(memoryview(frame), api_key, version)
+        except Exception as e:          # a corrupt response fails that request only
+            if not future.done():
+                future.set_exception(e)
+            return
+        if not future.done():
+            future.set_result(response)
+
+    def _on_lost(self, reason: str) -> None:
+        self._fail_all(KafkaConnectionError(
+            f"Connection to node {self.node_id} ({self.host}:{self.port}) lost: {reason}"))
 
     def _fail_all(self, error: Exception) -> None:
         self._closed_error = error
@@ -174,21 +271,9 @@ class BrokerConnection:
             if not future.done():
                 future.set_exception(error)
                 future.exception()   # mark retrieved: its waiter may have been cancelled (no stray warning)
-        if self._writer is not None:
-            self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
 
     async def close(self) -> None:
-        if self._read_task is not None:
-            self._read_task.cancel()
-            try:
-                await self._read_task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._read_task = None
-        if self._writer is not None:
-            self._writer.close()
-            try:
-                await self._writer.wait_closed()
-            except (OSError, ConnectionError):
-                pass
         self._fail_all(KafkaConnectionError("connection closed"))
+        await asyncio.sleep(0)          # the transport's connection_lost runs

@@ -117,8 +117,9 @@ class TruncationModel(RuleBasedStateMachine):
         assert (info.first_offset, info.last_offset) == (self.end, self.end + len(values) - 1)
         self.add_batch(self.epoch, values)
 
-    @rule(batches=st.lists(st.tuples(st.integers(0, 2), values_st), min_size=1, max_size=3))
-    def append_as_follower(self, batches):
+    @rule(batches=st.lists(st.tuples(st.integers(0, 2), values_st), min_size=1, max_size=3),
+          data=st.data())
+    def append_as_follower(self, batches, data):
         """What a fetch response brings: consecutive batches at the leader's offsets, at
         non-decreasing epochs from the follower's last one (it agrees with the leader up to
         its LEO). Over an epoch this replica started at its LEO as a leader, only later
@@ -135,7 +136,11 @@ class TruncationModel(RuleBasedStateMachine):
             raw += leader_batch(offset, epoch, values)
             planned.append((epoch, values))
             offset += len(values)
-        info = self.log.append_as_follower(raw)
+        # As the fetcher hands them over: a slice of the response's buffer, maybe ending in
+        # part of a batch cut off by the fetch size.
+        tail = leader_batch(offset, epoch, [b"cut"])[:data.draw(st.integers(0, 20), "cut")]
+        response = memoryview(bytearray(b"\0" * 7 + raw + tail + b"\0" * 5))
+        info = self.log.append_as_follower(response[7:7 + len(raw) + len(tail)])
         assert (info.first_offset, info.last_offset) == (self.end, offset - 1)
         for epoch, values in planned:
             self.add_batch(epoch, values)
