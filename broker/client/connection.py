@@ -40,6 +40,14 @@ CLIENT_SOFTWARE_NAME = "kbroker-client"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 
+def _uninitialised(size: int):
+    """A writable buffer of `size` bytes that the socket is about to fill: bytearray(size)
+    would zero it first, a memset of every replicated byte (4% of a catching-up follower's CPU,
+    perf). numpy is imported on the first large frame (tools rarely get one)."""
+    import numpy
+    return numpy.empty(size, dtype=numpy.uint8)
+
+
 class _ResponseReader(asyncio.BufferedProtocol):
     """Splits the byte stream of one connection into response frames for `on_frame(frame)`
     (bytes, or a memoryview of a frame's own buffer when it is larger than the scratch), and
@@ -90,7 +98,7 @@ class _ResponseReader(asyncio.BufferedProtocol):
                 continue
             if size + 4 > len(scratch):
                 have = end - pos - 4
-                body = memoryview(bytearray(size))
+                body = memoryview(_uninitialised(size))
                 body[:have] = memoryview(scratch)[pos + 4:end]
                 self._body, self._body_filled = body, have
                 pos = end
