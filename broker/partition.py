@@ -44,12 +44,14 @@ class ReadResult:
     """What one partition contributes to a Fetch response (also `must_respond` input)."""
 
     __slots__ = ("error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "records", "records_size", "diverging_epoch", "preferred_read_replica")
+                 "records", "records_size", "diverging_epoch", "preferred_read_replica",
+                 "aborted_transactions")
 
     def __init__(self, error_code=ErrorCode.NONE, high_watermark=-1, last_stable_offset=-1,
                  log_start_offset=-1, records=None, diverging_epoch=None):
         self.diverging_epoch = diverging_epoch      # (epoch, end offset): Fetch v12+
         self.preferred_read_replica = -1            # KIP-392: Fetch v11+
+        self.aborted_transactions = None            # read_committed: [(producer_id, first)]
         self.error_code = error_code
         self.high_watermark = high_watermark
         self.last_stable_offset = last_stable_offset
@@ -189,8 +191,7 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: nothing is pending, so everything below the HW is stable.
-        return self.log.high_watermark
+        return self.log.last_stable_offset
 
     @property
     def maximal_isr(self) -> set:
@@ -374,8 +375,14 @@ class Partition:
             info = log.read(fetch_offset, max_bytes, max_offset=upper,
                             min_one_message=min_one_message)
             records = info.records
-        return ReadResult(ErrorCode.NONE, high_watermark, self.last_stable_offset, log_start,
-                          records)
+        result = ReadResult(ErrorCode.NONE, high_watermark, self.last_stable_offset, log_start,
+                            records)
+        if isolation_level == READ_COMMITTED and not from_follower:
+            # Every abort that overlaps [fetch_offset, upper): at least those of the records
+            # returned, so the client can drop them (it ignores the ones past its records).
+            result.aborted_transactions = log.collect_aborted_transactions(fetch_offset, upper) \
+                if len(records) else []
+        return result
 
     def bytes_available(self, fetch_offset: int, limit: int, isolation_level: int,
                         from_follower: bool) -> int:

@@ -9,6 +9,10 @@ Offsets (Kafka's words)::
   segment's base offset) and by DeleteRecords (anywhere up to the high watermark).
 * log_end_offset: one past the last appended offset.
 * high_watermark: moved by the replica layer (`update_high_watermark`); consumers read below it.
+* last_stable_offset: the high watermark, or the first offset of a transaction that is still
+  open (or whose marker is not below the high watermark yet) when that is lower; read_committed
+  consumers read below it. Each ABORT marker adds an entry to its segment's ``.txnindex``
+  (storage/txn_index.py), which `collect_aborted_transactions` searches for a fetch.
 * recovery_point: data below it survived an fsync; start-up after a crash re-validates only
   the segments at or above it.
 
@@ -41,6 +45,7 @@ from storage.errors import CorruptIndex, CorruptRecord, OffsetOutOfRange
 from storage.leader_epoch import LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.producer_state import LogProducerState, ProducerStateManager
+from storage.txn_index import AbortedTxn
 from storage.record_batch import (MAGIC_V2, PARTITION_LEADER_EPOCH_OFFSET, RecordBatchView,
                                   peek_batches)
 from storage.compression import CorruptRecordError
@@ -147,7 +152,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state = None
-        self._load_producer_state(names)
+        self._load_producer_state(names, rebuild_txn_index_from=self._first_recovered_offset)
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -266,7 +271,34 @@ class Log:
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log_start_offset, log_end_offset]."""
         self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+        if self.producer_state is not None:
+            self.producer_state.manager.on_high_watermark(self._high_watermark)
         return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """read_committed consumers read below this (see the module docstring)."""
+        hw = self._high_watermark
+        unstable = self.producer_state.manager.first_unstable_offset() \
+            if self.producer_state is not None else None
+        return hw if unstable is None or unstable > hw else unstable
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
+        """The aborted transactions (producer_id, first_offset) a read_committed fetch of
+        [fetch_offset, upper_bound) must be told about, from the ``.txnindex`` of the segment
+        holding fetch_offset and of the later ones until a search is complete (Kafka's
+        LocalLog.collectAbortedTransactions)."""
+        segments, bases = self._view
+        i = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
+        found = []
+        for segment in segments[i:]:
+            if segment.deleted:
+                continue
+            txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend((t.producer_id, t.first_offset) for t in txns)
+            if complete:
+                break
+        return found
 
     # -- append --------------------------------------------------------------------------------
 
@@ -361,11 +393,19 @@ class Log:
         return sorted(p[0] for p in map(files.parse_segment_file, names)
                       if p and p[1] == files.SNAPSHOT_SUFFIX and not p[2])
 
-    def _load_producer_state(self, names=None) -> None:
+    def _load_producer_state(self, names=None, rebuild_txn_index_from: int | None = None) -> None:
+        """From the newest usable snapshot plus a replay of the batches after it. With
+        `rebuild_txn_index_from` (the first offset that recovery re-validated, whose segments'
+        transaction indexes it emptied), the replay starts at or below it and writes their
+        aborted transactions again, as Kafka's LogSegment.recover does."""
         manager, start = None, self._log_start_offset
+        limit = self._log_end_offset if rebuild_txn_index_from is None \
+            else min(self._log_end_offset, rebuild_txn_index_from)
         for offset in reversed(self._snapshot_offsets(names)):
             path = files.segment_path(self.dir, offset, files.SNAPSHOT_SUFFIX)
-            if offset <= self._log_end_offset:
+            if limit < offset <= self._log_end_offset:
+                continue                    # kept: it is fine, only past the rebuild point
+            if offset <= limit:
                 try:
                     with open(path, "rb") as fh:
                         manager = ProducerStateManager.decode_snapshot(fh.read(), offset)
@@ -375,11 +415,21 @@ class Log:
                     log.warning("Ignoring producer snapshot %s: %s", path, exc)
             files.fs.remove(path)
         state = LogProducerState(manager)
-        self._replay_producer_state(state, start)
+        on_completed = None
+        if rebuild_txn_index_from is not None:
+            def on_completed(txn):
+                if txn.aborted and txn.first_offset is not None \
+                        and txn.last_offset >= rebuild_txn_index_from:
+                    segments, bases = self._view
+                    segment = segments[bisect.bisect_right(bases, txn.last_offset) - 1]
+                    segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset,
+                                                        txn.last_offset, txn.last_stable_offset))
+        self._replay_producer_state(state, start, on_completed)
         state.manager.truncate_head(self._log_start_offset)
+        state.manager.on_high_watermark(self._high_watermark)
         self.producer_state = state
 
-    def _replay_producer_state(self, state, start: int) -> None:
+    def _replay_producer_state(self, state, start: int, on_completed=None) -> None:
         chunk = 8 * 1024 * 1024
         for segment in self._view[0]:
             first = segment.translate_offset(start) if segment.next_offset > start else None
@@ -389,10 +439,10 @@ class Log:
             for batch in segment.batches(first.position):
                 end = batch.position + batch.size
                 if end - begin >= chunk:
-                    state.replay(segment.read_bytes(begin, end - begin))
+                    state.replay(segment.read_bytes(begin, end - begin), on_completed=on_completed)
                     begin = end
             if end > begin:
-                state.replay(segment.read_bytes(begin, end - begin))
+                state.replay(segment.read_bytes(begin, end - begin), on_completed=on_completed)
 
     def _take_producer_snapshot(self, durable: bool = False) -> None:
         if self.producer_state is None:
@@ -417,7 +467,14 @@ class Log:
 
     def _update_producer_state(self, batches, buffer) -> None:
         if self.producer_state is not None:
-            self.producer_state.update(batches, buffer, self)
+            completed = self.producer_state.update(batches, buffer, self)
+            if completed:
+                segment = self.active_segment          # the one the markers went to
+                for txn in completed:
+                    if txn.aborted and txn.first_offset is not None:
+                        segment.txn_index.append(AbortedTxn(
+                            txn.producer_id, txn.first_offset, txn.last_offset,
+                            txn.last_stable_offset))
 
     # -- roll and flush ------------------------------------------------------------------------
 

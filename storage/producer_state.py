@@ -10,6 +10,12 @@ NUM_BATCHES_TO_RETAIN, which is also the producer's max.in.flight.requests.per.c
 for idempotence) as (first_seq, last_seq, first_offset, last_offset, timestamp), the coordinator
 epoch of its last transaction marker and the first offset of its open transaction.
 
+Transactions (Kafka's ongoingTxns and unreplicatedTxns): `ongoing` maps the first offset of each
+open transaction to its producer; a marker moves it to `unreplicated` (first offset -> (producer,
+marker offset)) until the high watermark passes the marker (`on_high_watermark`). The first
+unstable offset is the smallest first offset of either; the partition's last stable offset is
+that, capped by the high watermark, and read_committed consumers read below it.
+
 Rules (Kafka 3.x, origin "client"):
 - Duplicate: same epoch and a retained batch with the same first and last sequence -> the
   append is skipped and the original offsets are returned (checked first).
@@ -55,6 +61,11 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000   # producer.id.expiration.ms def
 BatchMetadata = namedtuple("BatchMetadata",
                            "first_seq last_seq first_offset last_offset timestamp")
 BatchMetadata.__doc__ = "A retained batch of one producer; a duplicate check returns one."
+CompletedTxn = namedtuple("CompletedTxn",
+                          "producer_id first_offset last_offset aborted last_stable_offset")
+CompletedTxn.__doc__ = """A transaction a marker just ended: its first record, the marker's offset,
+whether it aborted, and the last stable offset once it ended (the first offset of the oldest
+transaction of another producer still open, else last_offset + 1): a `.txnindex` entry."""
 
 _SNAP_HEADER = struct.Struct(">hI")
 _SNAP_COUNT = struct.Struct(">i")
@@ -107,6 +118,8 @@ class ProducerStateManager:
     def __init__(self):
         self.producers = {}
         self.map_end_offset = 0
+        self.ongoing = {}             # first offset -> producer id
+        self.unreplicated = {}        # first offset -> (producer id, marker offset)
 
     def __len__(self):
         return len(self.producers)
@@ -159,12 +172,13 @@ class ProducerStateManager:
         entry.last_timestamp = timestamp
         if is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
+            self.ongoing[first_offset] = producer_id
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
 
     def complete_txn(self, producer_id, epoch, control_type, coordinator_epoch, marker_offset,
                      timestamp):
-        """A COMMIT/ABORT marker was appended. Returns (first_offset, last_offset, aborted)
-        of the finished transaction (first_offset None if none was open), for the txn index."""
+        """A COMMIT/ABORT marker was appended. Returns the CompletedTxn (first_offset None if
+        no transaction of this producer was open: a marker written again after a failover)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(producer_id, epoch)
@@ -174,17 +188,25 @@ class ProducerStateManager:
                              f"{entry.coordinator_epoch} for producer {producer_id}")
         first = entry.current_txn_first_offset
         entry.current_txn_first_offset = None
+        last_stable = marker_offset + 1
+        if first is not None:
+            others = [f for f, pid in self.ongoing.items() if pid != producer_id]
+            if others:
+                last_stable = min(others)
+            self.ongoing.pop(first, None)
+            self.unreplicated[first] = (producer_id, marker_offset)
         entry.coordinator_epoch = coordinator_epoch
         if epoch != entry.producer_epoch:
             entry.batches.clear()
             entry.producer_epoch = epoch
         entry.last_timestamp = timestamp
         self.map_end_offset = max(self.map_end_offset, marker_offset + 1)
-        return first, marker_offset, control_type == ControlRecordType.ABORT
+        return CompletedTxn(producer_id, first, marker_offset,
+                            control_type == ControlRecordType.ABORT, last_stable)
 
     def update_from_batch(self, batch):
-        """Replay one RecordBatchView from the log (recovery / rebuild). Returns complete_txn's
-        tuple for a transaction marker, else None."""
+        """Apply one RecordBatchView of the log (append, recovery, rebuild). Returns the
+        CompletedTxn for a transaction marker, else None."""
         if batch.producer_id < 0:
             self.map_end_offset = max(self.map_end_offset, batch.next_offset)
             return None
@@ -200,10 +222,18 @@ class ProducerStateManager:
 
     # --- transactions ---
     def first_unstable_offset(self):
-        """Smallest first offset of an open transaction (for the last stable offset), or None."""
-        offsets = [e.current_txn_first_offset for e in self.producers.values()
-                   if e.current_txn_first_offset is not None]
-        return min(offsets) if offsets else None
+        """Smallest first offset of a transaction open or ended above the high watermark (the
+        last stable offset is at most this), or None."""
+        if not self.ongoing and not self.unreplicated:
+            return None
+        return min(min(self.ongoing, default=2**63), min(self.unreplicated, default=2**63))
+
+    def on_high_watermark(self, high_watermark):
+        """Transactions whose marker is below the high watermark are stable now."""
+        if self.unreplicated:
+            for first in [f for f, (_, last) in self.unreplicated.items()
+                          if last < high_watermark]:
+                del self.unreplicated[first]
 
     # --- lifecycle helpers for the log ---
     def remove_expired_producers(self, now_ms, expiration_ms=DEFAULT_PRODUCER_ID_EXPIRATION_MS):
@@ -222,6 +252,7 @@ class ProducerStateManager:
                 if e.last_offset < log_start_offset and e.current_txn_first_offset is None]
         for pid in gone:
             del self.producers[pid]
+        self.on_high_watermark(log_start_offset)
         if self.map_end_offset < log_start_offset:
             self.map_end_offset = log_start_offset
 
@@ -229,7 +260,17 @@ class ProducerStateManager:
         """The log was truncated to `end_offset` (replication): forget retained batches and open
         transactions at or past it. A producer left with nothing is forgotten, which makes it
         "unknown" (any next sequence accepted) rather than wrongly fenced; Kafka instead reloads
-        an older snapshot and replays, which this pure class cannot do."""
+        an older snapshot and replays, which this pure class cannot do (the log does that; this
+        is for callers without a log). A transaction whose marker is cut off is open again."""
+        for first, (pid, last) in list(self.unreplicated.items()):
+            if last >= end_offset:
+                del self.unreplicated[first]
+                entry = self.producers.get(pid)
+                if first < end_offset and entry is not None:
+                    entry.current_txn_first_offset = first
+                    self.ongoing[first] = pid
+        for first in [f for f in self.ongoing if f >= end_offset]:
+            del self.ongoing[first]
         for pid in list(self.producers):
             entry = self.producers[pid]
             kept = [b for b in entry.batches if b.last_offset < end_offset]
@@ -246,6 +287,8 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset):
         """Forget everything (log truncated below every snapshot, or deleted)."""
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
         self.map_end_offset = offset
 
     # --- snapshots ---
@@ -294,6 +337,8 @@ class ProducerStateManager:
                 entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
                                                    last_offset, ts))
             manager.producers[pid] = entry
+            if txn_first >= 0:
+                manager.ongoing[txn_first] = pid
         return manager
 
 
@@ -339,23 +384,31 @@ class LogProducerState:
                              0, duplicate=True)
 
     def update(self, batches, buffer, log=None):
-        """After an append: `batches` are (position, size, base_offset, ...) summaries."""
+        """After an append: `batches` are (position, size, base_offset, ...) summaries.
+        Returns the CompletedTxns of the markers among them (usually none)."""
+        completed = None
         for b in batches:
             if b[5] == MAGIC_V2:
-                self.manager.update_from_batch(RecordBatchView(buffer, b[0]))
+                txn = self.manager.update_from_batch(RecordBatchView(buffer, b[0]))
+                if txn is not None:
+                    completed = (completed or []) + [txn]
+        return completed
 
     def truncate(self, log):
         self.manager.truncate_tail(log.log_end_offset)
         self.manager.truncate_head(log.log_start_offset)
 
-    def replay(self, buffer, start=0, end=None):
+    def replay(self, buffer, start=0, end=None, on_completed=None):
         """Rebuild from log bytes (a segment's content, read with os.pread) after a restart:
         every complete v2 batch in buffer[start:end] is applied in order, so retried batches
-        written before the restart are still recognised as duplicates. Returns the offset
-        after the last batch applied (or None when there was none)."""
+        written before the restart are still recognised as duplicates, and open transactions
+        are open again. `on_completed(txn)` is called for each CompletedTxn. Returns the
+        offset after the last batch applied (or None when there was none)."""
         next_offset = None
         for batch in iter_batches(buffer, start, end):
             if batch.magic == MAGIC_V2:
-                self.manager.update_from_batch(batch)
+                txn = self.manager.update_from_batch(batch)
+                if txn is not None and on_completed is not None:
+                    on_completed(txn)
                 next_offset = batch.next_offset
         return next_offset

@@ -36,6 +36,7 @@ from storage import files
 from storage.errors import CorruptIndex
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
+from storage.txn_index import TransactionIndex
 
 LOG_OVERHEAD = 12                  # base_offset int64 + length int32
 V2_HEADER_SIZE = 61
@@ -140,7 +141,8 @@ class _Invalid(Exception):
 
 
 class LogSegment:
-    """One segment: ``<base_offset>.log`` plus lazily opened ``.index`` and ``.timeindex``."""
+    """One segment: ``<base_offset>.log`` plus lazily opened ``.index``, ``.timeindex`` and
+    ``.txnindex`` (storage/txn_index.py; the aborted transactions whose markers it holds)."""
 
     def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int,
                  max_index_size: int, roll_jitter_ms: int = 0, created_ms: int = 0,
@@ -154,6 +156,7 @@ class LogSegment:
         self.path = files.segment_path(directory, base_offset, files.LOG_SUFFIX)
         self.index_path = files.segment_path(directory, base_offset, files.INDEX_SUFFIX)
         self.time_index_path = files.segment_path(directory, base_offset, files.TIME_INDEX_SUFFIX)
+        self.txn_index_path = files.segment_path(directory, base_offset, files.TXN_INDEX_SUFFIX)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         # The file object FileRegions point at; buffering=0 so it is just an fd holder.
         self.log_file = open(fd, "r+b", buffering=0)
@@ -164,6 +167,7 @@ class LogSegment:
         self.created_ms = created_ms or int(os.fstat(fd).st_mtime * 1000)
         self._offset_index = None
         self._time_index = None
+        self._txn_index = None
         self._active = False
         self._next_offset = None            # computed lazily for old segments
         self._max_ts = None                 # (max timestamp so far, offset of it), lazily
@@ -195,6 +199,12 @@ class LogSegment:
                 self._time_index.resize(self.max_index_size)
         return self._time_index
 
+    @property
+    def txn_index(self) -> TransactionIndex:
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(self.txn_index_path, self.base_offset)
+        return self._txn_index
+
     def sanity_check(self) -> None:
         """Raises CorruptIndex if an index file looks wrong (recovery rebuilds it)."""
         if self.size == 0 and self._offset_index is None and self._time_index is None:
@@ -203,6 +213,7 @@ class LogSegment:
             raise CorruptIndex(f"index files of {self.path} are missing")
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check()
+        self.txn_index.sanity_check()
 
     def make_active(self) -> None:
         """This segment is now the log's last: grow its indexes back to full size."""
@@ -433,9 +444,11 @@ class LogSegment:
     def recover(self) -> int:
         """Validate every batch, rebuild both indexes, truncate at the first invalid batch.
 
-        Returns the number of bytes truncated (0 for a clean segment).  Blocking."""
+        Returns the number of bytes truncated (0 for a clean segment).  The transaction
+        index is emptied: the log rebuilds it as it replays the producer state.  Blocking."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         fd = self.log_file.fileno()
         size = os.fstat(fd).st_size
         valid = 0
@@ -493,6 +506,7 @@ class LogSegment:
             return 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - batch.position
         self.log_file.truncate(batch.position)
         self.size = self._file_length = batch.position
@@ -514,12 +528,16 @@ class LogSegment:
             self._offset_index.flush()
         if self._time_index is not None:
             self._time_index.flush()
+        if self._txn_index is not None:
+            self._txn_index.flush()
 
     def close_indexes(self, trim: bool = True) -> None:
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close(trim=trim)
-        self._offset_index = self._time_index = None
+        if self._txn_index is not None:
+            self._txn_index.close()
+        self._offset_index = self._time_index = self._txn_index = None
 
     def close(self, trim: bool = True) -> None:
         """Final time-index entry (as Kafka's close), trim and close the indexes and the file.
@@ -537,19 +555,19 @@ class LogSegment:
 
     def rename_with_suffix(self, suffix: str) -> None:
         """Append `suffix` (e.g. ``.deleted``) to every file of this segment; files stay open."""
-        for attr in ("path", "index_path", "time_index_path"):
+        for attr in ("path", "index_path", "time_index_path", "txn_index_path"):
             path = getattr(self, attr)
             if os.path.exists(path):
                 files.fs.rename(path, path + suffix)
             setattr(self, attr, path + suffix)
-        for index in (self._offset_index, self._time_index):
+        for index in (self._offset_index, self._time_index, self._txn_index):
             if index is not None:
                 index.path += suffix
 
     def delete_files(self) -> None:
         """Close everything and unlink the files (after file.delete.delay.ms for old segments)."""
         self.close(trim=False)
-        for path in (self.path, self.index_path, self.time_index_path):
+        for path in (self.path, self.index_path, self.time_index_path, self.txn_index_path):
             try:
                 files.fs.remove(path)
             except FileNotFoundError:

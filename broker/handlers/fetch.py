@@ -9,8 +9,9 @@ Behaviour:
   first partition with data returns at least one whole batch even if it exceeds both (Kafka's rule,
   so a consumer can never get stuck behind a big batch).
 - isolation_level: read_uncommitted reads below the high watermark, read_committed below the last
-  stable offset (the same until transactions exist; aborted_transactions is then [] for
-  read_committed and null otherwise, as Kafka writes). Replica fetches (replica_id >= 0, from
+  stable offset (no open transaction starts below it) and gets aborted_transactions: the
+  (producer_id, first_offset) of every aborted transaction overlapping the returned records,
+  from the segments' .txnindex files; null for read_uncommitted, as Kafka writes. Replica fetches (replica_id >= 0, from
   ReplicaState in v15+) read up to the log end offset and report the follower's position.
 - Incremental fetch sessions (KIP-227, v7+): see broker/fetch_session.py. Session errors
   (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR) are
@@ -168,7 +169,7 @@ def _must_wait(request, results) -> bool:
 def _topic_responses(keys, by_key, results, version, isolation_level):
     Topic = FetchResponse.FetchableTopicResponse
     Partition = FetchResponse.PartitionData
-    aborted = [] if isolation_level == 1 else None
+    Aborted = FetchResponse.AbortedTransaction
     topics = []
     current = None
     current_key = None
@@ -190,7 +191,9 @@ def _topic_responses(keys, by_key, results, version, isolation_level):
             high_watermark=result.high_watermark,
             last_stable_offset=result.last_stable_offset,
             log_start_offset=result.log_start_offset,
-            aborted_transactions=aborted,
+            aborted_transactions=(None if isolation_level != 1 else [
+                Aborted(producer_id=pid, first_offset=first)
+                for pid, first in result.aborted_transactions or ()]),
             preferred_read_replica=result.preferred_read_replica,
             diverging_epoch=diverging,
             records=result.records if result.records is not None else b""))

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.producer_state import (INT32_MAX, NUM_BATCHES_TO_RETAIN, BatchMetadata,
+from storage.producer_state import (INT32_MAX, NUM_BATCHES_TO_RETAIN, BatchMetadata, CompletedTxn,
                                     ProducerStateManager)
 from storage.record_batch import (ControlRecordType, RecordBatchBuilder, RecordBatchView,
                                   build_control_batch)
@@ -92,12 +92,40 @@ def test_transactions_first_unstable_offset_and_markers():
     _append(m, 0, 0, 1, 12, pid=7, txn=True)
     _append(m, 0, 2, 2, 13, txn=True)
     assert m.first_unstable_offset() == 10
-    assert m.complete_txn(PID, 0, ControlRecordType.COMMIT, 1, 15, 0) == (10, 15, False)
+    # Producer 7's transaction (from 12) is still open: the stable offset stops there.
+    assert m.complete_txn(PID, 0, ControlRecordType.COMMIT, 1, 15, 0) == \
+        CompletedTxn(PID, 10, 15, False, 12)
+    assert m.first_unstable_offset() == 10          # its marker is not replicated yet
+    m.on_high_watermark(15)
+    assert m.first_unstable_offset() == 10
+    m.on_high_watermark(16)
     assert m.first_unstable_offset() == 12
-    assert m.complete_txn(7, 0, ControlRecordType.ABORT, 1, 16, 0) == (12, 16, True)
+    assert m.complete_txn(7, 0, ControlRecordType.ABORT, 1, 16, 0) == \
+        CompletedTxn(7, 12, 16, True, 17)
+    m.on_high_watermark(17)
     assert m.first_unstable_offset() is None
     assert _error(lambda: m.complete_txn(7, 0, ControlRecordType.ABORT, 0, 17, 0)) == \
         ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+def test_truncation_reopens_a_transaction_whose_marker_is_cut_off():
+    m = ProducerStateManager()
+    _append(m, 0, 0, 2, 10, txn=True)
+    m.complete_txn(PID, 0, ControlRecordType.ABORT, 1, 13, 0)
+    _append(m, 0, 0, 1, 14, pid=7, txn=True)
+    m.truncate_tail(13)
+    assert m.first_unstable_offset() == 10
+    assert m.ongoing == {10: PID}
+    assert m.producers[PID].current_txn_first_offset == 10
+
+
+def test_snapshot_keeps_open_transactions():
+    m = ProducerStateManager()
+    _append(m, 0, 0, 2, 10, txn=True)
+    _append(m, 0, 0, 1, 13, pid=7)
+    loaded = ProducerStateManager.decode_snapshot(m.encode_snapshot(), 14)
+    assert loaded.ongoing == {10: PID}
+    assert loaded.first_unstable_offset() == 10
 
 
 def test_replay_from_batches_matches_live_updates():
@@ -117,7 +145,7 @@ def test_replay_from_batches_matches_live_updates():
     batches.append(plain.build())
     m = ProducerStateManager()
     results = [m.update_from_batch(RecordBatchView(b)) for b in batches]
-    assert results[3] == (0, 6, False)
+    assert results[3] == CompletedTxn(PID, 0, 6, False, 7)
     entry = m.last_entry(PID)
     assert (entry.producer_epoch, entry.last_seq, entry.coordinator_epoch,
             entry.current_txn_first_offset) == (1, 5, 4, None)
