@@ -289,17 +289,18 @@ class ReplicaManager:
     # -- produce -------------------------------------------------------------------------------
 
     def append_records(self, entries, required_acks: int, now_ms: int | None = None, *,
-                       produce_version: int | None = None) -> dict:
+                       produce_version: int | None = None, origin: str | None = None) -> dict:
         """Append `{(topic, partition): records}`; returns `{(topic, partition): AppendResult}`.
 
         Never raises for Kafka errors: each lands in its partition's result. `produce_version`
-        (from the Produce handler) lets validation apply per-version rules."""
+        (from the Produce handler) lets validation apply per-version rules. `origin`
+        "coordinator" for the transaction coordinator's markers (internal topics always are)."""
         if now_ms is None:
             now_ms = self.time.ms()
         results = {}
         for key, records in entries.items():
             results[key] = self._append_one(key, records, required_acks, now_ms,
-                                            produce_version)
+                                            produce_version, origin)
         return results
 
     def rack_aware_reads(self) -> bool:
@@ -333,13 +334,15 @@ class ReplicaManager:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
-    def _append_one(self, key, records, required_acks, now_ms, produce_version) -> AppendResult:
+    def _append_one(self, key, records, required_acks, now_ms, produce_version,
+                    origin=None) -> AppendResult:
         part = self._partitions.get(key)
         if part is None:
             return AppendResult(self.missing_partition_error(*key))
         # Internal topics are written only by the coordinators (the Produce handler refuses them
         # to clients): validated as a coordinator append (control batches, several batches).
-        origin = ORIGIN_COORDINATOR if key[0] in INTERNAL_TOPICS else ORIGIN_CLIENT
+        if origin is None:
+            origin = ORIGIN_COORDINATOR if key[0] in INTERNAL_TOPICS else ORIGIN_CLIENT
         try:
             info = part.append_records_to_leader(records, required_acks, now_ms,
                                                  origin=origin, produce_version=produce_version)

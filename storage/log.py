@@ -323,6 +323,8 @@ class Log:
             if not batches:
                 return LogAppendInfo(-1, -1, -1, -1, result.log_append_time,
                                      self._log_start_offset, 0, 0)
+            if origin != ORIGIN_CLIENT and self.producer_state is not None:
+                self.producer_state.check_markers(batches, result.buffer)
             self.leader_epoch_cache.assign(leader_epoch, result.first_offset)
             self._append(result.buffer, batches, now_ms)
             self._update_producer_state(batches, result.buffer)

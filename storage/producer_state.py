@@ -156,6 +156,23 @@ class ProducerStateManager:
                              f"not follow {entry.last_seq}")
         return None
 
+    def check_marker(self, producer_id, epoch, coordinator_epoch):
+        """Before a COMMIT/ABORT marker is written by the transaction coordinator (Kafka's
+        ProducerAppendInfo.appendEndTxnMarker checks): raises KafkaError INVALID_PRODUCER_EPOCH
+        for an epoch older than the producer's, TRANSACTION_COORDINATOR_FENCED for a
+        coordinator epoch older than the last marker's."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.producer_epoch:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                             f"marker epoch {epoch} of producer {producer_id} is older than "
+                             f"its epoch {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                             f"coordinator epoch {coordinator_epoch} is older than "
+                             f"{entry.coordinator_epoch} for producer {producer_id}")
+
     def update(self, producer_id, epoch, first_seq, last_seq, first_offset, last_offset,
                timestamp, is_transactional=False):
         """Record an appended data batch (after `check` passed and the log took it)."""
@@ -382,6 +399,15 @@ class LogProducerState:
         return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset,
                              -1, log.log_start_offset, dup.last_offset - dup.first_offset + 1,
                              0, duplicate=True)
+
+    def check_markers(self, batches, buffer):
+        """Before a coordinator's append: every marker among `batches` passes check_marker."""
+        for b in batches:
+            if b[5] == MAGIC_V2:
+                view = RecordBatchView(buffer, b[0])
+                if view.is_control:
+                    self.manager.check_marker(view.producer_id, view.producer_epoch,
+                                              _coordinator_epoch(view))
 
     def update(self, batches, buffer, log=None):
         """After an append: `batches` are (position, size, base_offset, ...) summaries.

@@ -1,0 +1,114 @@
+"""WriteTxnMarkers over a real ReplicaManager and Log, and what a read_committed Fetch then sees:
+the last stable offset and the aborted transactions a client needs to drop aborted records."""
+import types
+import uuid
+
+import pytest
+
+from protocol.errors import ErrorCode
+from protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.record_batch import RecordBatchBuilder, iter_batches
+
+from broker.context import RequestContext
+from broker.handlers import write_txn_markers
+
+from tests.broker.test_fetch_handler import call, fetch_request, partitions_of
+
+TOPIC_ID = uuid.uuid4()
+NOW = 1_700_000_000_000
+
+
+class Clock:
+    def ms(self):
+        return NOW
+
+
+@pytest.fixture
+def broker(tmp_path):
+    from broker.replica_manager import ReplicaManager
+    log_manager = LogManager([str(tmp_path / "logs")], LogConfig())
+    log_manager.startup("cluster", 0)
+    rm = ReplicaManager(log_manager, broker_id=0)
+    for p in range(2):
+        rm.become_leader("t", p, TOPIC_ID, 0, [0], LogConfig())
+    completed = []
+    yield types.SimpleNamespace(
+        replica_manager=rm, log_manager=log_manager, broker_id=0, time=Clock(),
+        config=types.SimpleNamespace(get=lambda name: 30000),
+        group_coordinator=types.SimpleNamespace(
+            on_transaction_completed=lambda *args: completed.append(args)),
+        completed=completed)
+    rm.shutdown()
+    log_manager.shutdown()
+
+
+def send(broker, partition, pid, epoch, seq, count=2):
+    builder = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                 is_transactional=True)
+    for i in range(count):
+        builder.append(NOW, b"k", b"v%d" % i)
+    result = broker.replica_manager.append_records({("t", partition): builder.build()}, 1)
+    assert result[("t", partition)].error_code == 0
+    return result[("t", partition)].base_offset
+
+
+async def markers(broker, *items, version=1):
+    request = WriteTxnMarkersRequest(markers=[
+        WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=pid, producer_epoch=epoch, transaction_result=commit,
+            coordinator_epoch=coordinator_epoch,
+            topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=topic,
+                                                                  partition_indexes=parts)])
+        for pid, epoch, commit, coordinator_epoch, topic, parts in items])
+    decoded = WriteTxnMarkersRequest.decode(memoryview(request.encode(version)), version)
+    ctx = RequestContext(write_txn_markers.API_KEY, version, 1, "coordinator")
+    response = await write_txn_markers.handle(broker, ctx, decoded)
+    return {(m.producer_id, t.name, p.partition_index): p.error_code
+            for m in response.markers for t in m.topics for p in t.partitions}
+
+
+@pytest.mark.asyncio
+async def test_abort_and_commit_markers_and_what_read_committed_sees(broker):
+    send(broker, 0, pid=5, epoch=0, seq=0)                     # 0-1, aborted below
+    send(broker, 0, pid=6, epoch=0, seq=0)                     # 2-3, committed below
+    fetch = await call(broker, fetch_request([(0, 0, 1 << 20)], 12, isolation_level=1), 12)
+    p = partitions_of(fetch)[0]
+    assert (p.high_watermark, p.last_stable_offset) == (4, 0)
+    assert p.aborted_transactions == [] and len(p.records) == 0
+
+    got = await markers(broker, (5, 0, False, 0, "t", [0]), (6, 0, True, 0, "t", [0]))
+    assert got == {(5, "t", 0): 0, (6, "t", 0): 0}
+    fetch = await call(broker, fetch_request([(0, 0, 1 << 20)], 12, isolation_level=1), 12)
+    p = partitions_of(fetch)[0]
+    assert (p.high_watermark, p.last_stable_offset) == (6, 6)
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(5, 0)]
+    control = [b for b in iter_batches(bytes(p.records)) if b.is_control]
+    assert [(b.producer_id, b.base_offset) for b in control] == [(5, 4), (6, 5)]
+    # read_uncommitted: null aborted list, as Kafka writes it.
+    fetch = await call(broker, fetch_request([(0, 0, 1 << 20)], 12), 12)
+    assert partitions_of(fetch)[0].aborted_transactions is None
+
+
+@pytest.mark.asyncio
+async def test_stale_producer_or_coordinator_epoch_is_refused_and_writes_nothing(broker):
+    send(broker, 0, pid=5, epoch=3, seq=0)
+    assert await markers(broker, (5, 3, True, 7, "t", [0])) == {(5, "t", 0): 0}
+    log_ = broker.replica_manager.get_partition("t", 0).log
+    end = log_.log_end_offset
+    assert await markers(broker, (5, 2, False, 7, "t", [0])) == \
+        {(5, "t", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+    assert await markers(broker, (5, 3, False, 6, "t", [0])) == \
+        {(5, "t", 0): ErrorCode.TRANSACTION_COORDINATOR_FENCED}
+    assert log_.log_end_offset == end
+
+
+@pytest.mark.asyncio
+async def test_unknown_partitions_fail_alone(broker):
+    send(broker, 1, pid=8, epoch=0, seq=0)
+    got = await markers(broker, (8, 0, False, 0, "t", [1, 9]), (8, 0, False, 0, "nope", [0]))
+    assert got[(8, "t", 1)] == 0
+    assert got[(8, "t", 9)] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert got[(8, "nope", 0)] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert broker.replica_manager.get_partition("t", 1).last_stable_offset == 3
