@@ -1,9 +1,14 @@
-"""The thin asyncio runtime around the pure GroupManager.
+"""The thin asyncio runtime around a pure coordinator manager, and the group coordinator.
 
 Theory of operation
 -------------------
-The GroupManager (coordinator/group/manager.py) decides; this module only carries out its
-`Result`s on the event loop:
+`CoordinatorRuntime` runs one pure manager over one internal topic: the GroupManager
+(coordinator/group/manager.py) over `__consumer_offsets` (`GroupCoordinator` below), and the
+transaction coordinator's manager over `__transaction_state`. The manager decides; the runtime
+only carries out its `Result`s on the event loop. What differs per coordinator is small and
+named by the subclass: the topic, the key a record is partitioned by (`key_of`: a group id, a
+transactional id), how a partition's records are replayed, and what loading and unloading a
+partition tell the manager. The description below uses the group coordinator's words:
 
 - Requests: `execute(op, *args)` calls the manager with `now_ms` from the broker's clock and a
   future as the request's token, applies the Result, and awaits the future. A parked JoinGroup
@@ -79,23 +84,27 @@ class SystemTime:
         return int(time.time() * 1000)
 
 
-class GroupCoordinator:
-    """The broker's `group_coordinator`. Handlers call `execute` and the lookup helpers."""
+class CoordinatorRuntime:
+    """Loads, serves and writes one internal topic for one pure manager (module docstring).
+    Subclasses set `topic` and `name` and implement `key_of`, `_replay`, `_finish_loading`,
+    `_unload` and `_commit_timeout_ms`."""
 
-    def __init__(self, replica_manager, *, num_partitions: int = 50,
-                 config: GroupConfig | None = None, time=None, topic_creator=None,
-                 manager: GroupManager | None = None, partition_count=None, broker_id: int = 0):
+    topic = ""
+    name = "coordinator"            # for log lines: "group coordinator", ...
+    loaded_words = "metadata"       # "Finished loading <loaded_words> from <topic>-<p> ..."
+    key_words = "keys"              # "(12 groups)"
+
+    def __init__(self, replica_manager, manager, *, num_partitions: int, time=None,
+                 topic_creator=None, partition_count=None, load_buffer_size: int = 5 << 20):
         self.replica_manager = replica_manager
         self.num_partitions = num_partitions
         # callable -> the existing topic's partition count or None (the broker's metadata):
-        # groups hash over the real count, even if the topic was created with another one.
+        # keys hash over the real count, even if the topic was created with another one.
         self._partition_count = partition_count
-        self.manager = manager or GroupManager(config)
-        # Log lines read as Kafka's: "[GroupCoordinator 0]: ... (__consumer_offsets-7) ..."
-        self.manager.log_ident = f"[GroupCoordinator {broker_id}]: "
-        self.manager.partition_for = self.partition_for
+        self.manager = manager
+        self.load_buffer_size = load_buffer_size
         self.time = time or SystemTime()
-        # async callable creating __consumer_offsets (the broker's TopicManager); None in tests
+        # async callable creating the topic (the broker's TopicManager); None in tests
         self._topic_creator = topic_creator
         self._timers: dict[tuple, tuple[int, asyncio.TimerHandle]] = {}
         self._loaded: set[int] = set()
@@ -105,44 +114,39 @@ class GroupCoordinator:
         self._running = False
         self._partition_cache: dict[str, int] = {}
         self._pending_appends: list = []
-        self._creating: asyncio.Future | None = None     # set while __consumer_offsets is made
+        self._creating: asyncio.Future | None = None     # set while the topic is being made
 
-    @classmethod
-    def for_broker(cls, broker) -> "GroupCoordinator":
-        """The coordinator of a running Broker (broker/server.py calls this, then startup()).
+    # -------------------------------------------------------------------------- per coordinator
+    def key_of(self, record) -> str:
+        """The key whose hash picks the partition a record is written to."""
+        raise NotImplementedError
 
-        `__consumer_offsets` logs found on disk but unknown to the metadata store (a data dir
-        written by Apache Kafka) were registered by the TopicManager's start-up, so their
-        groups load. The partition count used for hashing is the topic's actual count, as in
-        Kafka."""
-        config = broker.config
-        topics = getattr(broker, "topics", None)
-        num_partitions = config.get("offsets.topic.num.partitions")
-        existing = broker.metadata.get_topic(OFFSETS_TOPIC) if broker.metadata else None
-        if existing is not None:
-            num_partitions = len(existing.partitions)
+    def _replay(self, buf: bytes, now_ms: int) -> set:
+        """Replays a chunk of a partition's log into the manager; returns the keys touched."""
+        raise NotImplementedError
 
-        async def create_offsets_topic():
-            await _create_offsets_topic(broker, topics)
+    def _finish_loading(self, p: int, touched: set, epoch: int, now_ms: int) -> Result:
+        raise NotImplementedError
 
-        def partition_count():
-            topic = broker.metadata.get_topic(OFFSETS_TOPIC)
-            return len(topic.partitions) if topic is not None else None
-        return cls(broker.replica_manager, num_partitions=num_partitions,
-                   config=group_config_from(config), time=broker.time,
-                   topic_creator=create_offsets_topic if topics is not None else None,
-                   partition_count=partition_count, broker_id=broker.broker_id)
+    def _unload(self, p: int, now_ms: int) -> tuple[Result, int]:
+        """The manager forgets partition p: (its Result, how many keys went)."""
+        raise NotImplementedError
+
+    def _commit_timeout_ms(self) -> int:
+        raise NotImplementedError
+
+    def _on_startup(self) -> None:
+        """After the partitions led here are loaded (timers of the coordinator)."""
 
     # -------------------------------------------------------------------------- lifecycle
     async def startup(self) -> None:
-        """Loads every local `__consumer_offsets` partition and starts offset expiry."""
+        """Loads every local partition of the topic and starts the coordinator's timers."""
         self._loop = asyncio.get_running_loop()
         self._running = True
         for p in range(self.num_partitions):
             if self._leads(p):
                 self.load_partition(p)
-        interval = self.manager.config.offsets_retention_check_interval_ms
-        self._arm(("expire-offsets",), self.time.ms() + interval)
+        self._on_startup()
 
     def shutdown(self) -> None:
         """Writes what is queued, answers parked joins/syncs with NOT_COORDINATOR (so draining
@@ -158,65 +162,65 @@ class GroupCoordinator:
             task.cancel()
 
     def load_partition(self, p: int) -> int:
-        """Replays `__consumer_offsets`-p into the manager (the broker became its leader).
+        """Replays partition p of the topic into the manager (the broker became its leader).
 
-        Returns the number of groups touched. On the loop; reads the log synchronously."""
-        part = self.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        Returns the number of keys touched. On the loop; reads the log synchronously."""
+        part = self.replica_manager.get_partition(self.topic, p)
         if part is None:
             return 0
         self._loading.add(p)
         ident = self.manager.log_ident
         epoch = part.leader_epoch
-        log.info("%sElected as the group coordinator for partition %d in epoch %d", ident, p, epoch)
+        log.info("%sElected as the %s for partition %d in epoch %d", ident, self.name, p, epoch)
         started = time.monotonic()
         try:
             touched = set()
             now = self.time.ms()
-            for buf in _read_log(part.log, self.manager.config.offsets_load_buffer_size):
-                touched |= replay_buffer(self.manager, buf, now)
-            self._apply(self.manager.finish_loading(touched, now), None)
+            for buf in _read_log(part.log, self.load_buffer_size):
+                touched |= self._replay(buf, now)
+            self._apply(self._finish_loading(p, touched, epoch, now), None)
             self._loaded.add(p)
-            log.info("%sFinished loading offsets and group metadata from %s-%d in %d "
-                     "milliseconds for epoch %d (%d groups)", ident, OFFSETS_TOPIC, p,
-                     (time.monotonic() - started) * 1000, epoch, len(touched))
+            log.info("%sFinished loading %s from %s-%d in %d milliseconds for epoch %d "
+                     "(%d %s)", ident, self.loaded_words, self.topic, p,
+                     (time.monotonic() - started) * 1000, epoch, len(touched), self.key_words)
             return len(touched)
         finally:
             self._loading.discard(p)
 
     def unload_partition(self, p: int) -> int:
-        """The broker is no longer the leader of `__consumer_offsets`-p (Kafka's onResignation):
-        its groups are dropped from memory and their requests answered NOT_COORDINATOR. Returns
-        the number of groups unloaded. On the loop."""
+        """The broker is no longer the leader of partition p (Kafka's onResignation): its keys
+        are dropped from memory and their requests answered NOT_COORDINATOR. Returns how many
+        were unloaded. On the loop."""
         self._loaded.discard(p)
         ident = self.manager.log_ident
-        log.info("%sResigned as the group coordinator for partition %d", ident, p)
-        gone = [g for g in self.manager.groups if self.partition_for(g) == p]
-        self._apply(self.manager.unload(gone, self.time.ms()), None)
-        log.info("%sFinished unloading %s-%d. Removed %d cached groups.", ident, OFFSETS_TOPIC, p,
-                 len(gone))
-        return len(gone)
+        log.info("%sResigned as the %s for partition %d", ident, self.name, p)
+        result, gone = self._unload(p, self.time.ms())
+        self._apply(result, None)
+        log.info("%sFinished unloading %s-%d. Removed %d cached %s.", ident, self.topic, p,
+                 gone, self.key_words)
+        return gone
 
     # -------------------------------------------------------------------------- lookups
-    def partition_for(self, group_id: str) -> int:
-        p = self._partition_cache.get(group_id)
+    def partition_for(self, key: str) -> int:
+        p = self._partition_cache.get(key)
         if p is None:
             if len(self._partition_cache) > 100_000:
                 self._partition_cache.clear()
-            p = self._partition_cache[group_id] = partition_for(group_id, self.num_partitions)
+            p = self._partition_cache[key] = partition_for(key, self.num_partitions)
         return p
 
-    def coordinator_error(self, group_id: str) -> int:
-        """NONE if this broker coordinates the group now, else the error to answer with."""
-        p = self.partition_for(group_id)
+    def coordinator_error(self, key: str) -> int:
+        """NONE if this broker coordinates the key now, else the error to answer with."""
+        p = self.partition_for(key)
         if p in self._loaded:
             return ErrorCode.NONE
         if p in self._loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        part = self.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        part = self.replica_manager.get_partition(self.topic, p)
         if part is None and self._refresh_partition_count():
-            return self.coordinator_error(group_id)
+            return self.coordinator_error(key)
         if part is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE if not self.offsets_topic_exists() \
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE if not self.topic_exists() \
                 else ErrorCode.NOT_COORDINATOR
         if not getattr(part, "is_leader", True):
             return ErrorCode.NOT_COORDINATOR         # a follower replica (or unloaded)
@@ -229,46 +233,46 @@ class GroupCoordinator:
         count = self._partition_count() if self._partition_count else None
         if not count or count == self.num_partitions:
             return False
-        log.info("%s has %d partitions (not %d): groups hash over %d", OFFSETS_TOPIC, count,
+        log.info("%s has %d partitions (not %d): keys hash over %d", self.topic, count,
                  self.num_partitions, count)
         self.num_partitions = count
         self._partition_cache.clear()
         return True
 
     def _leads(self, p: int) -> bool:
-        part = self.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        part = self.replica_manager.get_partition(self.topic, p)
         return part is not None and getattr(part, "is_leader", True)
 
-    def offsets_topic_exists(self) -> bool:
-        return any(self.replica_manager.get_partition(OFFSETS_TOPIC, p) is not None
+    def topic_exists(self) -> bool:
+        return any(self.replica_manager.get_partition(self.topic, p) is not None
                    for p in range(self.num_partitions))
 
-    async def ensure_offsets_topic(self) -> int:
-        """FindCoordinator: creates `__consumer_offsets` on first use. Returns an error code."""
-        if self.offsets_topic_exists():
+    async def ensure_topic(self) -> int:
+        """FindCoordinator: creates the topic on first use. Returns an error code."""
+        if self.topic_exists():
             return ErrorCode.NONE
         if self._topic_creator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self._creating is not None:          # another FindCoordinator is creating it
             await asyncio.shield(self._creating)
-            return ErrorCode.NONE if self.offsets_topic_exists() else \
+            return ErrorCode.NONE if self.topic_exists() else \
                 ErrorCode.COORDINATOR_NOT_AVAILABLE
         started = time.monotonic()
         self._creating = asyncio.get_running_loop().create_future()
         try:
             await self._topic_creator()
         except Exception:
-            log.exception("Could not create %s", OFFSETS_TOPIC)
+            log.exception("Could not create %s", self.topic)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         finally:
             self._creating.set_result(None)
             self._creating = None
-        log.info("Created %s in %.0f ms", OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
+        log.info("Created %s in %.0f ms", self.topic, (time.monotonic() - started) * 1000)
         self._refresh_partition_count()
         for p in range(self.num_partitions):
             if p not in self._loaded:
                 self.load_partition(p)
-        if self.offsets_topic_exists():
+        if self.topic_exists():
             return ErrorCode.NONE
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
@@ -312,7 +316,7 @@ class GroupCoordinator:
         for i, (append, _) in enumerate(pending):
             per: dict[int, list] = {}
             for record in append.records:
-                per.setdefault(self.partition_for(record.key.group), []).append(record)
+                per.setdefault(self.partition_for(self.key_of(record)), []).append(record)
             for p, records in per.items():
                 by_partition.setdefault(p, []).append((i, records))
         errors = [ErrorCode.NONE] * len(pending)
@@ -321,10 +325,10 @@ class GroupCoordinator:
         for p, items in by_partition.items():
             batch = build_batch([r for _, records in items for r in records], now)
             if len(batch) <= self._max_batch_bytes(p):
-                entries[(OFFSETS_TOPIC, p)] = batch
-                members[(OFFSETS_TOPIC, p)] = [i for i, _ in items]
+                entries[(self.topic, p)] = batch
+                members[(self.topic, p)] = [i for i, _ in items]
             else:
-                overflow.extend(((OFFSETS_TOPIC, p), chunk) for chunk in self._chunks(p, items, now))
+                overflow.extend(((self.topic, p), chunk) for chunk in self._chunks(p, items, now))
         calls = [(entries, members)] if entries else []
         calls += [({key: batch}, {key: indices}) for key, (indices, batch) in overflow]
         for call_entries, call_members in calls:
@@ -347,7 +351,7 @@ class GroupCoordinator:
 
     def _max_batch_bytes(self, p: int) -> int:
         """The partition's max.message.bytes: a bigger batch would be refused whole."""
-        part = self.replica_manager.get_partition(OFFSETS_TOPIC, p)
+        part = self.replica_manager.get_partition(self.topic, p)
         config = getattr(getattr(part, "log", None), "config", None)
         return getattr(config, "max_message_bytes", DEFAULT_MAX_BATCH_BYTES)
 
@@ -375,7 +379,7 @@ class GroupCoordinator:
             try:
                 self._apply(append.on_append(error, now), future)
             except Exception as exc:        # a bug: fail this request, keep the others going
-                log.exception("Group coordinator follow-up failed")
+                log.exception("%s follow-up failed", self.name)
                 if future is not None and not future.done():
                     future.set_exception(exc)
 
@@ -387,13 +391,14 @@ class GroupCoordinator:
         return True
 
     async def _follow_up_after_acks(self, pending, errors, acked) -> None:
-        timeout = self.manager.config.offsets_commit_timeout_ms
+        timeout = self._commit_timeout_ms()
         await self.replica_manager.wait_for_acks(acked, -1, timeout)
         for key, r in acked.items():       # wait_for_acks marks a timed-out result's error
             if r.error_code != ErrorCode.NONE:
                 for i, (append, _) in enumerate(pending):
                     if errors[i] == ErrorCode.NONE and any(
-                            self.partition_for(rec.key.group) == key[1] for rec in append.records):
+                            self.partition_for(self.key_of(rec)) == key[1]
+                            for rec in append.records):
                         errors[i] = r.error_code
         self._follow_up(pending, errors)
 
@@ -420,7 +425,81 @@ class GroupCoordinator:
             now = max(self.time.ms(), deadline_ms)
             self._apply(self.manager.on_timer(key, now), None)
         except Exception:
-            log.exception("Group coordinator timer %r failed", key)
+            log.exception("%s timer %r failed", self.name, key)
+
+
+class GroupCoordinator(CoordinatorRuntime):
+    """The broker's `group_coordinator` over `__consumer_offsets`. Handlers call `execute`
+    and the lookup helpers."""
+
+    topic = OFFSETS_TOPIC
+    name = "group coordinator"
+    loaded_words = "offsets and group metadata"
+    key_words = "groups"
+
+    def __init__(self, replica_manager, *, num_partitions: int = 50,
+                 config: GroupConfig | None = None, time=None, topic_creator=None,
+                 manager: GroupManager | None = None, partition_count=None, broker_id: int = 0):
+        manager = manager or GroupManager(config)
+        super().__init__(replica_manager, manager, num_partitions=num_partitions, time=time,
+                         topic_creator=topic_creator, partition_count=partition_count,
+                         load_buffer_size=manager.config.offsets_load_buffer_size)
+        # Log lines read as Kafka's: "[GroupCoordinator 0]: ... (__consumer_offsets-7) ..."
+        self.manager.log_ident = f"[GroupCoordinator {broker_id}]: "
+        self.manager.partition_for = self.partition_for
+
+    @classmethod
+    def for_broker(cls, broker) -> "GroupCoordinator":
+        """The coordinator of a running Broker (broker/server.py calls this, then startup()).
+
+        `__consumer_offsets` logs found on disk but unknown to the metadata store (a data dir
+        written by Apache Kafka) were registered by the TopicManager's start-up, so their
+        groups load. The partition count used for hashing is the topic's actual count, as in
+        Kafka."""
+        config = broker.config
+        topics = getattr(broker, "topics", None)
+        num_partitions = config.get("offsets.topic.num.partitions")
+        existing = broker.metadata.get_topic(OFFSETS_TOPIC) if broker.metadata else None
+        if existing is not None:
+            num_partitions = len(existing.partitions)
+
+        async def create_offsets_topic():
+            await _create_offsets_topic(broker, topics)
+
+        def partition_count():
+            topic = broker.metadata.get_topic(OFFSETS_TOPIC)
+            return len(topic.partitions) if topic is not None else None
+        return cls(broker.replica_manager, num_partitions=num_partitions,
+                   config=group_config_from(config), time=broker.time,
+                   topic_creator=create_offsets_topic if topics is not None else None,
+                   partition_count=partition_count, broker_id=broker.broker_id)
+
+    def key_of(self, record) -> str:
+        return record.key.group
+
+    def _replay(self, buf: bytes, now_ms: int) -> set:
+        return replay_buffer(self.manager, buf, now_ms)
+
+    def _finish_loading(self, p: int, touched: set, epoch: int, now_ms: int) -> Result:
+        return self.manager.finish_loading(touched, now_ms)
+
+    def _unload(self, p: int, now_ms: int) -> tuple[Result, int]:
+        gone = [g for g in self.manager.groups if self.partition_for(g) == p]
+        return self.manager.unload(gone, now_ms), len(gone)
+
+    def _commit_timeout_ms(self) -> int:
+        return self.manager.config.offsets_commit_timeout_ms
+
+    def _on_startup(self) -> None:
+        interval = self.manager.config.offsets_retention_check_interval_ms
+        self._arm(("expire-offsets",), self.time.ms() + interval)
+
+    # The names the group handlers and tests use.
+    def offsets_topic_exists(self) -> bool:
+        return self.topic_exists()
+
+    async def ensure_offsets_topic(self) -> int:
+        return await self.ensure_topic()
 
 
 def _read_log(log_, read_bytes: int) -> "iter[bytes]":
