@@ -45,3 +45,23 @@ def client_host(ctx) -> str:
 
 def partition_exists(broker, topic: str, partition: int) -> bool:
     return broker.replica_manager.get_partition(topic, partition) is not None
+
+
+def offsets_to_commit(broker, topics, error: int, with_leader_epoch: bool):
+    """OffsetCommit and TxnOffsetCommit: ({(topic, partition): error}, offsets to store as
+    (topic, partition, offset, leader_epoch, metadata)). A group-level `error` fails every
+    partition; otherwise a partition this cluster does not have is UNKNOWN_TOPIC_OR_PARTITION
+    and is not stored."""
+    errors, offsets = {}, []
+    for topic in topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if error != ErrorCode.NONE:
+                errors[tp] = error
+            elif not partition_exists(broker, *tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets.append((*tp, p.committed_offset,
+                                p.committed_leader_epoch if with_leader_epoch else -1,
+                                p.committed_metadata))
+    return errors, offsets

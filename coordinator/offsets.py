@@ -9,6 +9,14 @@ when the runtime reports the append, `on_append` replays the records (the ONLY p
 change, also used when loading the log) and answers. While a commit is pending, OffsetFetch with
 `require_stable` answers UNSTABLE_OFFSET_COMMIT for that partition (KIP-447).
 
+Transactional commits (TxnOffsetCommit, Kafka's storeOffsets with a producer id): the records
+are written as a transactional batch of the producer, and once appended they wait in
+`group.pending_txn_offsets` until the transaction's marker reaches the group's
+`__consumer_offsets` partition (`complete_txn_offsets`, from WriteTxnMarkers, and from the log
+when loading): COMMIT makes them the committed offsets, unless a plain commit came later in the
+log; ABORT drops them. Until then OffsetFetch with `require_stable` answers
+UNSTABLE_OFFSET_COMMIT for those partitions.
+
 Expiry (Kafka's cleanupGroupMetadata, every offsets.retention.check.interval.ms):
   - an Empty group with a protocol: offsets expire `offsets.retention.minutes` after the group
     became Empty (current_state_timestamp);
@@ -56,6 +64,8 @@ def map_append_error(error: int, for_offsets: bool = False) -> int:
 class OffsetOperations:
     groups: dict[str, Group]
     _info: "callable"           # GroupManager._info: a log line in Kafka's words
+    _offset_seq: int            # GroupManager's counter of offsets replayed (their log order)
+    partition_for: "callable"   # group id -> its __consumer_offsets partition (or None)
 
     # --------------------------------------------------------------------------- OffsetCommit
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -96,7 +106,7 @@ class OffsetOperations:
         return self._store_offsets(group, offsets, now_ms, retention_time_ms, timers)
 
     def _store_offsets(self, group: Group, offsets, now_ms: int, retention_time_ms: int,
-                       timers: list) -> Result:
+                       timers: list, producer_id: int = -1) -> Result:
         errors: dict[tuple[str, int], int] = {}
         records: list[Record] = []
         expire = now_ms + retention_time_ms if retention_time_ms >= 0 else -1
@@ -127,10 +137,72 @@ class OffsetOperations:
                 else:
                     group.pending_offset_commits.pop(tp, None)
                 if code == E.NONE:
-                    self.replay(record, now)
+                    if producer_id >= 0:
+                        self.replay_txn_offset(producer_id, record, now)
+                    else:
+                        self.replay(record, now)
                 errors[tp] = code
             return Result(response=errors)
         return Result(timers=timers, appends=[Append(records, on_append)])
+
+    # ------------------------------------------------------------------------ TxnOffsetCommit
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           member_id: str, group_instance_id: str | None, generation_id: int,
+                           offsets: list[tuple[str, int, int, int, str | None]],
+                           now_ms: int) -> Result:
+        """TxnOffsetCommit: like commit_offsets, but the offsets count only once the
+        transaction commits. The member checks apply only when the request names a member,
+        an instance or a generation (KIP-447; older clients send none), as Kafka's
+        validateOffsetCommit for transactional commits."""
+        def all_fail(error):
+            return Result(response={(t, p): error for t, p, *_ in offsets})
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, now_ms)
+        if group.state is S.DEAD:
+            return all_fail(E.COORDINATOR_NOT_AVAILABLE)
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = group.member_error(member_id, group_instance_id)
+            if error != E.NONE:
+                return all_fail(error)
+            if generation_id != group.generation_id:
+                return all_fail(E.ILLEGAL_GENERATION)
+        result = self._store_offsets(group, offsets, now_ms, -1, [], producer_id)
+        for append in result.appends:
+            append.producer_id, append.producer_epoch = producer_id, producer_epoch
+        return result
+
+    def complete_txn_offsets(self, producer_id: int, partitions, committed: bool,
+                             now_ms: int) -> Result:
+        """A transaction's marker reached these `__consumer_offsets` partitions (None: every
+        group, for a load that replays one partition): commit or drop its pending offsets."""
+        for group in list(self.groups.values()):
+            pending = group.pending_txn_offsets.get(producer_id)
+            if pending is None:
+                continue
+            if partitions is not None and self.partition_for is not None and \
+                    self.partition_for(group.group_id) not in partitions:
+                continue
+            del group.pending_txn_offsets[producer_id]
+            if not committed:
+                continue
+            for tp, (offset, order) in pending.items():
+                if order > group.offset_order.get(tp, -1):
+                    group.offsets[tp] = offset
+                    group.offset_order[tp] = order
+        return Result()
+
+    def replay_txn_offset(self, producer_id: int, record: Record, now_ms: int) -> None:
+        """Load path: a transactional offset commit record, pending until its marker."""
+        key = record.key
+        if not isinstance(key, OffsetKey) or record.value is None:
+            return
+        group = self.groups.get(key.group)
+        if group is None:
+            group = self.groups[key.group] = Group(key.group, now_ms)
+        self._offset_seq += 1
+        group.pending_txn_offsets.setdefault(producer_id, {})[(key.topic, key.partition)] = \
+            (record.value, self._offset_seq)
 
     # ---------------------------------------------------------------------------- OffsetFetch
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
@@ -145,7 +217,8 @@ class OffsetOperations:
             partitions = sorted(group.offsets)
         for topic, partition in partitions:
             tp = (topic, partition)
-            if require_stable and tp in group.pending_offset_commits:
+            if require_stable and (tp in group.pending_offset_commits or any(
+                    tp in pending for pending in group.pending_txn_offsets.values())):
                 answer.partitions.append(
                     PartitionOffset(topic, partition, error=E.UNSTABLE_OFFSET_COMMIT))
                 continue
@@ -322,6 +395,8 @@ class OffsetOperations:
             if group is None:
                 group = self.groups[key.group] = Group(key.group, now_ms)
             group.offsets[(key.topic, key.partition)] = record.value
+            self._offset_seq += 1
+            group.offset_order[(key.topic, key.partition)] = self._offset_seq
         else:
             group = self.groups.get(key.group)
             if record.value is None and group is not None and group.state is S.DEAD:

@@ -47,6 +47,10 @@ class GroupConfig:
 class Append:
     records: list[Record]
     on_append: Callable[[int, int], "Result"]
+    # A transaction's offset commits (TxnOffsetCommit): written as a transactional batch of
+    # this producer, so its COMMIT or ABORT marker decides them.
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 @dataclass

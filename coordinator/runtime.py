@@ -121,8 +121,8 @@ class CoordinatorRuntime:
         """The key whose hash picks the partition a record is written to."""
         raise NotImplementedError
 
-    def _replay(self, buf: bytes, now_ms: int) -> set:
-        """Replays a chunk of a partition's log into the manager; returns the keys touched."""
+    def _replay(self, p: int, buf: bytes, now_ms: int) -> set:
+        """Replays a chunk of partition p's log into the manager; returns the keys touched."""
         raise NotImplementedError
 
     def _finish_loading(self, p: int, touched: set, epoch: int, now_ms: int) -> Result:
@@ -177,7 +177,7 @@ class CoordinatorRuntime:
             touched = set()
             now = self.time.ms()
             for buf in _read_log(part.log, self.load_buffer_size):
-                touched |= self._replay(buf, now)
+                touched |= self._replay(p, buf, now)
             self._apply(self._finish_loading(p, touched, epoch, now), None)
             self._loaded.add(p)
             log.info("%sFinished loading %s from %s-%d in %d milliseconds for epoch %d "
@@ -311,24 +311,32 @@ class CoordinatorRuntime:
         if not pending:
             return
         now = self.time.ms()
-        # partition -> [(index of the append in `pending`, its records for that partition)]
-        by_partition: dict[int, list[tuple[int, list]]] = {}
+        # partition -> producer (a transaction's offsets: its own batch; else (-1, -1)) ->
+        # [(index of the append in `pending`, its records for that partition)]
+        by_partition: dict[int, dict[tuple, list[tuple[int, list]]]] = {}
         for i, (append, _) in enumerate(pending):
             per: dict[int, list] = {}
             for record in append.records:
                 per.setdefault(self.partition_for(self.key_of(record)), []).append(record)
+            producer = (append.producer_id, append.producer_epoch)
             for p, records in per.items():
-                by_partition.setdefault(p, []).append((i, records))
+                by_partition.setdefault(p, {}).setdefault(producer, []).append((i, records))
         errors = [ErrorCode.NONE] * len(pending)
         acked: dict = {}                   # (topic, p) -> the last successful AppendResult
         entries, members, overflow = {}, {}, []
-        for p, items in by_partition.items():
-            batch = build_batch([r for _, records in items for r in records], now)
-            if len(batch) <= self._max_batch_bytes(p):
-                entries[(self.topic, p)] = batch
-                members[(self.topic, p)] = [i for i, _ in items]
-            else:
-                overflow.extend(((self.topic, p), chunk) for chunk in self._chunks(p, items, now))
+        for p, by_producer in by_partition.items():
+            batches, indices = [], []
+            for producer, items in by_producer.items():
+                batch = build_batch([r for _, records in items for r in records], now, *producer)
+                if len(batch) <= self._max_batch_bytes(p):
+                    batches.append(batch)
+                    indices += [i for i, _ in items]
+                else:
+                    overflow.extend(((self.topic, p), chunk)
+                                    for chunk in self._chunks(p, items, now, producer))
+            if batches:                    # one append of this partition's batches
+                entries[(self.topic, p)] = b"".join(batches)
+                members[(self.topic, p)] = indices
         calls = [(entries, members)] if entries else []
         calls += [({key: batch}, {key: indices}) for key, (indices, batch) in overflow]
         for call_entries, call_members in calls:
@@ -355,7 +363,7 @@ class CoordinatorRuntime:
         config = getattr(getattr(part, "log", None), "config", None)
         return getattr(config, "max_message_bytes", DEFAULT_MAX_BATCH_BYTES)
 
-    def _chunks(self, p: int, items, now: int):
+    def _chunks(self, p: int, items, now: int, producer=(-1, -1)):
         """Splits one partition's writes into batches under max.message.bytes, never splitting
         one operation's records: many commits of one loop turn (large metadata) then still
         succeed, and an operation too large on its own fails alone, not with its neighbours.
@@ -363,15 +371,15 @@ class CoordinatorRuntime:
         limit = self._max_batch_bytes(p)
         indices, records, size = [], [], 0
         for i, own in items:
-            own_size = len(build_batch(own, now))
+            own_size = len(build_batch(own, now, *producer))
             if records and size + own_size > limit:
-                yield indices, build_batch(records, now)
+                yield indices, build_batch(records, now, *producer)
                 indices, records, size = [], [], 0
             indices.append(i)
             records.extend(own)
             size += own_size
         if records:
-            yield indices, build_batch(records, now)
+            yield indices, build_batch(records, now, *producer)
 
     def _follow_up(self, pending, errors) -> None:
         now = self.time.ms()
@@ -477,8 +485,13 @@ class GroupCoordinator(CoordinatorRuntime):
     def key_of(self, record) -> str:
         return record.key.group
 
-    def _replay(self, buf: bytes, now_ms: int) -> set:
-        return replay_buffer(self.manager, buf, now_ms)
+    def _replay(self, p: int, buf: bytes, now_ms: int) -> set:
+        return replay_buffer(self.manager, buf, now_ms, p)
+
+    def on_transaction_completed(self, producer_id: int, partitions, committed: bool) -> None:
+        """WriteTxnMarkers wrote a transaction's marker to these partitions of the topic."""
+        self._apply(self.manager.complete_txn_offsets(producer_id, set(partitions), committed,
+                                                      self.time.ms()), None)
 
     def _finish_loading(self, p: int, touched: set, epoch: int, now_ms: int) -> Result:
         return self.manager.finish_loading(touched, now_ms)

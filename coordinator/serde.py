@@ -24,7 +24,8 @@ from protocol.internal import (GroupMetadataKey, GroupMetadataValue, OffsetCommi
                                OffsetCommitValue)
 from protocol.internal_records import (decode_offsets_key, decode_offsets_value, encode_key,
                                        encode_value)
-from storage.record_batch import RecordBatchBuilder, RecordBatchView, iter_batches
+from storage.record_batch import (ControlRecordType, RecordBatchBuilder, RecordBatchView,
+                                  iter_batches)
 
 from coordinator.group.model import OffsetAndMetadata
 from coordinator.records import GroupKey, GroupValue, MemberRecord, OffsetKey, Record
@@ -97,9 +98,16 @@ def decode_record(key_bytes, value_bytes) -> Record | None:
                                       value.leader, value.current_state_timestamp, members))
 
 
-def build_batch(records: list[Record], now_ms: int) -> bytes:
-    """One uncompressed v2 batch holding the records (base offset 0: the log assigns offsets)."""
-    builder = RecordBatchBuilder()
+def build_batch(records: list[Record], now_ms: int, producer_id: int = -1,
+                producer_epoch: int = -1) -> bytes:
+    """One uncompressed v2 batch holding the records (base offset 0: the log assigns offsets);
+    with a producer id, a transactional batch of that producer (TxnOffsetCommit), sequence 0
+    as Kafka writes it (coordinator appends are not sequence-checked)."""
+    if producer_id >= 0:
+        builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                                     base_sequence=0, is_transactional=True)
+    else:
+        builder = RecordBatchBuilder()
     for record in records:
         key, value = encode_record(record)
         builder.append(now_ms, key, value)
@@ -122,10 +130,30 @@ def iter_log_records(buf):
                 yield record
 
 
-def replay_buffer(manager, buf, now_ms: int) -> set[str]:
-    """Replays every record in `buf` into the manager; returns the group ids touched."""
+def replay_buffer(manager, buf, now_ms: int, partition: int | None = None) -> set[str]:
+    """Replays every record in `buf` (of `__consumer_offsets`-`partition`) into the manager;
+    returns the group ids touched. A transaction's offset commits wait for its marker: COMMIT
+    applies them, ABORT drops them (for the groups of this partition)."""
     touched = set()
-    for record in iter_log_records(buf):
-        manager.replay(record, now_ms, loading=True)
-        touched.add(record.key.group)
+    for batch in iter_batches(buf):
+        if not isinstance(batch, RecordBatchView):
+            continue
+        if batch.is_control:
+            if batch.producer_id >= 0:
+                manager.complete_txn_offsets(
+                    batch.producer_id, None if partition is None else [partition],
+                    batch.control_record_type() == ControlRecordType.COMMIT, now_ms)
+            continue
+        transactional = batch.is_transactional and batch.producer_id >= 0
+        for rec in batch.records():
+            if rec.key is None:
+                continue
+            record = decode_record(rec.key, rec.value)
+            if record is None:
+                continue
+            if transactional:
+                manager.replay_txn_offset(batch.producer_id, record, now_ms)
+            else:
+                manager.replay(record, now_ms, loading=True)
+            touched.add(record.key.group)
     return touched

@@ -313,7 +313,9 @@ class Log:
         complete batch append nothing and report first_offset = last_offset = -1."""
         now_ms = self._time_ms() if now_ms is None else now_ms
         with self._lock:
-            duplicate = self._find_duplicate(records)
+            # Only a client's retry is a duplicate (Kafka checks origin CLIENT only): the
+            # coordinators write every transactional batch of theirs at sequence 0.
+            duplicate = self._find_duplicate(records) if origin == ORIGIN_CLIENT else None
             if duplicate is not None:
                 return duplicate
             result = validate_and_assign_offsets(records, self._log_end_offset, leader_epoch,

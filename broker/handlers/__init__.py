@@ -23,6 +23,7 @@ HANDLER_MODULES = [
     # group coordinator
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "offset_delete", "describe_groups", "list_groups", "delete_groups",
+    "txn_offset_commit",
     # data path
     "produce", "fetch", "list_offsets", "offset_for_leader_epoch", "delete_records",
     "describe_log_dirs", "init_producer_id",

@@ -16,7 +16,7 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.offset_commit import OffsetCommitResponse
 
-from coordinator.handler_support import check_group, partition_exists
+from coordinator.handler_support import check_group, offsets_to_commit
 
 API_KEY = ApiKey.OFFSET_COMMIT
 MIN_VERSION = 0
@@ -28,22 +28,8 @@ Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 
 async def handle(broker, ctx, request):
     version = ctx.api_version
-    errors: dict[tuple[str, int], int] = {}
     coordinator, error = check_group(broker, request.group_id, allow_empty=True)
-    if error != ErrorCode.NONE:
-        for topic in request.topics:
-            for p in topic.partitions:
-                errors[(topic.name, p.partition_index)] = error
-        return _response(request, errors)
-    offsets = []
-    for topic in request.topics:
-        for p in topic.partitions:
-            if not partition_exists(broker, topic.name, p.partition_index):
-                errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets.append((topic.name, p.partition_index, p.committed_offset,
-                            p.committed_leader_epoch if version >= 6 else -1,
-                            p.committed_metadata))
+    errors, offsets = offsets_to_commit(broker, request.topics, error, version >= 6)
     if offsets:
         generation = request.generation_id_or_member_epoch if version >= 1 else -1
         retention = request.retention_time_ms if 2 <= version <= 4 else -1

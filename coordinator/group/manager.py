@@ -96,6 +96,7 @@ class GroupManager(StaticMembership, OffsetOperations):
         self._new_member_id = member_id_factory
         self.log_ident = log_ident
         self.partition_for = partition_for
+        self._offset_seq = 0            # the log order of offset commits (coordinator/offsets.py)
 
     def _info(self, message: str) -> None:
         log.info("%s%s", self.log_ident, message)

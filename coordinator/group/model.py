@@ -110,6 +110,11 @@ class Group:
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         # Offsets written but not yet appended (their commit response is still waiting).
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
+        # Transactions' offsets (TxnOffsetCommit): producer id -> {tp: (offset, order)}, kept
+        # out of `offsets` until the transaction's COMMIT marker (dropped on ABORT). `order`
+        # places each offset in the log's order (a later plain commit wins over them).
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], tuple]] = {}
+        self.offset_order: dict[tuple[str, int], int] = {}
 
     # -- state -------------------------------------------------------------------------------
     def transition_to(self, target: GroupState, now_ms: int) -> None:

@@ -31,10 +31,12 @@ def replay_group(groups: dict[str, Group], key: GroupKey, value: GroupValue | No
     group = groups.get(key.group)
     if value is None:
         if group is not None:
-            if group.offsets or group.pending_offset_commits:
+            if group.offsets or group.pending_offset_commits or group.pending_txn_offsets:
                 # Offsets outlive a group tombstone (Kafka loads them as a simple group).
                 fresh = Group(key.group, now_ms)
                 fresh.offsets = group.offsets
+                fresh.offset_order = group.offset_order
+                fresh.pending_txn_offsets = group.pending_txn_offsets
                 groups[key.group] = fresh
             else:
                 del groups[key.group]

@@ -91,3 +91,45 @@ def test_oversized_group_metadata_fails_the_sync_alone_and_loses_no_offset(stack
         c.shutdown()
         fresh.shutdown()
     run(scenario())
+
+
+def test_transactional_commits_share_a_loop_turn_with_plain_ones_and_survive_a_reload(stack):
+    """A plain commit and two transactions' commits to groups of one offsets partition in the
+    same loop turn: one append of three batches (the transactional ones of their producers);
+    the markers decide, and a coordinator loading the partition afresh sees the same."""
+    from storage.record_batch import ControlRecordType, build_control_batch
+    from storage.validation import ORIGIN_COORDINATOR
+    rm, c = stack
+
+    async def scenario():
+        await c.startup()
+        groups = [g for g in (f"g{i}" for i in range(20_000))
+                  if partition_for(g, 50) == partition_for("g0", 50)][:3]
+        p = partition_for(groups[0], 50)
+        codes = await asyncio.gather(
+            commit(c, groups[0], 1),
+            c.execute("txn_commit_offsets", groups[1], 900, 0, "", None, -1,
+                      [(TOPIC, 0, 2, -1, "")]),
+            c.execute("txn_commit_offsets", groups[2], 901, 0, "", None, -1,
+                      [(TOPIC, 0, 3, -1, "")]))
+        assert codes == [E.NONE, {(TOPIC, 0): E.NONE}, {(TOPIC, 0): E.NONE}]
+        log_ = rm.get_partition("__consumer_offsets", p).log
+        assert log_.last_stable_offset < log_.log_end_offset        # two open transactions
+        for pid, kind in ((900, ControlRecordType.COMMIT), (901, ControlRecordType.ABORT)):
+            marker = build_control_batch(kind, pid, 0, 0, 0)
+            result = rm.append_records({("__consumer_offsets", p): marker}, -1,
+                                       origin=ORIGIN_COORDINATOR)
+            assert result[("__consumer_offsets", p)].error_code == E.NONE
+            c.on_transaction_completed(pid, [p], kind == ControlRecordType.COMMIT)
+        assert log_.last_stable_offset == log_.log_end_offset
+
+        def offsets(coordinator):
+            return [coordinator.manager.fetch_offsets(g, [(TOPIC, 0)], True).partitions[0].offset
+                    for g in groups]
+        assert offsets(c) == [1, 2, -1]
+        c.shutdown()
+        fresh = GroupCoordinator(rm, num_partitions=50, config=c.manager.config)
+        await fresh.startup()
+        assert offsets(fresh) == [1, 2, -1]
+        fresh.shutdown()
+    run(scenario())
