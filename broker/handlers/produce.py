@@ -18,10 +18,12 @@ Behaviour:
   appending again.
 - Records stay the request's memoryview all the way to the segment file: storage patches offsets
   in place, no per-record Python work here.
-- Transactions are not supported yet: a request with a transactional_id, or carrying transactional
-  batches, is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition (what Kafka answers
-  a producer not allowed to use transactions; no transactional producer gets this far, since
-  InitProducerId already refuses transactional ids).
+- Transactions: a transactional producer's batches (after InitProducerId and AddPartitionsToTxn
+  with the transaction coordinator) are appended like idempotent ones and open a transaction in
+  the partition's producer state; its records are hidden from read_committed consumers until the
+  coordinator's marker (WriteTxnMarkers) ends it. Transactional batches in a request without a
+  transactional_id are answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as
+  Kafka answers them (no authorized transactional id).
 - Client quotas: the request's size counts against the producer_byte_rate quota of its (user,
   client id) (broker/quotas.py); over it, throttle_time_ms says how long the client must wait and
   the connection reads nothing more meanwhile (also with acks=0, which has no response; before
@@ -61,7 +63,7 @@ async def handle(broker, ctx, request):
     forced_error = None
     if acks not in (0, 1, -1):
         forced_error = ErrorCode.INVALID_REQUIRED_ACKS
-    elif request.transactional_id is not None or any(
+    elif request.transactional_id is None and any(
             _has_transactional_batch(p.records)
             for t in request.topic_data for p in t.partition_data):
         forced_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

@@ -24,35 +24,42 @@ MAX_VERSION = 1
 
 
 async def handle(broker, ctx, request):
-    replica_manager = broker.replica_manager
-    timeout_ms = _request_timeout_ms(broker)
     Marker = WriteTxnMarkersResponse.WritableTxnMarkerResult
     Topic = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult
     Partition = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
     answers = []
     for marker in request.markers:
-        kind = ControlRecordType.COMMIT if marker.transaction_result else ControlRecordType.ABORT
-        now_ms = broker.time.ms()
-        entries = {}
-        for topic in marker.topics:
-            for index in topic.partition_indexes:
-                entries[(topic.name, index)] = build_control_batch(
-                    kind, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-                    now_ms)
-        results = replica_manager.append_records(entries, -1, now_ms, origin=ORIGIN_COORDINATOR)
-        await replica_manager.wait_for_acks(results, -1, timeout_ms)
-        offsets_partitions = [p for (t, p), r in results.items()
-                              if t == OFFSETS_TOPIC and r.error_code == ErrorCode.NONE]
-        if offsets_partitions:
-            _complete_offsets(broker, marker.producer_id, offsets_partitions,
-                              bool(marker.transaction_result))
+        partitions = [(topic.name, index) for topic in marker.topics
+                      for index in topic.partition_indexes]
+        codes = await write_markers(broker, marker.producer_id, marker.producer_epoch,
+                                    bool(marker.transaction_result), marker.coordinator_epoch,
+                                    partitions)
         answers.append(Marker(producer_id=marker.producer_id, topics=[
             Topic(name=topic.name, partitions=[
-                Partition(partition_index=index,
-                          error_code=int(results[(topic.name, index)].error_code))
+                Partition(partition_index=index, error_code=int(codes[(topic.name, index)]))
                 for index in topic.partition_indexes])
             for topic in marker.topics]))
     return WriteTxnMarkersResponse(markers=answers)
+
+
+async def write_markers(broker, producer_id: int, producer_epoch: int, committed: bool,
+                        coordinator_epoch: int, partitions) -> dict:
+    """Appends one marker to each (topic, partition) led here and waits for the ISR:
+    {(topic, partition): error code}. Also the transaction coordinator's path to the
+    partitions this broker leads itself (broker/txn_markers.py)."""
+    replica_manager = broker.replica_manager
+    kind = ControlRecordType.COMMIT if committed else ControlRecordType.ABORT
+    now_ms = broker.time.ms()
+    entries = {tp: build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch,
+                                       now_ms)
+               for tp in partitions}
+    results = replica_manager.append_records(entries, -1, now_ms, origin=ORIGIN_COORDINATOR)
+    await replica_manager.wait_for_acks(results, -1, _request_timeout_ms(broker))
+    offsets_partitions = [p for (t, p), r in results.items()
+                          if t == OFFSETS_TOPIC and r.error_code == ErrorCode.NONE]
+    if offsets_partitions:
+        _complete_offsets(broker, producer_id, offsets_partitions, committed)
+    return {tp: r.error_code for tp, r in results.items()}
 
 
 def _complete_offsets(broker, producer_id, partitions, committed) -> None:

@@ -111,18 +111,23 @@ async def test_corrupt_and_too_large_batches_are_per_partition(broker):
     assert all(broker.replica_manager.get_partition("t", p).log_end_offset == 0 for p in (0, 1))
 
 
-async def test_transactional_produce_is_refused(broker):
+async def test_transactional_batches_without_a_transactional_id_are_refused(broker):
     records = batch(1, transactional=True, producer_id=5, producer_epoch=0, base_sequence=0)
     response = await call(produce, broker, produce_request({("t", 0): records}), 9,
                           ProduceRequest, ProduceResponse)
     assert answers(response)[("t", 0)].error_code == \
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    response = await call(produce, broker, produce_request({("t", 0): batch(1)},
+    assert broker.replica_manager.get_partition("t", 0).log_end_offset == 0
+
+
+async def test_transactional_batches_open_a_transaction_in_the_partition(broker):
+    records = batch(2, transactional=True, producer_id=5, producer_epoch=0, base_sequence=0)
+    response = await call(produce, broker, produce_request({("t", 0): records},
                                                            transactional_id="tx"), 9,
                           ProduceRequest, ProduceResponse)
-    assert answers(response)[("t", 0)].error_code == \
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert broker.replica_manager.get_partition("t", 0).log_end_offset == 0
+    assert answers(response)[("t", 0)].error_code == ErrorCode.NONE
+    part = broker.replica_manager.get_partition("t", 0)
+    assert (part.high_watermark, part.last_stable_offset) == (2, 0)
 
 
 async def test_records_reach_the_log_byte_for_byte(broker):

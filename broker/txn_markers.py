@@ -1,0 +1,150 @@
+"""Delivers the transaction coordinator's COMMIT/ABORT markers to the partitions' leaders.
+
+Kafka's TransactionMarkerChannelManager, reduced to what it guarantees: once a transaction is
+in PrepareCommit or PrepareAbort, the coordinator hands `send(marker, on_written)` a
+MarkerRequest (producer id and epoch, coordinator epoch, outcome, partitions); this writes a
+marker to every partition and calls `on_written()` when all of them have it, so the coordinator
+can write CompleteCommit/CompleteAbort. Partitions led by this broker are written directly (the
+WriteTxnMarkers handler's `write_markers`); the others get a WriteTxnMarkers request (v1) to
+their leader over the inter-broker listener, one per leader and round.
+
+Per partition, as Kafka's TransactionMarkerRequestCompletionHandler:
+- NONE: done. UNKNOWN_TOPIC_OR_PARTITION from the leader, or a topic that no longer exists in
+  the metadata: done too (the topic was deleted; nothing to mark).
+- NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, an
+  unknown leader or a broken connection: retried after a backoff, with the current leader.
+- INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED: this coordinator is stale (a newer
+  one took the transactional id over); delivery stops and `on_written` is never called.
+Delivery also stops when the coordinator no longer owns the transaction (`still_owner()` false:
+its `__transaction_state` partition moved) or the broker shuts down.
+
+Concurrency: every method runs on the event loop; each MarkerRequest is one task.
+"""
+import asyncio
+import logging
+
+from protocol.errors import ErrorCode
+from protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+
+log = logging.getLogger(__name__)
+
+WRITE_TXN_MARKERS_VERSION = 1
+RETRY_BACKOFF_S = 0.1
+_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+_FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+class TxnMarkerSender:
+    def __init__(self, broker):
+        self.broker = broker
+        self._tasks: set[asyncio.Task] = set()
+        self._connections: dict[int, object] = {}
+        self._closed = False
+
+    def send(self, marker, on_written, still_owner=lambda: True) -> None:
+        if self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._deliver(marker, on_written, still_owner))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):     # noqa: BLE001 - shutting down
+                pass
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()
+
+    async def _deliver(self, marker, on_written, still_owner) -> None:
+        pending = set(marker.partitions)
+        what = (f"{'COMMIT' if marker.committed else 'ABORT'} markers of producer "
+                f"{marker.producer_id} epoch {marker.producer_epoch} ({marker.transactional_id})")
+        while pending:
+            if self._closed or not still_owner():
+                log.info("Stopped sending %s: no longer its coordinator", what)
+                return
+            by_leader: dict[int, list] = {}
+            for tp in list(pending):
+                leader = self._leader(tp)
+                if leader is None:
+                    log.info("Not sending %s to %s-%d: the partition no longer exists", what, *tp)
+                    pending.discard(tp)
+                elif leader >= 0:
+                    by_leader.setdefault(leader, []).append(tp)
+            rounds = await asyncio.gather(*(self._write(leader, marker, tps)
+                                            for leader, tps in by_leader.items()))
+            for codes in rounds:
+                for tp, code in codes.items():
+                    if code in _FENCED:
+                        log.warning("Stopped sending %s: %s answered %s (a newer coordinator "
+                                    "took over)", what, f"{tp[0]}-{tp[1]}", ErrorCode(code).name)
+                        return
+                    if code in _DONE:
+                        pending.discard(tp)
+            if pending:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        on_written()
+
+    def _leader(self, tp):
+        """The partition's leader id, -1 while unknown, None when the topic or partition is
+        gone."""
+        broker = self.broker
+        if broker.cluster is None:
+            part = broker.replica_manager.get_partition(*tp)
+            return broker.broker_id if part is not None else None
+        topic = broker.metadata.get_topic(tp[0])
+        if topic is None or tp[1] not in topic.partitions:
+            return None
+        leader = topic.partitions[tp[1]].leader
+        return leader if leader is not None and leader >= 0 else -1
+
+    async def _write(self, leader: int, marker, partitions) -> dict:
+        from broker.handlers.write_txn_markers import write_markers
+        if leader == self.broker.broker_id:
+            return await write_markers(self.broker, marker.producer_id, marker.producer_epoch,
+                                       marker.committed, marker.coordinator_epoch, partitions)
+        topics: dict[str, list] = {}
+        for topic, p in partitions:
+            topics.setdefault(topic, []).append(p)
+        request = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+            transaction_result=marker.committed, coordinator_epoch=marker.coordinator_epoch,
+            topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in topics.items()])])
+        try:
+            conn = await self._connection(leader)
+            response = await conn.send(request, WRITE_TXN_MARKERS_VERSION)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:                     # noqa: BLE001 - retried
+            log.info("WriteTxnMarkers to broker %d failed: %s; retrying", leader, exc)
+            stale = self._connections.pop(leader, None)
+            if stale is not None:
+                await stale.close()
+            return {}
+        return {(t.name, p.partition_index): p.error_code
+                for m in response.markers for t in m.topics for p in t.partitions}
+
+    async def _connection(self, broker_id: int):
+        from broker.client.connection import BrokerConnection
+        conn = self._connections.get(broker_id)
+        if conn is not None and conn.connected:
+            return conn
+        info = self.broker.metadata.live_brokers.get(broker_id)
+        if info is None:
+            raise ConnectionError(f"broker {broker_id} is not alive")
+        listener = self.broker.cluster.inter_broker_listener
+        host, port = info.endpoints.get(listener) or next(iter(info.endpoints.values()))
+        conn = BrokerConnection(host, port, node_id=broker_id,
+                                client_id=f"broker-{self.broker.broker_id}-txn-markers",
+                                request_timeout_ms=self.broker.config.get("request.timeout.ms"))
+        await conn.connect()
+        self._connections[broker_id] = conn
+        return conn
