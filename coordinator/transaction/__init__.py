@@ -1,0 +1,1 @@
+"""The transaction coordinator: Kafka's transactions as a pure state machine (see manager.py)."""
