@@ -389,6 +389,12 @@ BROKER_CONFIGS = [
        doc="Largest transaction timeout a producer may ask for."),
     _c("transactional.id.expiration.ms", "int", 604800000, at_least(1), "high",
        doc="How long an unused transactional id is remembered."),
+    _c("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+       at_least(1), "low",
+       doc="How often transactions past their timeout are looked for and aborted."),
+    _c("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+       at_least(1), "low",
+       doc="How often transactional ids past transactional.id.expiration.ms are removed."),
     _c("producer.id.expiration.ms", "int", 86400000, at_least(1), "low", True,
        doc="How long a producer id's state is kept after its last write (an open "
            "transaction keeps it)."),

@@ -99,3 +99,25 @@ class ZkProducerIdManager:
             producer_id = self._next
             self._next += 1
             return producer_id
+
+    def next_id_nowait(self) -> int:
+        """For the transaction coordinator's synchronous state machine: an id of the current
+        block, or KafkaError COORDINATOR_LOAD_IN_PROGRESS while the next block is fetched from
+        ZooKeeper (the client retries), as Kafka's RPCProducerIdManager answers."""
+        if self._next <= self._block_end and not self._lock.locked():
+            producer_id = self._next
+            self._next += 1
+            return producer_id
+        if not self._lock.locked():
+            import asyncio
+            task = asyncio.get_running_loop().create_task(self._refill())
+            self._refill_task = task                  # keep a reference until it is done
+        from protocol.errors import ErrorCode, KafkaError
+        raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                         "the next producer id block is being allocated")
+
+    async def _refill(self) -> None:
+        async with self._lock:
+            if self._next > self._block_end:
+                self._next, self._block_end = await self.kzk.allocate_producer_id_block(
+                    self.broker_id, self.block_size)

@@ -177,6 +177,8 @@ class Broker:
         self.log_manager = log_manager
         self.replica_manager = replica_manager
         self.group_coordinator = None
+        self.txn_coordinator = None         # coordinator/transaction/runtime.py
+        self.txn_marker_sender = None       # broker/txn_markers.py
         self.topics = None
         self.cluster = None                 # broker/cluster.py ClusterMembership (ZooKeeper mode)
         self.connections = ConnectionServer(self)
@@ -333,6 +335,17 @@ class Broker:
         from coordinator.runtime import GroupCoordinator
         self.group_coordinator = GroupCoordinator.for_broker(self)
         await self.group_coordinator.startup()
+        # The same for __transaction_state, with the sender of its WriteTxnMarkers.
+        from broker.txn_markers import TxnMarkerSender
+        from coordinator.transaction.runtime import TransactionCoordinator
+        self.txn_marker_sender = TxnMarkerSender(self)
+        self.txn_coordinator = TransactionCoordinator.for_broker(self, self.txn_marker_sender)
+        await self.txn_coordinator.startup()
+
+    def coordinators(self) -> list:
+        """The coordinator runtimes (group, transaction): each serves the internal topic
+        named by its `topic` and loads/unloads partitions as leadership moves."""
+        return [c for c in (self.group_coordinator, self.txn_coordinator) if c is not None]
 
     async def _listen(self) -> None:
         for listener in self.config.listeners:
@@ -487,6 +500,12 @@ class Broker:
                                                               "shutdown"):
                 await self._step("stopping the group coordinator",
                                  self.group_coordinator.shutdown)
+            if self.txn_coordinator is not None:
+                await self._step("stopping the transaction coordinator",
+                                 self.txn_coordinator.shutdown)
+            if self.txn_marker_sender is not None:
+                await self._step("stopping the transaction marker sender",
+                                 self.txn_marker_sender.close)
             if self.log_manager is not None:
                 await self._step("shutting down the log manager", self.loop.run_in_executor,
                                  None, self.log_manager.shutdown)

@@ -65,3 +65,24 @@ def offsets_to_commit(broker, topics, error: int, with_leader_epoch: bool):
                                 p.committed_leader_epoch if with_leader_epoch else -1,
                                 p.committed_metadata))
     return errors, offsets
+
+
+def check_transaction(broker, transactional_id: str | None):
+    """(transaction coordinator, error) for the transaction APIs: INVALID_REQUEST for a
+    missing or empty id (as Kafka's coordinator answers), COORDINATOR_NOT_AVAILABLE before the
+    coordinator runs, then NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for an id whose
+    `__transaction_state` partition is not led and loaded here."""
+    coordinator = getattr(broker, "txn_coordinator", None)
+    if not transactional_id:
+        return coordinator, ErrorCode.INVALID_REQUEST
+    if coordinator is None:
+        return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return coordinator, coordinator.coordinator_error(transactional_id)
+
+
+def fenced_for(version: int, first_fenced_version: int, error: int) -> int:
+    """PRODUCER_FENCED as a client of `version` knows it: clients older than the version that
+    introduced it (KIP-588) get INVALID_PRODUCER_EPOCH, as KafkaApis maps it."""
+    if error == ErrorCode.PRODUCER_FENCED and version < first_fenced_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error

@@ -138,6 +138,17 @@ class CoordinatorRuntime:
     def _on_startup(self) -> None:
         """After the partitions led here are loaded (timers of the coordinator)."""
 
+    def _begin_loading(self, p: int, epoch: int) -> None:
+        """Before partition p's records are replayed (at its leader epoch)."""
+
+    # The batch of the topic's records: serde.build_batch(records, now_ms[, producer id, epoch])
+    batch_builder = staticmethod(build_batch)
+
+    def _build(self, records, now_ms: int, producer=(-1, -1)) -> bytes:
+        if producer[0] < 0:
+            return self.batch_builder(records, now_ms)
+        return self.batch_builder(records, now_ms, *producer)
+
     # -------------------------------------------------------------------------- lifecycle
     async def startup(self) -> None:
         """Loads every local partition of the topic and starts the coordinator's timers."""
@@ -174,6 +185,7 @@ class CoordinatorRuntime:
         log.info("%sElected as the %s for partition %d in epoch %d", ident, self.name, p, epoch)
         started = time.monotonic()
         try:
+            self._begin_loading(p, epoch)
             touched = set()
             now = self.time.ms()
             for buf in _read_log(part.log, self.load_buffer_size):
@@ -327,7 +339,7 @@ class CoordinatorRuntime:
         for p, by_producer in by_partition.items():
             batches, indices = [], []
             for producer, items in by_producer.items():
-                batch = build_batch([r for _, records in items for r in records], now, *producer)
+                batch = self._build([r for _, records in items for r in records], now, producer)
                 if len(batch) <= self._max_batch_bytes(p):
                     batches.append(batch)
                     indices += [i for i, _ in items]
@@ -371,15 +383,15 @@ class CoordinatorRuntime:
         limit = self._max_batch_bytes(p)
         indices, records, size = [], [], 0
         for i, own in items:
-            own_size = len(build_batch(own, now, *producer))
+            own_size = len(self._build(own, now, producer))
             if records and size + own_size > limit:
-                yield indices, build_batch(records, now, *producer)
+                yield indices, self._build(records, now, producer)
                 indices, records, size = [], [], 0
             indices.append(i)
             records.extend(own)
             size += own_size
         if records:
-            yield indices, build_batch(records, now, *producer)
+            yield indices, self._build(records, now, producer)
 
     def _follow_up(self, pending, errors) -> None:
         now = self.time.ms()

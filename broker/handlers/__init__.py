@@ -27,8 +27,9 @@ HANDLER_MODULES = [
     # data path
     "produce", "fetch", "list_offsets", "offset_for_leader_epoch", "delete_records",
     "describe_log_dirs", "init_producer_id",
-    # transactions: the partition side
-    "write_txn_markers",
+    # transaction coordinator, and the partition side of transactions
+    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions",
+    "list_transactions", "describe_producers", "write_txn_markers",
     # inter-broker: the controller's requests, and the ones brokers send the controller
     "leader_and_isr", "update_metadata", "stop_replica", "controlled_shutdown",
     "alter_partition",

@@ -7,8 +7,9 @@ broker, once the topic exists; in a cluster it is the leader the controller's me
 offsets.topic.replication.factor needs to create the topic, as Kafka answers). Unlike Kafka, which answers COORDINATOR_NOT_AVAILABLE while it
 auto-creates the topic in the background, the topic is created (and its partitions loaded)
 before answering, so the client's first lookup succeeds.
-Key types: 0 (group) and 1 (transaction: this broker leads every `__transaction_state`
-partition, so it is named without creating the topic); anything else is INVALID_REQUEST.
+Key types: 0 (group) and 1 (transaction: the leader of the transactional id's partition of
+`__transaction_state`, created the same way with transaction.state.log.num.partitions and
+transaction.state.log.replication.factor); anything else is INVALID_REQUEST.
 Versions: v0 only groups; v1 adds key_type and error_message; v4+ batch keys in
 `coordinator_keys` and answer one Coordinator entry per key (the top-level fields stay default).
 """
@@ -17,7 +18,8 @@ from protocol.errors import ErrorCode
 from protocol.errors import KafkaError
 from protocol.messages.find_coordinator import FindCoordinatorResponse
 
-from coordinator.internal_topics import offsets_topic_configs
+from coordinator.internal_topics import (TRANSACTION_STATE_TOPIC, offsets_topic_configs,
+                                         transaction_state_topic_configs)
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -25,59 +27,69 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 
 GROUP, TRANSACTION = 0, 1
+# key type -> (topic, partitions property, replication property, its name in Kafka's message,
+# topic configs)
+_TOPICS = {
+    GROUP: (OFFSETS_TOPIC, "offsets.topic.num.partitions", "offsets.topic.replication.factor",
+            "offsets topic", offsets_topic_configs),
+    TRANSACTION: (TRANSACTION_STATE_TOPIC, "transaction.state.log.num.partitions",
+                  "transaction.state.log.replication.factor", "transactions state topic",
+                  transaction_state_topic_configs),
+}
 
 
 async def _lookup(broker, ctx, key_type: int) -> tuple[int, str | None]:
-    if key_type == TRANSACTION:
-        return ErrorCode.NONE, None
-    if key_type != GROUP:
+    if key_type not in _TOPICS:
         return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
-    coordinator = broker.group_coordinator
+    coordinator = broker.group_coordinator if key_type == GROUP else \
+        getattr(broker, "txn_coordinator", None)
     if coordinator is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is starting"
-    error = await coordinator.ensure_offsets_topic()
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is starting"
+    error = await coordinator.ensure_topic()
     if error != ErrorCode.NONE:
-        return error, "__consumer_offsets is not available"
+        return error, f"{coordinator.topic} is not available"
     return ErrorCode.NONE, None
 
 
-async def _ensure_offsets_topic(broker):
-    """A cluster: `__consumer_offsets` exists, or is created now (from any broker, as Kafka's
-    automatic creation of internal topics), once enough brokers are alive for
-    offsets.topic.replication.factor. (error, message)."""
+async def _ensure_topic(broker, key_type: int):
+    """A cluster: the coordinator's internal topic exists, or is created now (from any broker,
+    as Kafka's automatic creation of internal topics), once enough brokers are alive for its
+    replication factor. (error, message)."""
     store, config = broker.metadata, broker.config
-    if store.get_topic(OFFSETS_TOPIC) is not None:
+    name, partitions_prop, replication_prop, words, configs = _TOPICS[key_type]
+    if store.get_topic(name) is not None:
         return ErrorCode.NONE, None
-    replication = config.get("offsets.topic.replication.factor")
+    replication = config.get(replication_prop)
     alive = len(store.live_brokers)
     if alive < replication:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, (
             f"Number of alive brokers '{alive}' does not meet the required replication factor "
-            f"'{replication}' for the offsets topic (configured via "
-            f"'offsets.topic.replication.factor'). This error can be ignored if the cluster is "
+            f"'{replication}' for the {words} (configured via "
+            f"'{replication_prop}'). This error can be ignored if the cluster is "
             f"starting up and not all brokers are up yet.")
     try:
         await broker.topics.create_topic_async(
-            OFFSETS_TOPIC, config.get("offsets.topic.num.partitions"), replication,
-            configs=offsets_topic_configs(config), require_controller=False, wait_s=10.0)
+            name, config.get(partitions_prop), replication,
+            configs=configs(config), require_controller=False, wait_s=10.0)
     except KafkaError as exc:
         if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message
-    if store.get_topic(OFFSETS_TOPIC) is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created"
+    if store.get_topic(name) is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{name} is being created"
     return ErrorCode.NONE, None
 
 
 async def _cluster_node(broker, ctx, key_type: int, key: str):
-    """(error, message, (node id, host, port)) in a cluster: a group's coordinator is the
-    leader of its `__consumer_offsets` partition, wherever it is."""
-    if key_type != GROUP:
+    """(error, message, (node id, host, port)) in a cluster: a group's (transactional id's)
+    coordinator is the leader of its `__consumer_offsets` (`__transaction_state`) partition,
+    wherever it is."""
+    if key_type not in _TOPICS:
         error, message = await _lookup(broker, ctx, key_type)
         return error, message, _local_node(broker, ctx)
-    error, message = await _ensure_offsets_topic(broker)
+    error, message = await _ensure_topic(broker, key_type)
     if error != ErrorCode.NONE:
         return error, message, None
-    topic = broker.metadata.get_topic(OFFSETS_TOPIC)
+    topic = broker.metadata.get_topic(_TOPICS[key_type][0])
     p = partition_for(key, len(topic.partitions))
     state = topic.partitions.get(p)
     leader = state.leader if state is not None else -1

@@ -18,7 +18,6 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.leader_and_isr import LeaderAndIsrResponse
 
-from coordinator.partitioning import OFFSETS_TOPIC
 
 API_KEY = ApiKey.LEADER_AND_ISR
 MIN_VERSION = 0
@@ -68,12 +67,11 @@ async def handle(broker, ctx, request):
     if error != ErrorCode.NONE:
         return _response(version, states, error)
     broker.topics.metadata_changed()
-    coordinator = broker.group_coordinator
-    if coordinator is not None:
+    for coordinator in broker.coordinators():
         for topic, p in followers:
-            if topic == OFFSETS_TOPIC:
+            if topic == coordinator.topic:
                 coordinator.unload_partition(p)
         for topic, p in leaders:
-            if topic == OFFSETS_TOPIC:
+            if topic == coordinator.topic:
                 coordinator.load_partition(p)
     return _response(version, states, ErrorCode.NONE, errors)

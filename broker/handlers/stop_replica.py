@@ -11,7 +11,6 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.stop_replica import StopReplicaResponse
 
-from coordinator.partitioning import OFFSETS_TOPIC
 
 API_KEY = ApiKey.STOP_REPLICA
 MIN_VERSION = 0
@@ -49,10 +48,9 @@ async def handle(broker, ctx, request):
     error, errors = broker.replica_manager.stop_replicas(request.controller_epoch, partitions)
     if error != ErrorCode.NONE:
         return answer(error)
-    coordinator = broker.group_coordinator
-    if coordinator is not None:
+    for coordinator in broker.coordinators():
         for (topic, p), code in errors.items():
-            if topic == OFFSETS_TOPIC and code == ErrorCode.NONE:
+            if topic == coordinator.topic and code == ErrorCode.NONE:
                 coordinator.unload_partition(p)
     broker.topics.metadata_changed()
     return answer(ErrorCode.NONE, errors)

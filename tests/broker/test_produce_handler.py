@@ -152,12 +152,15 @@ async def test_init_producer_id_hands_out_unique_ids(broker, version):
     assert first.producer_epoch == 0
 
 
-async def test_init_producer_id_with_transactional_id_is_refused(broker):
-    request = InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000)
-    response = await call(init_producer_id, broker, request, 4, InitProducerIdRequest,
-                          InitProducerIdResponse)
-    assert response.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert response.producer_id == -1
+async def test_init_producer_id_with_transactional_id_needs_the_coordinator(broker):
+    """Without a transaction coordinator (this fixture has none): COORDINATOR_NOT_AVAILABLE,
+    which clients retry; an empty id is INVALID_REQUEST, as Kafka's coordinator answers."""
+    for tid, code in (("tx", ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                      ("", ErrorCode.INVALID_REQUEST)):
+        request = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000)
+        response = await call(init_producer_id, broker, request, 4, InitProducerIdRequest,
+                              InitProducerIdResponse)
+        assert (response.error_code, response.producer_id) == (code, -1)
 
 
 @pytest.mark.parametrize("magic,codec", [(0, 0), (1, 0), (1, 1)])

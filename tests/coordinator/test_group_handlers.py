@@ -35,10 +35,14 @@ NEWEST = dict(join=9, sync=5, hb=4, leave=5, commit=9, fetch=9, describe=5, list
 
 
 def make_broker():
-    rm = FakeReplicaManager(range(50), topics=[("t", 3)])
+    from coordinator.transaction.runtime import TransactionCoordinator
+    rm = FakeReplicaManager(range(50), topics=[("t", 3), ("__transaction_state", 50)])
     coordinator = GroupCoordinator(rm, num_partitions=50, config=GroupConfig(
         initial_rebalance_delay_ms=0, min_session_timeout_ms=10))
-    return SimpleNamespace(group_coordinator=coordinator, replica_manager=rm, broker_id=1,
+    txn = TransactionCoordinator(rm, next_producer_id=lambda: 1000, marker_sender=None,
+                                 num_partitions=50)
+    return SimpleNamespace(group_coordinator=coordinator, txn_coordinator=txn,
+                           replica_manager=rm, broker_id=1,
                            advertised_endpoint=lambda listener: ("127.0.0.1", 19092))
 
 
