@@ -1,5 +1,6 @@
 """Real clients against a broker subprocess: ListOffsets by timestamp, explicit offsets, long
-polls, DeleteRecords and DescribeLogDirs through the admin clients, transactional producers refused.
+polls, DeleteRecords and DescribeLogDirs through the admin clients (transactions:
+test_transactions.py).
 
 ListOffsets by timestamp and consuming from an explicit offset run with all four clients:
 confluent-kafka, kafka-python, aiokafka and Debian's kcat (`-o <offset>`, `-o s@<timestamp>`).
@@ -221,16 +222,6 @@ def test_delete_records_and_describe_log_dirs(broker, timed_topic):
         kadmin.close()
     text = repr(response)
     assert timed_topic in text and broker.log_dir in text
-
-
-def test_transactional_producer_fails_fast(broker):
-    """No transaction coordinator yet: initTransactions fails at once, not after a timeout."""
-    from confluent_kafka import KafkaException, Producer
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-1"})
-    started = time.monotonic()
-    with pytest.raises(KafkaException):
-        producer.init_transactions(20)
-    assert time.monotonic() - started < 15
 
 
 def test_idempotent_producer_gets_distinct_ids_across_restart(broker):

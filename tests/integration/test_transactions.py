@@ -1,0 +1,312 @@
+"""Transactions with real clients against a broker subprocess (issue 18).
+
+- commit and abort across partitions with confluent-kafka, kafka-python and aiokafka:
+  read_committed consumers (those clients, and kcat) see exactly the committed records,
+  read_uncommitted ones see everything;
+- exactly-once consume-transform-produce (tests/integration/txn_worker.py) while the worker is
+  killed with SIGKILL and restarted several times: every input is in the output exactly once;
+- a transaction abandoned by its producer is aborted by the coordinator after its timeout;
+- kill -9 of the broker with a transaction open, and after EndTxn was answered: after the
+  restart a read_committed consumer sees all of a transaction or none of it;
+- bad input: Kafka's error codes for wrong epochs, unknown producer ids, a timeout above
+  transaction.max.timeout.ms, unknown partitions.
+"""
+import asyncio
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.test_clients import KCAT, create_topic
+
+pytestmark = pytest.mark.integration
+
+WORKER = pathlib.Path(__file__).with_name("txn_worker.py")
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FAST_ABORT = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
+
+
+def consume_all(bootstrap, topic, isolation, expect=None, timeout=20.0) -> list:
+    """Values (str) read from the start of every partition with confluent-kafka, until
+    `expect` values arrived or nothing new came for 3 s."""
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{time.time_ns()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": isolation})
+    consumer.subscribe([topic])
+    got, deadline, last = [], time.monotonic() + timeout, time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            if expect is not None and len(got) >= expect:
+                break
+            if expect is None and got and time.monotonic() - last > 3:
+                break
+            message = consumer.poll(0.3)
+            if message is None or message.error():
+                continue
+            got.append(message.value().decode())
+            last = time.monotonic()
+    finally:
+        consumer.close()
+    return got
+
+
+def confluent_transactions(bootstrap, topic, tid):
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    for round_, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(topic, key=str(i).encode(),
+                             value=f"{'c' if commit else 'a'}-ck-{round_}-{i}".encode())
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+
+def kafka_python_transactions(bootstrap, topic, tid):
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
+    producer.init_transactions()
+    for round_, commit in enumerate((True, False)):
+        producer.begin_transaction()
+        for i in range(20):
+            producer.send(topic, key=str(i).encode(),
+                          value=f"{'c' if commit else 'a'}-kp-{round_}-{i}".encode())
+        producer.flush()
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    producer.close()
+
+
+def aiokafka_transactions(bootstrap, topic, tid):
+    async def run():
+        from aiokafka import AIOKafkaProducer
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
+        await producer.start()
+        try:
+            for round_, commit in enumerate((True, False)):
+                try:
+                    async with producer.transaction():
+                        for i in range(20):
+                            await producer.send(
+                                topic, key=str(i).encode(),
+                                value=f"{'c' if commit else 'a'}-ai-{round_}-{i}".encode())
+                        if not commit:
+                            raise RuntimeError("abort this one")
+                except RuntimeError:
+                    pass
+        finally:
+            await producer.stop()
+    asyncio.run(run())
+
+
+def test_commit_and_abort_with_every_client(kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "txn", partitions=3)
+    confluent_transactions(bootstrap, "txn", "tx-confluent")
+    kafka_python_transactions(bootstrap, "txn", "tx-kafka-python")
+    aiokafka_transactions(bootstrap, "txn", "tx-aiokafka")
+    committed = consume_all(bootstrap, "txn", "read_committed", expect=80)
+    assert sorted(committed) == sorted(
+        [f"c-ck-{r}-{i}" for r in (0, 2) for i in range(20)]
+        + [f"c-kp-0-{i}" for i in range(20)] + [f"c-ai-0-{i}" for i in range(20)])
+    everything = consume_all(bootstrap, "txn", "read_uncommitted", expect=140)
+    assert len(everything) == 140 and sum(v.startswith("a-") for v in everything) == 60
+
+    # Other readers of read_committed data: kafka-python and kcat.
+    from kafka import KafkaConsumer
+    consumer = KafkaConsumer("txn", bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             isolation_level="read_committed", consumer_timeout_ms=4000)
+    assert sorted(m.value.decode() for m in consumer) == sorted(committed)
+    consumer.close()
+    values = []
+    for p in range(3):
+        out = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", "txn", "-p", str(p), "-o",
+                              "beginning", "-e", "-q", "-X", "isolation.level=read_committed",
+                              "-f", "%s\\n"], check=True, timeout=30, capture_output=True)
+        values += out.stdout.decode().split()
+    assert sorted(values) == sorted(committed)
+
+
+def test_offsets_in_a_transaction_are_visible_only_once_it_commits(kafka_broker):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "src")
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "offsets-tx"})
+    producer.init_transactions(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-group",
+                         "enable.auto.commit": False})
+    metadata = consumer.consumer_group_metadata()
+
+    def committed():
+        return consumer.committed([TopicPartition("src", 0)], 10)[0].offset
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition("src", 0, 7)], metadata, 30)
+    producer.abort_transaction(30)
+    assert committed() < 0
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition("src", 0, 9)], metadata, 30)
+    producer.commit_transaction(30)
+    assert committed() == 9
+    consumer.close()
+
+
+def _worker(bootstrap):
+    return subprocess.Popen([sys.executable, str(WORKER), bootstrap, "eos-worker", "eos",
+                             "eos-in", "eos-out"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+def _wait_committed(proc, count, timeout=60.0) -> None:
+    """Reads the worker's lines until it reported `count` committed transactions."""
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while seen < count and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"worker exited with {proc.poll()}")
+        if "committed" in json.loads(line):
+            seen += 1
+    assert seen >= count, "the worker made no progress"
+
+
+def test_consume_transform_produce_is_exactly_once_across_kill_9(kafka_broker):
+    """The worker is SIGKILLed three times mid-stream; each restart fences the dead instance
+    (aborting its open transaction) and resumes from the offsets committed with the last
+    committed transaction: every input appears in the output exactly once."""
+    from confluent_kafka import Producer
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "eos-in", partitions=3)
+    create_topic(bootstrap, "eos-out", partitions=3)
+    total = 3000
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(total):
+        producer.produce("eos-in", key=str(i).encode(), value=f"v{i}".encode())
+    producer.flush(30)
+    for _ in range(3):
+        proc = _worker(bootstrap)
+        try:
+            _wait_committed(proc, 3)
+        finally:
+            proc.kill()
+            proc.wait(10)
+    proc = _worker(bootstrap)
+    try:
+        out = consume_all(bootstrap, "eos-out", "read_committed", expect=total, timeout=90)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    assert len(out) == total, f"{len(out)} of {total} copied"
+    assert sorted(out) == sorted(f"V{i}" for i in range(total))
+
+
+def test_an_abandoned_transaction_is_aborted_after_its_timeout(broker_process):
+    from confluent_kafka import Producer
+    broker = broker_process(**FAST_ABORT)
+    create_topic(broker.bootstrap, "stuck")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "stuck-tx",
+                         "transaction.timeout.ms": 2000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("stuck", value=b"never")
+    producer.flush(10)
+    # The producer goes quiet; the coordinator aborts after 2 s (checked every 0.5 s), so a
+    # read_committed consumer is no longer held at the transaction's first offset.
+    after = Producer({"bootstrap.servers": broker.bootstrap})
+    after.produce("stuck", value=b"after")
+    after.flush(10)
+    assert consume_all(broker.bootstrap, "stuck", "read_committed", expect=1,
+                       timeout=20) == ["after"]
+    with pytest.raises(Exception):
+        producer.commit_transaction(10)            # fenced: its epoch was bumped by the abort
+
+
+def test_kill_9_of_the_broker_mid_transaction_keeps_transactions_whole(broker_process):
+    """Transaction A is open when the broker dies: after the restart it is aborted once its
+    timeout passes. Transaction B's EndTxn(commit) was answered: its markers are written after
+    the restart if they were not before. read_committed sees B whole and nothing of A."""
+    from confluent_kafka import Producer
+    broker = broker_process(**FAST_ABORT)
+    create_topic(broker.bootstrap, "crash", partitions=2)
+    a = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "crash-a",
+                  "transaction.timeout.ms": 3000})
+    b = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "crash-b"})
+    a.init_transactions(30)
+    b.init_transactions(30)
+    a.begin_transaction()
+    b.begin_transaction()
+    for i in range(50):
+        a.produce("crash", key=str(i).encode(), value=f"a{i}".encode())
+        b.produce("crash", key=str(i).encode(), value=f"b{i}".encode())
+    a.flush(10)
+    b.commit_transaction(30)
+    broker.kill()
+    broker.start()
+    got = consume_all(broker.bootstrap, "crash", "read_committed", expect=50, timeout=30)
+    assert sorted(got) == sorted(f"b{i}" for i in range(50))
+    time.sleep(1)
+    assert sorted(consume_all(broker.bootstrap, "crash", "read_committed")) == sorted(got)
+
+
+def test_bad_transaction_requests_get_kafkas_errors(kafka_broker):
+    from protocol.errors import ErrorCode as E
+    from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+    from protocol.messages.end_txn import EndTxnRequest
+    from protocol.messages.find_coordinator import FindCoordinatorRequest
+    from protocol.messages.init_producer_id import InitProducerIdRequest
+    from broker.client.connection import BrokerConnection
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "bad-txn")
+
+    async def scenario():
+        host, port = bootstrap.split(":")
+        conn = await BrokerConnection(host, int(port)).connect()
+        try:
+            found = await conn.send(FindCoordinatorRequest(key="bad", key_type=1), 3)
+            assert found.error_code == 0
+            too_long = await conn.send(InitProducerIdRequest(
+                transactional_id="bad", transaction_timeout_ms=10**9), 4)
+            assert too_long.error_code == E.INVALID_TRANSACTION_TIMEOUT
+            init = await conn.send(InitProducerIdRequest(transactional_id="bad",
+                                                         transaction_timeout_ms=60000), 4)
+            assert init.error_code == 0
+            pid, epoch = init.producer_id, init.producer_epoch
+
+            def add(topic, partition, producer_id=pid, producer_epoch=epoch):
+                return conn.send(AddPartitionsToTxnRequest(
+                    v3_and_below_transactional_id="bad", v3_and_below_producer_id=producer_id,
+                    v3_and_below_producer_epoch=producer_epoch,
+                    v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                        name=topic, partitions=[partition])]), 3)
+
+            def codes(response):
+                return {(t.name, p.partition_index): p.partition_error_code
+                        for t in response.results_by_topic_v3_and_below
+                        for p in t.results_by_partition}
+            assert codes(await add("nope", 0)) == {("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+            assert codes(await add("bad-txn", 0, producer_id=pid + 77)) == {
+                ("bad-txn", 0): E.INVALID_PRODUCER_ID_MAPPING}
+            assert codes(await add("bad-txn", 0, producer_epoch=epoch - 1 if epoch else 5)) in (
+                {("bad-txn", 0): E.PRODUCER_FENCED}, {("bad-txn", 0): E.INVALID_PRODUCER_EPOCH})
+            assert codes(await add("bad-txn", 0)) == {("bad-txn", 0): E.NONE}
+            wrong = await conn.send(EndTxnRequest(transactional_id="bad", producer_id=pid,
+                                                  producer_epoch=epoch + 1, committed=True), 3)
+            assert wrong.error_code == E.PRODUCER_FENCED
+            ok = await conn.send(EndTxnRequest(transactional_id="bad", producer_id=pid,
+                                               producer_epoch=epoch, committed=False), 3)
+            assert ok.error_code == 0
+            again = await conn.send(EndTxnRequest(transactional_id="bad", producer_id=pid,
+                                                  producer_epoch=epoch, committed=True), 3)
+            assert again.error_code in (E.INVALID_TXN_STATE, E.CONCURRENT_TRANSACTIONS)
+        finally:
+            await conn.close()
+    asyncio.run(scenario())
