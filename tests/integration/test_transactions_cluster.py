@@ -1,0 +1,81 @@
+"""Transactions in a three-broker cluster (issue 18): the coordinator of a transactional id is the
+leader of its `__transaction_state` partition, replicated like any other; kill -9 of that broker
+in the middle of a transaction moves the coordinator, the new one reloads the state and the
+transaction still commits whole; markers reach partitions led by other brokers."""
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from coordinator.partitioning import partition_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TXN_PARTITIONS = 5
+CONFIG = dict(transaction_state_log_num_partitions=TXN_PARTITIONS,
+              offsets_topic_num_partitions=5)
+
+
+def read_committed(bootstrap, topic, expect, timeout=60.0) -> list:
+    """Values of every partition from the start, assigned (not subscribed): with a broker down
+    before `__consumer_offsets` exists, a group could not be coordinated (fewer live brokers
+    than offsets.topic.replication.factor, as in Kafka)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{time.time_ns()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(3)])
+    got, deadline = [], time.monotonic() + timeout
+    try:
+        while len(got) < expect and time.monotonic() < deadline:
+            message = consumer.poll(0.3)
+            if message is not None and not message.error():
+                got.append(message.value().decode())
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.kafka_cluster_config(**CONFIG)
+def test_kill_9_of_the_coordinators_broker_mid_transaction(kafka_cluster):
+    cluster = kafka_cluster
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("ctx", 3, 3, config={
+            "min.insync.replicas": "2"})]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "cluster-tx",
+                         "transaction.timeout.ms": 60000, "request.timeout.ms": 10000})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce("ctx", key=str(i).encode(), value=f"one-{i}".encode())
+    producer.commit_transaction(60)
+
+    state_partition = partition_for("cluster-tx", TXN_PARTITIONS)
+    coordinator = cluster.leader("__transaction_state", state_partition)
+    assert coordinator in cluster.brokers
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce("ctx", key=str(i).encode(), value=f"two-{i}".encode())
+    producer.flush(30)
+    cluster.kill(coordinator)
+    cluster.wait_for_leader("__transaction_state", state_partition, not_in=(coordinator,))
+    producer.commit_transaction(90)          # found again, reloaded, markers written
+    got = read_committed(bootstrap, "ctx", 60)
+    assert sorted(got) == sorted([f"one-{i}" for i in range(30)] +
+                                 [f"two-{i}" for i in range(30)])
+
+    # The restarted broker catches up; a third transaction aborted through the new coordinator
+    # leaves read_committed readers where they were.
+    cluster.start(coordinator)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce("ctx", value=f"three-{i}".encode())
+    producer.flush(30)
+    producer.abort_transaction(60)
+    producer.begin_transaction()
+    producer.produce("ctx", value=b"four")
+    producer.commit_transaction(60)
+    got = read_committed(bootstrap, "ctx", 61)
+    assert "four" in got and not any(v.startswith("three-") for v in got)
+    assert len(got) == 61
