@@ -10,6 +10,7 @@ BENCHMARKS = {
     "storage": "bench.storage_bench",
     "group": "bench.group_bench",
     "broker": "bench.broker_bench",
+    "transactions": "bench.txn_bench",
     "cluster": "bench.cluster_bench",
     "embedded": "bench.embedded_bench",
     "spark": "bench.spark_bench",
