@@ -296,3 +296,31 @@ def test_a_record_without_timestamp_reads_as_null(spark, tmp_path):
         assert df.where("timestamp < '2030-01-01'").count() == 1
         assert df.where("timestamp >= '2000-01-01'").count() == 1
         assert df.where("timestamp is null").count() == 1
+
+
+def test_read_committed_on_transactions_written_by_the_broker(spark, tmp_path):
+    """A real broker's log of committed and aborted transactions (its .txnindex, its markers),
+    read after a clean stop: read_committed gives exactly what a read_committed consumer got."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from broker.embedded import EmbeddedBroker
+    data_dir = tmp_path / "logs"
+    with EmbeddedBroker(data_dir=data_dir) as kafka:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+        for future in admin.create_topics([NewTopic("spark-txn", 2, 1)]).values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": kafka.bootstrap_servers,
+                             "transactional.id": "spark-tx"})
+        producer.init_transactions(30)
+        for n, commit in enumerate((True, False, True, False, True)):
+            producer.begin_transaction()
+            for i in range(10):
+                producer.produce("spark-txn", key=b"%d" % i, value=b"%d-%d" % (n, i))
+            producer.flush(30)
+            producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    committed = rows_of(read(spark, data_dir, topics="spark-txn", isolation="read_committed"))
+    assert sorted(r["value"] for r in committed) == sorted(
+        b"%d-%d" % (n, i) for n in (0, 2, 4) for i in range(10))
+    everything = rows_of(read(spark, data_dir, topics="spark-txn"))
+    assert len(everything) == 50
