@@ -389,6 +389,9 @@ BROKER_CONFIGS = [
        doc="Largest transaction timeout a producer may ask for."),
     _c("transactional.id.expiration.ms", "int", 604800000, at_least(1), "high",
        doc="How long an unused transactional id is remembered."),
+    _c("transaction.partition.verification.enable", "boolean", True, None, "low", True,
+       doc="Before a producer's first transactional write to a partition, check with the "
+           "transaction coordinator that the partition is in its transaction (KIP-890)."),
     _c("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
        at_least(1), "low",
        doc="How often transactions past their timeout are looked for and aborted."),

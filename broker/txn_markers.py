@@ -119,7 +119,7 @@ class TxnMarkerSender:
             topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in topics.items()])])
         try:
-            conn = await self._connection(leader)
+            conn = await self.connection(leader)
             response = await conn.send(request, WRITE_TXN_MARKERS_VERSION)
         except asyncio.CancelledError:
             raise
@@ -132,7 +132,9 @@ class TxnMarkerSender:
         return {(t.name, p.partition_index): p.error_code
                 for m in response.markers for t in m.topics for p in t.partitions}
 
-    async def _connection(self, broker_id: int):
+    async def connection(self, broker_id: int):
+        """A connection to `broker_id` on the inter-broker listener (kept; shared with
+        broker/txn_verification.py)."""
         from broker.client.connection import BrokerConnection
         conn = self._connections.get(broker_id)
         if conn is not None and conn.connected:

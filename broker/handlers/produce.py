@@ -23,7 +23,11 @@ Behaviour:
   the partition's producer state; its records are hidden from read_committed consumers until the
   coordinator's marker (WriteTxnMarkers) ends it. Transactional batches in a request without a
   transactional_id are answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as
-  Kafka answers them (no authorized transactional id).
+  Kafka answers them (no authorized transactional id). A producer's first transactional write
+  to a partition in a transaction is verified with the coordinator first
+  (transaction.partition.verification.enable, broker/txn_verification.py): INVALID_TXN_STATE
+  when the partition is not in its transaction, NOT_ENOUGH_REPLICAS (retried) when the
+  coordinator cannot tell yet.
 - Client quotas: the request's size counts against the producer_byte_rate quota of its (user,
   client id) (broker/quotas.py); over it, throttle_time_ms says how long the client must wait and
   the connection reads nothing more meanwhile (also with acks=0, which has no response; before
@@ -39,6 +43,7 @@ from coordinator.internal_topics import INTERNAL_TOPICS
 
 from broker.context import CloseConnection
 from broker.replica_manager import AppendResult
+from broker.txn_verification import needs_verification, producer_of, verify
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0
@@ -80,8 +85,15 @@ async def handle(broker, ctx, request):
                     early[key] = ErrorCode.CORRUPT_MESSAGE
                 else:
                     entries[key] = partition_data.records
+    unverified = {}
+    if entries and request.transactional_id is not None:
+        unverified = await _verify(broker, request.transactional_id, entries, ctx.api_version)
+        for key in unverified:
+            del entries[key]
     results = (replica_manager.append_records(entries, acks, produce_version=ctx.api_version)
                if entries else {})
+    for key, (code, message) in unverified.items():
+        results[key] = AppendResult(code, message)
     await replica_manager.flush_if_due(results)
     quotas = getattr(broker, "quotas", None)      # (handler tests pass a bare namespace)
     if quotas is not None and quotas.produce.overrides:
@@ -95,6 +107,25 @@ async def handle(broker, ctx, request):
     if ctx.api_version >= 10:
         _add_leader_hints(broker, ctx, response)
     return response
+
+
+async def _verify(broker, transactional_id, entries, version) -> dict:
+    """The transactional partitions that failed verification: {key: (code, message)}."""
+    config = getattr(broker, "config", None)
+    if config is None or not config.get("transaction.partition.verification.enable") or \
+            getattr(broker, "txn_coordinator", None) is None:
+        return {}
+    by_producer: dict[tuple, list] = {}
+    for key, records in entries.items():
+        if not _has_transactional_batch(records):
+            continue
+        producer = producer_of(records)
+        if needs_verification(broker.replica_manager.get_partition(*key), *producer):
+            by_producer.setdefault(producer, []).append(key)
+    failed = {}
+    for (producer_id, epoch), keys in by_producer.items():
+        failed.update(await verify(broker, transactional_id, producer_id, epoch, keys, version))
+    return failed
 
 
 def _add_leader_hints(broker, ctx, response) -> None:

@@ -112,3 +112,23 @@ async def test_unknown_partitions_fail_alone(broker):
     assert got[(8, "t", 9)] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert got[(8, "nope", 0)] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert broker.replica_manager.get_partition("t", 1).last_stable_offset == 3
+
+
+def test_verification_answers_as_kafkas_replica_manager_maps_them():
+    from broker.txn_verification import map_error
+    assert map_error(ErrorCode.TRANSACTION_ABORTABLE, 10)[0] == ErrorCode.INVALID_TXN_STATE
+    assert map_error(ErrorCode.TRANSACTION_ABORTABLE, 11)[0] == ErrorCode.TRANSACTION_ABORTABLE
+    assert map_error(ErrorCode.PRODUCER_FENCED, 11)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    for retriable in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+        code, message = map_error(retriable, 9)
+        assert code == ErrorCode.NOT_ENOUGH_REPLICAS and retriable.name in message
+
+
+def test_only_a_first_write_in_a_transaction_needs_verification(broker):
+    from broker.txn_verification import needs_verification
+    part = broker.replica_manager.get_partition("t", 0)
+    assert needs_verification(part, 5, 0)
+    send(broker, 0, pid=5, epoch=0, seq=0)
+    assert not needs_verification(part, 5, 0)
+    assert needs_verification(part, 5, 1)            # a new epoch: a new transaction

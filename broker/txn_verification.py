@@ -1,0 +1,133 @@
+"""Transaction verification on the produce path (KIP-890 part 1, Kafka 3.8+'s
+`transaction.partition.verification.enable`, default true).
+
+A transactional producer's first write to a partition in a transaction must come after its
+AddPartitionsToTxn; if a late write of an aborted transaction arrived afterwards, the partition
+would open a transaction that no marker will ever close (a "hanging" transaction, holding the
+last stable offset back for every read_committed consumer). So before appending a
+transactional batch to a partition where that producer has no open transaction at that epoch,
+the leader asks the transaction coordinator whether the partition is in the producer's ongoing
+transaction: AddPartitionsToTxn with `verify_only` (v4, between brokers; a direct call when the
+coordinator is this broker). Kafka's ReplicaManager and AddPartitionsToTxnManager map the
+answers for the producer:
+
+- partition not in the transaction: INVALID_TXN_STATE "Partition was not added to the
+  transaction" (TRANSACTION_ABORTABLE itself only for Produce v11+ clients, which know it);
+- PRODUCER_FENCED: INVALID_PRODUCER_EPOCH;
+- CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
+  COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: NOT_ENOUGH_REPLICAS "Unable to verify the
+  partition has been added to the transaction. Underlying error: ..." (retried by every client).
+
+Kafka also keeps a verification guard so that nothing else changes the producer's state between
+the check and the append; here the check and the append run on the same event loop with only
+the coordinator's answer awaited between them, and a marker arriving meanwhile is the case the
+guard exists for: it is not modelled (see the README's limits).
+"""
+import logging
+
+from protocol.errors import ErrorCode
+from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+
+from coordinator.internal_topics import TRANSACTION_STATE_TOPIC
+from coordinator.partitioning import partition_for
+
+log = logging.getLogger(__name__)
+
+VERIFY_VERSION = 4
+_RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
+# RecordBatch v2: producer id int64 at byte 43, producer epoch int16 at 51.
+_PID_POS, _EPOCH_POS = 43, 51
+
+
+def producer_of(records) -> tuple[int, int]:
+    view = memoryview(records)
+    return (int.from_bytes(view[_PID_POS:_PID_POS + 8], "big", signed=True),
+            int.from_bytes(view[_EPOCH_POS:_EPOCH_POS + 2], "big", signed=True))
+
+
+def needs_verification(part, producer_id: int, producer_epoch: int) -> bool:
+    """True unless the producer already has an open transaction at this epoch here."""
+    state = getattr(part.log, "producer_state", None) if part is not None else None
+    entry = state.manager.producers.get(producer_id) if state is not None else None
+    return not (entry is not None and entry.current_txn_first_offset is not None
+                and entry.producer_epoch == producer_epoch)
+
+
+def map_error(code: int, produce_version: int) -> tuple[int, str | None]:
+    """The verification's answer as the producer gets it (module docstring)."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, None
+    if code == ErrorCode.TRANSACTION_ABORTABLE and produce_version <= 10:
+        code = ErrorCode.INVALID_TXN_STATE
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return code, "Partition was not added to the transaction"
+    if code in _RETRIABLE:
+        return ErrorCode.NOT_ENOUGH_REPLICAS, (
+            "Unable to verify the partition has been added to the transaction. Underlying "
+            f"error: {ErrorCode(code).name}")
+    return code, None
+
+
+async def verify(broker, transactional_id: str, producer_id: int, producer_epoch: int,
+                 partitions: list, produce_version: int) -> dict:
+    """{(topic, partition): (error code, message)} for the partitions that failed; the others
+    may be appended."""
+    codes = await _ask_coordinator(broker, transactional_id, producer_id, producer_epoch,
+                                   partitions)
+    failed = {}
+    for tp in partitions:
+        code = codes.get(tp, ErrorCode.NETWORK_EXCEPTION)
+        if code != ErrorCode.NONE:
+            failed[tp] = map_error(code, produce_version)
+    return failed
+
+
+async def _ask_coordinator(broker, transactional_id, producer_id, producer_epoch,
+                           partitions) -> dict:
+    coordinator_id = _coordinator_of(broker, transactional_id)
+    if coordinator_id is None:
+        return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+    if coordinator_id == broker.broker_id:
+        coordinator = broker.txn_coordinator
+        error = coordinator.coordinator_error(transactional_id)
+        if error != ErrorCode.NONE:
+            return {tp: error for tp in partitions}
+        return await coordinator.execute("add_partitions", transactional_id, producer_id,
+                                         producer_epoch, list(partitions), True)
+    topics: dict[str, list] = {}
+    for topic, p in partitions:
+        topics.setdefault(topic, []).append(p)
+    request = AddPartitionsToTxnRequest(transactions=[
+        AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=True,
+            topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                    for t, ps in topics.items()])])
+    try:
+        conn = await broker.txn_marker_sender.connection(coordinator_id)
+        response = await conn.send(request, VERIFY_VERSION)
+    except Exception as exc:                        # noqa: BLE001 - the producer retries
+        log.info("Verifying %s with broker %d failed: %s", transactional_id, coordinator_id,
+                 exc)
+        return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
+    if response.error_code != ErrorCode.NONE:
+        return {tp: response.error_code for tp in partitions}
+    return {(t.name, p.partition_index): p.partition_error_code
+            for r in response.results_by_transaction for t in r.topic_results
+            for p in t.results_by_partition}
+
+
+def _coordinator_of(broker, transactional_id: str):
+    """The broker coordinating the id (the leader of its __transaction_state partition), or
+    None when unknown."""
+    if broker.cluster is None:
+        return broker.broker_id if broker.txn_coordinator is not None else None
+    topic = broker.metadata.get_topic(TRANSACTION_STATE_TOPIC)
+    if topic is None:
+        return None
+    state = topic.partitions.get(partition_for(transactional_id, len(topic.partitions)))
+    if state is None or state.leader is None or state.leader < 0:
+        return None
+    return state.leader
