@@ -1,11 +1,13 @@
 """Admin operations over the cluster client: what kafka-topics/configs/consumer-groups/... need.
 
 Each method sends the request to the broker Kafka's AdminClient would use — the controller for
-CreateTopics/DeleteTopics/CreatePartitions, the partition leader for ListOffsets/DeleteRecords, the
-group coordinator for group calls, the named broker for broker configs and log dirs, any broker
-otherwise — and returns plain Python values. Per-item outcomes (one topic of several failed) come back
-as error codes in the result so a tool can report each item like Kafka does; a failure of the whole
-call raises KafkaError / ClientError. Retriable failures are retried by ``ClusterClient.retry``.
+CreateTopics/DeleteTopics/CreatePartitions, the partition leader for ListOffsets/DeleteRecords/
+DescribeProducers/WriteTxnMarkers (abort), the group coordinator for group calls, the transaction
+coordinator for DescribeTransactions, every broker for ListGroups/ListTransactions, the named broker
+for broker configs and log dirs, any broker otherwise — and returns plain Python values. Per-item
+outcomes (one topic of several failed) come back as error codes in the result so a tool can report
+each item like Kafka does; a failure of the whole call raises KafkaError / ClientError. Retriable
+failures are retried by ``ClusterClient.retry``.
 """
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from typing import NamedTuple
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, IncrementalAlterConfigsRequest,
-    ListGroupsRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+    DescribeTransactionsRequest, IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest,
+    ListTransactionsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, WriteTxnMarkersRequest,
 )
 
+from broker.client.errors import UnsupportedVersionError
 from broker.client.types import TopicPartition
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest constants)
@@ -31,6 +35,9 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+# FindCoordinator key type of a transactional id (Kafka's FindCoordinatorRequest.CoordinatorType)
+COORDINATOR_TRANSACTION = 1
 
 # Request versions this client caps at: newer versions change addressing (topic ids, batched groups).
 OFFSET_FETCH_CAP = 7
@@ -51,6 +58,38 @@ class ListedOffset(NamedTuple):
     offset: int
     timestamp: int
     leader_epoch: int
+
+
+class TransactionListing(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    state: str                  # Kafka's name: Ongoing, PrepareCommit, ...
+
+
+class TransactionDescription(NamedTuple):
+    error_code: int             # per id: TRANSACTIONAL_ID_NOT_FOUND, ...; the fields below are then empty
+    coordinator_id: int = -1
+    state: str = ""
+    producer_id: int = -1
+    producer_epoch: int = -1
+    transaction_timeout_ms: int = 0
+    transaction_start_time_ms: int = -1     # -1: no transaction running
+    topic_partitions: tuple = ()            # TopicPartitions, in the response's order
+
+
+class ProducerState(NamedTuple):
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int                  # -1: no marker written yet
+    current_txn_start_offset: int           # -1: no open transaction
+
+
+class PartitionProducers(NamedTuple):
+    error_code: int
+    error_message: str | None
+    producers: list                         # [ProducerState]
 
 
 class Admin:
@@ -344,3 +383,128 @@ class Admin:
         response = await self._coordinator_call(group_id, make, check)
         return response.error_code, {TopicPartition(t.name, p.partition_index): p.error_code
                                      for t in response.topics for p in t.partitions}
+
+    # --- transactions -------------------------------------------------------------------------
+
+    async def list_transactions(self, *, producer_ids=(), states=(), duration_filter_ms: int = -1) -> dict:
+        """ListTransactions to every broker (each coordinates its own transactional ids) ->
+        {broker_id: [TransactionListing]}. A broker that answers an error fails the call, with the
+        message Kafka's admin client gives (a coordinator still loading is retried)."""
+        await self.cluster.retry(lambda: self.cluster.refresh_metadata([]))
+        request = ListTransactionsRequest(state_filters=list(states), producer_id_filters=list(producer_ids),
+                                          duration_filter=duration_filter_ms)
+        out = {}
+        for node in sorted(self.cluster.brokers):
+            async def op(node=node):
+                conn = await self.cluster.connection(node)
+                version = conn.pick_version(ListTransactionsRequest)
+                if duration_filter_ms >= 0 and version < 1:
+                    raise UnsupportedVersionError(
+                        "Duration filter can be set only when using API version 1 or higher. If client is "
+                        "connected to an older broker, do not specify duration filter or set duration filter to -1.")
+                response = await conn.send(request, version)
+                if response.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    raise KafkaError(response.error_code)
+                return response
+            response = await self.cluster.retry(op)
+            if response.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE:
+                raise KafkaError(response.error_code, f"ListTransactions request sent to broker {node} failed "
+                                                      "because the coordinator is shutting down")
+            if response.error_code:
+                raise KafkaError(response.error_code, f"ListTransactions request sent to broker {node} failed "
+                                                      "with an unexpected exception")
+            out[node] = [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                         for t in response.transaction_states]
+        return out
+
+    async def describe_transactions(self, transactional_ids) -> dict:
+        """DescribeTransactions to each id's transaction coordinator (FindCoordinator key type 1) ->
+        {transactional_id: TransactionDescription}; an id that failed (TRANSACTIONAL_ID_NOT_FOUND, ...)
+        has only its error_code. A moved or loading coordinator is looked up again and retried."""
+        out = {}
+        for tid in transactional_ids:
+            async def op(tid=tid):
+                node = await self.cluster.find_coordinator(tid, COORDINATOR_TRANSACTION)
+                response = await self.cluster.send(node, DescribeTransactionsRequest(transactional_ids=[tid]))
+                state = next(s for s in response.transaction_states if s.transactional_id == tid)
+                if state.error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+                    raise KafkaError(state.error_code, f"DescribeTransactions for '{tid}': "
+                                                       f"{ErrorCode(state.error_code).name}")
+                return node, state
+            node, s = await self.cluster.retry(op)
+            if s.error_code:
+                out[tid] = TransactionDescription(s.error_code)
+                continue
+            out[tid] = TransactionDescription(
+                0, node, s.transaction_state, s.producer_id, s.producer_epoch, s.transaction_timeout_ms,
+                s.transaction_start_time_ms,
+                tuple(TopicPartition(t.topic, p) for t in s.topics for p in t.partitions))
+        return out
+
+    async def describe_producers(self, tps, *, broker_id: int | None = None) -> dict:
+        """DescribeProducers for ``tps`` -> {tp: PartitionProducers}, sent to each partition's leader, or
+        to ``broker_id`` (any replica of the partitions) when given. Without ``broker_id`` a leader that
+        moved is looked up again and retried; a partition the metadata does not know is
+        UNKNOWN_TOPIC_OR_PARTITION without a request."""
+        results = {}
+        T = DescribeProducersRequest.TopicRequest
+
+        async def op():
+            by_node = defaultdict(lambda: defaultdict(list))
+            for tp in tps:
+                if tp in results:
+                    continue
+                node = broker_id
+                if node is None:
+                    try:
+                        node = await self.cluster.leader_for(tp.topic, tp.partition)
+                    except KafkaError as e:
+                        if e.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            raise
+                        results[tp] = PartitionProducers(e.error_code, e.message, [])
+                        continue
+                by_node[node][tp.topic].append(tp.partition)
+            moved = []
+            for node, topics in by_node.items():
+                request = DescribeProducersRequest(topics=[T(name=t, partition_indexes=ps) for t, ps in topics.items()])
+                response = await self.cluster.send(node, request)
+                for t in response.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.partition_index)
+                        if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and broker_id is None:
+                            moved.append(str(tp))
+                            continue
+                        results[tp] = PartitionProducers(p.error_code, p.error_message, [
+                            ProducerState(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
+                                          s.coordinator_epoch, s.current_txn_start_offset)
+                            for s in p.active_producers])
+            if moved:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{', '.join(moved)}: not the leader")
+        await self.cluster.retry(op)
+        return {tp: results[tp] for tp in tps}
+
+    async def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int) -> int:
+        """Kafka's Admin.abortTransaction: an ABORT marker for one partition's open transaction of
+        ``producer_id``, written by WriteTxnMarkers to the partition's leader as the coordinator
+        would (to end a hanging transaction) -> the partition's error code. A leader that moved is
+        looked up again and retried."""
+        M = WriteTxnMarkersRequest
+        request = M(markers=[M.WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+            coordinator_epoch=coordinator_epoch,
+            topics=[M.WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])])])
+
+        async def op():
+            response = await self.cluster.send(await self.cluster.leader_for(tp.topic, tp.partition), request)
+            codes = [p.error_code for m in response.markers if m.producer_id == producer_id
+                     for t in m.topics if t.name == tp.topic for p in t.partitions if p.partition_index == tp.partition]
+            if len(codes) != 1:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"WriteTxnMarkers response included unexpected "
+                                                                 f"entries (expected exactly one for {tp})")
+            if codes[0] in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REPLICA_NOT_AVAILABLE,
+                            ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                raise KafkaError(codes[0], f"{tp}: {ErrorCode(codes[0]).name}")
+            return codes[0]
+        return await self.cluster.retry(op)

@@ -27,10 +27,10 @@ class ToolParser(argparse.ArgumentParser):
     """argparse with Kafka's conventions: no abbreviated flags, ``--version`` on every tool, and a
     one-line error (exit 1) for a bad flag or value."""
 
-    def __init__(self, prog, description, **kw):
+    def __init__(self, prog, description, *, version_flags=("--version",),
+                 version_help="Display the version of these tools.", **kw):
         super().__init__(prog=prog, description=description, allow_abbrev=False, **kw)
-        self.add_argument("--version", action="version", version=CLIENT_SOFTWARE_VERSION,
-                          help="Display the version of these tools.")
+        self.add_argument(*version_flags, action="version", version=CLIENT_SOFTWARE_VERSION, help=version_help)
 
     def error(self, message):
         sys.stderr.write(f"{self.prog}: error: {message}\n")

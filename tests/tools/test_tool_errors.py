@@ -22,6 +22,7 @@ TOOLS = {
                                                            "1", "--throughput", "-1"]),
     "kafka-consumer-perf-test.sh": ("consumer_perf_test", ["--topic", "t", "--messages", "1"]),
     "kafka-dump-log.sh": ("dump_log", ["--files", "00000000000000000000.log"]),
+    "kafka-transactions.sh": ("transactions", ["list"]),
 }
 
 
