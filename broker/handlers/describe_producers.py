@@ -1,8 +1,9 @@
 """DescribeProducers (api key 61), version 0: the active producers of partitions this broker
-leads (`kafka-transactions.sh describe-producers`, `find-hanging`), from each partition's
-producer state: producer id and epoch, last sequence and timestamp, the coordinator epoch of
-its last marker, and the first offset of its open transaction (-1 when none). A partition not
-led here is NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION when the cluster lacks it)."""
+holds a replica of, leader or follower, as Kafka answers (`kafka-transactions.sh
+describe-producers`, `find-hanging --broker-id`), from each partition's producer state:
+producer id and epoch, last sequence and timestamp, the coordinator epoch of its last marker,
+and the first offset of its open transaction (-1 when none). A partition without a replica here
+is NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION when the cluster lacks it)."""
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.describe_producers import DescribeProducersResponse
@@ -25,7 +26,6 @@ async def handle(broker, ctx, request):
             answer = PartitionResponse(partition_index=index, error_code=0, active_producers=[])
             try:
                 part = rm.get_partition_or_error(topic.name, index)
-                part._require_leader()
                 state = part.log.producer_state
                 entries = state.manager.producers.values() if state is not None else ()
                 answer.active_producers = [ProducerState(
