@@ -141,6 +141,10 @@ class CoordinatorRuntime:
     def _begin_loading(self, p: int, epoch: int) -> None:
         """Before partition p's records are replayed (at its leader epoch)."""
 
+    def _fail_parked(self) -> Result:
+        """At shutdown: the answers of requests the manager holds parked (none by default)."""
+        return Result()
+
     # The batch of the topic's records: serde.build_batch(records, now_ms[, producer id, epoch])
     batch_builder = staticmethod(build_batch)
 
@@ -164,7 +168,7 @@ class CoordinatorRuntime:
         connections need not wait for them), and stops the timers. On the loop."""
         if self._pending_appends:
             self._flush_appends()
-        self._apply(self.manager.fail_parked(ErrorCode.NOT_COORDINATOR), None)
+        self._apply(self._fail_parked(), None)
         self._running = False
         for _, handle in self._timers.values():
             handle.cancel()
@@ -514,6 +518,9 @@ class GroupCoordinator(CoordinatorRuntime):
 
     def _commit_timeout_ms(self) -> int:
         return self.manager.config.offsets_commit_timeout_ms
+
+    def _fail_parked(self) -> Result:
+        return self.manager.fail_parked(ErrorCode.NOT_COORDINATOR)
 
     def _on_startup(self) -> None:
         interval = self.manager.config.offsets_retention_check_interval_ms

@@ -79,3 +79,33 @@ def test_kill_9_of_the_coordinators_broker_mid_transaction(kafka_cluster):
     got = read_committed(bootstrap, "ctx", 61)
     assert "four" in got and not any(v.startswith("three-") for v in got)
     assert len(got) == 61
+
+
+@pytest.mark.kafka_cluster_config(**CONFIG)
+def test_kill_9_of_a_partition_leader_mid_transaction(kafka_cluster):
+    """The leader of one of the transaction's partitions (not the coordinator) dies after the
+    transaction's records were acknowledged (acks=all, min.insync.replicas=2): the commit's
+    marker for that partition waits for the new leader, which has every acknowledged record,
+    and read_committed readers see the whole transaction."""
+    cluster = kafka_cluster
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("ptx", 3, 3, config={
+            "min.insync.replicas": "2"})]).values():
+        future.result(30)
+    coordinator = None
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "leader-tx",
+                         "transaction.timeout.ms": 60000, "request.timeout.ms": 10000})
+    producer.init_transactions(60)
+    coordinator = cluster.leader("__transaction_state", partition_for("leader-tx", TXN_PARTITIONS))
+    victim_partition = next(p for p in range(3) if cluster.leader("ptx", p) != coordinator)
+    victim = cluster.leader("ptx", victim_partition)
+    producer.begin_transaction()
+    for i in range(60):
+        producer.produce("ptx", partition=i % 3, value=f"v{i}".encode())
+    producer.flush(30)
+    cluster.kill(victim)
+    cluster.wait_for_leader("ptx", victim_partition, not_in=(victim,))
+    producer.commit_transaction(90)
+    got = read_committed(bootstrap, "ptx", 60)
+    assert sorted(got) == sorted(f"v{i}" for i in range(60))
