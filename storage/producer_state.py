@@ -199,10 +199,8 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(producer_id, epoch)
-        if coordinator_epoch < entry.coordinator_epoch:
-            raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-                             f"coordinator epoch {coordinator_epoch} is older than "
-                             f"{entry.coordinator_epoch} for producer {producer_id}")
+        # The leader refused a stale marker before writing it (check_marker); one that is in
+        # the log anyway (replicated, replayed) is applied, as Kafka's REPLICATION origin does.
         first = entry.current_txn_first_offset
         entry.current_txn_first_offset = None
         last_stable = marker_offset + 1
@@ -212,7 +210,7 @@ class ProducerStateManager:
                 last_stable = min(others)
             self.ongoing.pop(first, None)
             self.unreplicated[first] = (producer_id, marker_offset)
-        entry.coordinator_epoch = coordinator_epoch
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         if epoch != entry.producer_epoch:
             entry.batches.clear()
             entry.producer_epoch = epoch

@@ -104,8 +104,11 @@ def test_transactions_first_unstable_offset_and_markers():
         CompletedTxn(7, 12, 16, True, 17)
     m.on_high_watermark(17)
     assert m.first_unstable_offset() is None
-    assert _error(lambda: m.complete_txn(7, 0, ControlRecordType.ABORT, 0, 17, 0)) == \
-        ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert _error(lambda: m.check_marker(7, 0, 0)) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    assert _error(lambda: m.check_marker(7, -1, 1)) == ErrorCode.INVALID_PRODUCER_EPOCH
+    # Already in the log (replicated, replayed): applied, never refused after the fact.
+    m.complete_txn(7, 0, ControlRecordType.ABORT, 0, 17, 0)
+    assert m.producers[7].coordinator_epoch == 1
 
 
 def test_truncation_reopens_a_transaction_whose_marker_is_cut_off():
