@@ -110,14 +110,23 @@ class ZkProducerIdManager:
             return producer_id
         if not self._lock.locked():
             import asyncio
-            task = asyncio.get_running_loop().create_task(self._refill())
+            task = asyncio.get_running_loop().create_task(self.prefetch())
             self._refill_task = task                  # keep a reference until it is done
         from protocol.errors import ErrorCode, KafkaError
         raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                          "the next producer id block is being allocated")
 
-    async def _refill(self) -> None:
+    async def prefetch(self) -> None:
+        """Reserves the next block now if the current one is used up (at start-up, so the
+        transaction coordinator's first InitProducerId finds ids ready, as Kafka's ZooKeeper
+        mode reserves its first block when the broker starts). A ZooKeeper error is logged;
+        the next call tries again."""
         async with self._lock:
             if self._next > self._block_end:
-                self._next, self._block_end = await self.kzk.allocate_producer_id_block(
-                    self.broker_id, self.block_size)
+                try:
+                    self._next, self._block_end = await self.kzk.allocate_producer_id_block(
+                        self.broker_id, self.block_size)
+                except Exception as exc:            # noqa: BLE001 - retried on demand
+                    import logging
+                    logging.getLogger(__name__).warning(
+                        "Could not reserve a producer id block: %s", exc)

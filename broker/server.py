@@ -341,6 +341,9 @@ class Broker:
         self.txn_marker_sender = TxnMarkerSender(self)
         self.txn_coordinator = TransactionCoordinator.for_broker(self, self.txn_marker_sender)
         await self.txn_coordinator.startup()
+        prefetch = getattr(self.replica_manager.producer_ids, "prefetch", None)
+        if prefetch is not None:                  # a cluster: ids come from ZooKeeper
+            await prefetch()
 
     def coordinators(self) -> list:
         """The coordinator runtimes (group, transaction): each serves the internal topic
