@@ -114,18 +114,20 @@ def build_batch(records: list[Record], now_ms: int, producer_id: int = -1,
     return builder.build()
 
 
-def iter_log_records(buf):
+def iter_log_records(buf, decode=None):
     """Yields the group Records in a buffer of batches (a segment file's bytes), in order.
 
-    Skips control batches and record types other than offsets and group metadata; stops at a
-    torn tail (storage.record_batch.iter_batches)."""
+    Skips control batches, keyless records and what `decode` (default: this module's
+    decode_record, offsets and group metadata; the transaction coordinator passes its own)
+    returns None for; stops at a torn tail (storage.record_batch.iter_batches)."""
+    decode = decode or decode_record
     for batch in iter_batches(buf):
         if not isinstance(batch, RecordBatchView) or batch.is_control:
             continue
         for rec in batch.records():
             if rec.key is None:
                 continue
-            record = decode_record(rec.key, rec.value)
+            record = decode(rec.key, rec.value)
             if record is not None:
                 yield record
 

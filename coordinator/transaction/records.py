@@ -34,8 +34,9 @@ from typing import NamedTuple
 from protocol.exceptions import ProtocolError
 from protocol.internal import TransactionLogKey, TransactionLogValue
 from protocol.internal_records import decode_transaction_value, encode_key, encode_value
-from storage.record_batch import RecordBatchBuilder, RecordBatchView, iter_batches
+from storage.record_batch import RecordBatchBuilder
 
+from coordinator import serde
 from coordinator.records import Record
 from coordinator.transaction.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
                                            TransactionMetadata, TxnState, TxnTransit)
@@ -146,15 +147,7 @@ def build_batch(records: list[Record], now_ms: int) -> bytes:
 def iter_log_records(buf):
     """Yields the transaction Records in a buffer of batches (a segment file's bytes), in order.
     Skips control batches, keyless records and unknown key versions; stops at a torn tail."""
-    for batch in iter_batches(buf):
-        if not isinstance(batch, RecordBatchView) or batch.is_control:
-            continue
-        for rec in batch.records():
-            if rec.key is None:
-                continue
-            record = decode_record(rec.key, rec.value)
-            if record is not None:
-                yield record
+    return serde.iter_log_records(buf, decode_record)
 
 
 def replay_buffer(manager, buf, partition: int) -> int:
