@@ -249,9 +249,20 @@ BROKER_CONFIGS = [
        doc="How often high watermarks are checkpointed."),
     _c("log.cleanup.policy", "list", ["delete"], _CLEANUP, "medium", True,
        doc="Default cleanup policy for segments past retention: delete or compact."),
-    _c("log.cleaner.enable", "boolean", True, None, "medium", doc="Run the log cleaner." + _UNUSED),
+    _c("log.cleaner.enable", "boolean", True, None, "medium",
+       doc="Run the log cleaner: compacted topics are cleaned, and only by it (retention too)."),
     _c("log.cleaner.threads", "int", 1, at_least(0), "medium", True,
-       doc="Log cleaner threads." + _UNUSED),
+       doc="Log cleaner threads (each cleans one log at a time)."),
+    _c("log.cleaner.dedupe.buffer.size", "long", 134217728, None, "medium", True,
+       doc="Memory for the cleaners' key maps, split between the threads."),
+    _c("log.cleaner.io.buffer.size", "int", 524288, at_least(0), "medium", True,
+       doc="Read and write buffer memory of the cleaners, split between the threads."),
+    _c("log.cleaner.io.buffer.load.factor", "double", 0.9, None, "medium", True,
+       doc="How full a cleaner's key map may get before a clean stops mapping."),
+    _c("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308, None, "medium",
+       True, doc="Cap on the cleaners' read plus write rate."),
+    _c("log.cleaner.backoff.ms", "long", 15000, at_least(0), "medium", True,
+       doc="How long a cleaner thread sleeps when no log needs cleaning."),
     _c("log.cleaner.delete.retention.ms", "long", 86400000, at_least(0), "medium", True,
        doc="How long delete tombstones are kept in compacted topics."),
     _c("log.cleaner.min.compaction.lag.ms", "long", 0, at_least(0), "medium", True,
@@ -693,6 +704,7 @@ class BrokerConfig:
             self.static[name] = parse_value(definition, raw)
         self._check_listeners()
         self._refresh()
+        self._check_cleaner()
         for warning in deprecation_warnings(self.static, self.get("inter.broker.protocol.version")):
             log.warning(warning)
 
@@ -703,6 +715,14 @@ class BrokerConfig:
             props = read_properties(f.read())
         props.update(parse_overrides(overrides))
         return cls(props)
+
+    def _check_cleaner(self):
+        threads = self.get("log.cleaner.threads")
+        size = self.get("log.cleaner.dedupe.buffer.size")
+        if self.get("log.cleaner.enable") and threads > 0 and size / threads <= 1024 * 1024:
+            raise ConfigError("log.cleaner.dedupe.buffer.size", str(size),
+                              "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner "
+                              "thread.")
 
     def _check_listeners(self):
         for name in ("listeners", "advertised.listeners"):
@@ -901,6 +921,11 @@ def validate_topic_configs(configs: dict) -> dict:
         if raw is None:
             raise ConfigError(name, raw, "Null value not supported for topic configs")
         typed[name] = parse_value(definition, raw)
+    low, high = typed.get("min.compaction.lag.ms", 0), typed.get("max.compaction.lag.ms", LONG_MAX)
+    if low > high:
+        raise ConfigError("min.compaction.lag.ms", str(low),
+                          f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+                          f"max.compaction.lag.ms ({high})")
     return typed
 
 

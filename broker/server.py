@@ -319,6 +319,9 @@ class Broker:
             None, lambda: self.log_manager.startup(
                 self.cluster_id, self.broker_id,
                 config_for=lambda topic: config.topic_config(store.topic_config(topic))))
+        from storage.log_cleaner import CleanerConfig
+        await self.loop.run_in_executor(
+            None, self.log_manager.start_cleaner, CleanerConfig.from_broker(config))
         # Producers that expired while the broker was down are not loaded back (Kafka drops
         # them when it reads a producer snapshot).
         await self.loop.run_in_executor(None, self._expire_producer_ids)

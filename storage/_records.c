@@ -1,5 +1,7 @@
 /* Optional compiled twins of `storage.records.decode_records` (the records section of a v2 batch),
-   of the record builder's encoding, and of validation's `scan_records` (see scan_records below).
+   of the record builder's encoding, of validation's `scan_records` (see scan_records below), and
+   of the log cleaner's two walks over a section (`map_keys`, `filter_records`; the Python
+   references are in storage/cleaner_records.py).
 
    Same layout, same results, same exceptions as the pure-Python decoder; `storage/records.py`
    uses this module when it was built (setup.py marks it optional) and the input is `bytes`,
@@ -536,6 +538,254 @@ out:
                          (long long)max_delta, (Py_ssize_t)max_index);
 }
 
+/* ---- log cleaner (storage/cleaner_records.py holds the Python reference) -------------------- */
+
+/* One record of an uncompressed section: its bounds and the fields the cleaner reads. 0 ok,
+   -1 for anything the Python walk would reject. */
+typedef struct {
+    Py_ssize_t start, end;          /* the whole record, length varint included */
+    Py_ssize_t ts_pos, ts_end;      /* the timestamp delta varint */
+    int64_t ts_delta, offset_delta, key_len, value_len;
+    Py_ssize_t key_pos;
+} cleaner_record;
+
+static int cleaner_read(const uint8_t *d, Py_ssize_t size, Py_ssize_t *pos, cleaner_record *r)
+{
+    int64_t length, n;
+    r->start = *pos;
+    if (read_varint(d, size, pos, &length) != 0 || length < 6 || length > size - *pos)
+        return -1;
+    const Py_ssize_t end = *pos + (Py_ssize_t)length;
+    *pos += 1;                                              /* attributes */
+    r->ts_pos = *pos;
+    if (read_varint(d, end, pos, &r->ts_delta) != 0)
+        return -1;
+    r->ts_end = *pos;
+    if (read_varint(d, end, pos, &r->offset_delta) != 0)
+        return -1;
+    if (read_varint(d, end, pos, &r->key_len) != 0)
+        return -1;
+    r->key_pos = *pos;
+    if (r->key_len > 0) {
+        if (r->key_len > end - *pos)
+            return -1;
+        *pos += (Py_ssize_t)r->key_len;
+    }
+    if (read_varint(d, end, pos, &r->value_len) != 0)
+        return -1;
+    if (r->value_len > 0) {
+        if (r->value_len > end - *pos)
+            return -1;
+        *pos += (Py_ssize_t)r->value_len;
+    }
+    if (*pos >= end)
+        return -1;
+    if (d[*pos] == 0)
+        *pos += 1;
+    else if (skip_headers(d, end, pos) != 0)
+        return -1;
+    if (*pos != end)
+        return -1;
+    (void)n;
+    r->end = end;
+    return 0;
+}
+
+/* map_keys(section, count, base_offset, offset_map: dict) -> (new_keys, new_key_bytes) or None.
+
+   Compiled twin of cleaner_records.map_keys_py: offset_map[key] = base_offset + offset_delta for
+   every record that has a key. None (the caller runs the Python walk, which raises the precise
+   error) for a section that is not well formed; entries already set are the ones the Python
+   walk sets too, so running it again is harmless. */
+static PyObject *map_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "map_keys(section, count, base_offset, dict)");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    long long base_offset = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *map = args[3];
+    Py_buffer buf;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) != 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const uint8_t *d = (const uint8_t *)buf.buf;
+    Py_ssize_t pos = 0, new_keys = 0, new_bytes = 0;
+    cleaner_record r;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (cleaner_read(d, buf.len, &pos, &r) != 0)
+            goto fallback;
+        if (r.key_len < 0)
+            continue;
+        long long offset;
+        if (__builtin_add_overflow(base_offset, (long long)r.offset_delta, &offset))
+            goto fallback;
+        PyObject *key = PyBytes_FromStringAndSize((const char *)d + r.key_pos,
+                                                  (Py_ssize_t)r.key_len);
+        PyObject *value = key ? PyLong_FromLongLong(offset) : NULL;
+        Py_ssize_t before = PyDict_GET_SIZE(map);
+        int failed = value == NULL || PyDict_SetItem(map, key, value) != 0;
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+        if (failed)
+            goto done;
+        if (PyDict_GET_SIZE(map) != before) {
+            new_keys++;
+            new_bytes += (Py_ssize_t)r.key_len;
+        }
+    }
+    if (pos != buf.len)
+        goto fallback;
+    result = Py_BuildValue("(nn)", new_keys, new_bytes);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* filter_records(section, count, base_offset, base_timestamp, offset_map, latest_offset,
+                  retain_deletes, horizon_ms, new_horizon_ms)
+   -> (retained, section | None, new_base_timestamp, max_timestamp, horizon_set, keyless) or None.
+
+   Compiled twin of cleaner_records.filter_records_py (which documents the rules). `section` is
+   None when every record stays and no delete horizon is to be set: the batch is kept as it
+   is. Otherwise it holds the retained records, their timestamp deltas re-encoded against the
+   new base timestamp (the rest of each record is copied as it is). None for a section that
+   is not well formed. */
+static PyObject *filter_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9 || !PyDict_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "filter_records() takes 9 arguments");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    long long base_offset = PyLong_AsLongLong(args[2]);
+    long long base_ts = PyLong_AsLongLong(args[3]);
+    long long latest = PyLong_AsLongLong(args[5]);
+    int retain_deletes = PyObject_IsTrue(args[6]);
+    long long horizon = PyLong_AsLongLong(args[7]);
+    long long new_horizon = PyLong_AsLongLong(args[8]);
+    if (PyErr_Occurred() || retain_deletes < 0)
+        return NULL;
+    if (count < 0 || count > 100000000)
+        Py_RETURN_NONE;
+    PyObject *map = args[4];
+    Py_buffer buf;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) != 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const uint8_t *d = (const uint8_t *)buf.buf;
+    cleaner_record *recs = PyMem_Malloc(sizeof(cleaner_record) * (size_t)(count ? count : 1));
+    char *keep = PyMem_Malloc((size_t)(count ? count : 1));
+    PyObject *result = NULL, *out = NULL;
+    if (recs == NULL || keep == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t pos = 0, retained = 0, keyless = 0;
+    int tombstone = 0, have_first = 0;
+    long long first_ts = 0, max_ts = 0, ts;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        cleaner_record *r = &recs[i];
+        if (cleaner_read(d, buf.len, &pos, r) != 0)
+            goto fallback;
+        long long offset;
+        if (__builtin_add_overflow(base_offset, (long long)r->offset_delta, &offset)
+                || __builtin_add_overflow(base_ts, (long long)r->ts_delta, &ts))
+            goto fallback;
+        int k = 1;
+        if (offset <= latest) {
+            if (r->key_len < 0) {
+                k = 0;
+                keyless++;
+            } else {
+                PyObject *key = PyBytes_FromStringAndSize((const char *)d + r->key_pos,
+                                                          (Py_ssize_t)r->key_len);
+                if (key == NULL)
+                    goto done;
+                PyObject *found = PyDict_GetItemWithError(map, key);
+                Py_DECREF(key);
+                if (found == NULL && PyErr_Occurred())
+                    goto done;
+                long long found_offset = found ? PyLong_AsLongLong(found) : -1;
+                if (found_offset == -1 && PyErr_Occurred())
+                    goto done;
+                if (offset < found_offset)
+                    k = 0;
+                else if (r->value_len < 0 && !retain_deletes)
+                    k = 0;
+            }
+        }
+        keep[i] = (char)k;
+        if (k) {
+            retained++;
+            if (r->value_len < 0)
+                tombstone = 1;
+            if (!have_first) {
+                first_ts = max_ts = ts;
+                have_first = 1;
+            } else if (ts > max_ts) {
+                max_ts = ts;
+            }
+        }
+    }
+    if (pos != buf.len)
+        goto fallback;
+    int set_horizon = horizon < 0 && new_horizon >= 0 && tombstone;
+    long long new_base = horizon >= 0 ? horizon
+        : (set_horizon ? new_horizon : (have_first ? first_ts : base_ts));
+    if (retained == count && !set_horizon) {
+        result = Py_BuildValue("(nOLLOn)", retained, Py_None, base_ts, have_first ? max_ts : -1LL,
+                               Py_False, keyless);
+        goto done;
+    }
+    /* re-encoded size: each kept record with its new timestamp delta */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!keep[i])
+            continue;
+        cleaner_record *r = &recs[i];
+        long long delta = base_ts + r->ts_delta - new_base;
+        Py_ssize_t body = (r->end - r->ts_end) + 1 + varint_size(delta);
+        total += varint_size(body) + body;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        goto done;
+    char *p = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!keep[i])
+            continue;
+        cleaner_record *r = &recs[i];
+        long long delta = base_ts + r->ts_delta - new_base;
+        Py_ssize_t body = (r->end - r->ts_end) + 1 + varint_size(delta);
+        p = put_varint(p, body);
+        *p++ = (char)d[r->ts_pos - 1];                     /* attributes */
+        p = put_varint(p, delta);
+        memcpy(p, d + r->ts_end, (size_t)(r->end - r->ts_end));
+        p += r->end - r->ts_end;
+    }
+    result = Py_BuildValue("(nOLLOn)", retained, out, new_base, have_first ? max_ts : -1LL,
+                           set_horizon ? Py_True : Py_False, keyless);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out);
+    PyMem_Free(recs);
+    PyMem_Free(keep);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "Records of an uncompressed v2 records section (see storage/records.py)."},
@@ -543,6 +793,10 @@ static PyMethodDef methods[] = {
      "Encoded records of RecordBatchBuilder's pending list, or None (see record_batch.py)."},
     {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
      "Validation's scan of an uncompressed section, or None (see storage/record_scan.py)."},
+    {"map_keys", (PyCFunction)(void (*)(void))map_keys, METH_FASTCALL,
+     "The log cleaner's key map over a section, or None (see storage/cleaner_records.py)."},
+    {"filter_records", (PyCFunction)(void (*)(void))filter_records, METH_FASTCALL,
+     "The log cleaner's filter of a section, or None (see storage/cleaner_records.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -39,3 +39,8 @@ class LogDirUnusable(Exception):
     """A log dir this broker must not use: another broker holds its ``.lock``, or its
     meta.properties belongs to another broker or cluster.  Start-up stops with the message
     (one line, as Kafka's fatal start-up errors), and nothing in the dir is touched."""
+
+
+class CleaningAborted(Exception):
+    """A log clean stopped because the log changed under it (truncated, deleted) or the
+    cleaner is shutting down; its ``.cleaned`` files are removed and nothing else changes."""

@@ -102,24 +102,47 @@ def parse_delete_dir(name: str):
 
 
 def clean_partition_dir(directory: str, names: list[str]) -> list[str]:
-    """Kafka's start-up cleanup of a partition folder: ``.deleted`` and ``.cleaned`` files and
-    ``.tmp`` leftovers go, ``.swap`` files complete their swap (the swapped-in log's indexes
-    are rebuilt), index files without a ``.log`` go.  Returns the remaining file names."""
+    """Kafka's start-up cleanup of a partition folder (LogLoader), in its order:
+
+    1. ``.deleted`` files and ``.tmp`` leftovers go;
+    2. ``.cleaned`` files go, and so do ``.swap`` files at or above the lowest ``.cleaned``
+       base offset (a swap that had not been fully prepared);
+    3. the remaining ``.swap`` segments replace the segments they cover: every plain file whose
+       base offset lies in [lowest swap base, highest swap next offset) is removed;
+    4. ``.swap`` files lose their suffix.
+
+    So a crash before the cleaner renamed all its ``.cleaned`` files to ``.swap`` keeps the old
+    segments, and one after completes the swap. Index files without a ``.log`` go too.
+    Returns the remaining file names."""
     changed = False
-    for name in names:
-        parsed = parse_segment_file(name)
+    parsed_names = [(n, parse_segment_file(n)) for n in names]
+    cleaned = [p[0] for _, p in parsed_names if p and p[2] == CLEANED_SUFFIX]
+    min_cleaned = min(cleaned) if cleaned else None
+    swaps = []
+    for name, parsed in parsed_names:
         path = os.path.join(directory, name)
         if name.endswith(".tmp") or (parsed and parsed[2] in (DELETED_SUFFIX, CLEANED_SUFFIX)):
             fs.remove(path)
             changed = True
         elif parsed and parsed[2] == SWAP_SUFFIX:
+            if min_cleaned is not None and parsed[0] >= min_cleaned:
+                fs.remove(path)
+                changed = True
+            else:
+                swaps.append((name, parsed))
+    if swaps:
+        swap_logs = [(n, p) for n, p in swaps if p[1] == LOG_SUFFIX]
+        if swap_logs:
+            low = min(p[0] for _, p in swap_logs)
+            high = max(_next_offset_of(os.path.join(directory, n), p[0]) for n, p in swap_logs)
+            for name, parsed in parsed_names:
+                if parsed and not parsed[2] and parsed[1] != SNAPSHOT_SUFFIX \
+                        and low <= parsed[0] < high:
+                    fs.remove(os.path.join(directory, name))
+        for name, _ in swaps:
+            path = os.path.join(directory, name)
             fs.rename(path, path[:-len(SWAP_SUFFIX)])
-            if parsed[1] == LOG_SUFFIX:
-                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    stale = segment_path(directory, parsed[0], suffix)
-                    if os.path.exists(stale):
-                        fs.remove(stale)
-            changed = True
+        changed = True
     if changed:
         names = os.listdir(directory)
     parsed_names = [(n, parse_segment_file(n)) for n in names]
@@ -132,6 +155,24 @@ def clean_partition_dir(directory: str, names: list[str]) -> list[str]:
         else:
             kept.append(name)
     return kept
+
+
+def _next_offset_of(path: str, base_offset: int) -> int:
+    """One past the last offset of the batches in a segment file (a header walk; a torn tail
+    ends it), or `base_offset` + 1 when it holds none."""
+    import struct
+    head = struct.Struct(">qi4xb6xi")       # base offset, length, magic, last offset delta
+    next_offset = base_offset + 1
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        pos = 0
+        while pos + head.size <= size:
+            base, length, magic, delta = head.unpack(os.pread(fh.fileno(), head.size, pos))
+            if length <= 0 or pos + 12 + length > size:
+                break
+            next_offset = max(next_offset, (base + delta if magic == 2 else base) + 1)
+            pos += 12 + length
+    return next_offset
 
 
 class FileSystem:

@@ -22,6 +22,12 @@ Segments are kept in a list sorted by base offset, plus a parallel list of base 
 it picked up, and a segment removed meanwhile stays readable because its file is closed only
 after file.delete.delay.ms (it is renamed ``.deleted`` and queued in `_pending_deletes`).
 
+Compaction (storage/cleaner.py): the log cleaner reads non-active segments without the lock,
+writes their cleaned replacement as ``.cleaned`` files, and swaps it in with `replace_segments`
+under the lock (``.cleaned`` -> ``.swap``, old segments -> ``.deleted``, ``.swap`` -> final
+names; start-up finishes or drops a swap a crash interrupted, files.clean_partition_dir).  A
+truncation or the log's deletion meanwhile bumps `generation`, and the swap is refused.
+
 Durability: appends go to the page cache.  `flush()` (blocking; the broker runs it in an
 executor) fsyncs segments up to an offset and then advances the recovery point.  A roll marks
 the log dirty so the next `LogManager.flush_dirty()` fsyncs the finished segment, and
@@ -41,7 +47,7 @@ import time
 
 from protocol.records import FileRegion
 from storage import checkpoints, files
-from storage.errors import CorruptIndex, CorruptRecord, OffsetOutOfRange
+from storage.errors import CleaningAborted, CorruptIndex, CorruptRecord, OffsetOutOfRange
 from storage.leader_epoch import LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.producer_state import LogProducerState, ProducerStateManager
@@ -125,6 +131,8 @@ class Log:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._dir_dirty = not os.path.isdir(self.dir)     # creations to fsync at next flush
+        self.generation = 0            # bumped by truncation and deletion (see the docstring)
+        self.truncated_below = None    # lowest truncation point the cleaner has not seen yet
         if self._dir_dirty:
             os.makedirs(self.dir, exist_ok=True)
         names = files.clean_partition_dir(self.dir, os.listdir(self.dir))
@@ -299,6 +307,18 @@ class Log:
             if complete:
                 break
         return found
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Every aborted transaction overlapping [start, end), from the ``.txnindex`` files,
+        ordered by first offset (the log cleaner's input; Kafka's collectAbortedTransactions)."""
+        found = {}
+        for segment in self._view[0]:
+            if segment.deleted or segment.next_offset <= start:
+                continue
+            for txn in segment.txn_index.entries():
+                if txn.last_offset >= start and txn.first_offset < end:
+                    found[(txn.producer_id, txn.first_offset)] = txn
+        return sorted(found.values(), key=lambda t: t.first_offset)
 
     # -- append --------------------------------------------------------------------------------
 
@@ -623,6 +643,45 @@ class Log:
                     return record.offset, record.timestamp, view.partition_leader_epoch
         return None
 
+    # -- compaction ----------------------------------------------------------------------------
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], generation: int) -> None:
+        """Swap the cleaner's `new` segment (written and fsynced with suffix ``.cleaned``) in
+        for `old`, the consecutive non-active segments it was cleaned from, as Kafka's
+        replaceSegments: rename it ``.swap`` and fsync the folder (from here a crash completes
+        the swap), replace the segments for readers, rename the old ones ``.deleted`` (removed
+        after file.delete.delay.ms, so a reader holding one finishes), drop the suffix.
+        Raises `CleaningAborted` if the log was truncated or deleted since `generation`, or
+        an old segment is no longer in the log."""
+        with self._lock:
+            current = self._segments
+            ids = {id(s) for s in current}
+            if generation != self.generation or any(id(s) not in ids for s in old) \
+                    or current[-1] in old:
+                raise CleaningAborted(f"{self.topic}-{self.partition} changed while it was "
+                                      f"being cleaned")
+            new.change_suffix(files.SWAP_SUFFIX)
+            files.fs.fsync_dir(self.dir)
+            doomed = {id(s) for s in old}
+            segments = [s for s in current if id(s) not in doomed] + [new]
+            segments.sort(key=lambda s: s.base_offset)
+            self._set_segments(segments)
+            self._schedule_delete(old)
+            new.change_suffix("")
+        files.fs.fsync_dir(self.dir)
+
+    def mark_deleted(self) -> None:
+        """The partition is being deleted: a clean in progress must not swap."""
+        with self._lock:
+            self.generation += 1
+
+    def take_truncation(self):
+        """The lowest offset the log was truncated to since the last call, or None (the
+        cleaner lowers its checkpoint to it)."""
+        with self._lock:
+            offset, self.truncated_below = self.truncated_below, None
+            return offset
+
     # -- truncation, retention, log start ------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -642,6 +701,7 @@ class Log:
             if offset <= segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
+            self._note_truncation(offset)
             keep = bisect.bisect_left(self._bases, offset)
             self._schedule_delete(segments[keep:])
             segments = segments[:keep]
@@ -656,6 +716,7 @@ class Log:
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at `new_offset` (a follower far behind)."""
         with self._lock:
+            self._note_truncation(new_offset)
             self._schedule_delete(self._segments)
             segment = self._new_segment(new_offset, created_ms=self._time_ms())
             segment.make_active()
@@ -667,6 +728,11 @@ class Log:
             self.leader_epoch_cache.clear()
             self._delete_snapshots(below=2**63 - 1)
             self._after_truncation()
+
+    def _note_truncation(self, offset: int) -> None:
+        self.generation += 1
+        if self.truncated_below is None or offset < self.truncated_below:
+            self.truncated_below = offset
 
     def _after_truncation(self) -> None:
         end = self._log_end_offset

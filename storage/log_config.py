@@ -36,6 +36,7 @@ class LogConfig:
     preallocate: bool = False                            # preallocate
     delete_retention_ms: int = DAY_MS                    # delete.retention.ms
     min_compaction_lag_ms: int = 0                       # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX                # max.compaction.lag.ms
     min_cleanable_dirty_ratio: float = 0.5               # min.cleanable.dirty.ratio
     unclean_leader_election_enable: bool = False         # unclean.leader.election.enable
     message_downconversion_enable: bool = True           # message.downconversion.enable
@@ -67,6 +68,15 @@ class LogConfig:
         """Kafka's per-segment roll jitter: uniform in [0, min(segment.jitter.ms, segment.ms))."""
         bound = min(self.segment_jitter_ms, self.segment_ms)
         return rng.randrange(bound) if bound > 0 else 0
+
+    @property
+    def roll_ms(self) -> int:
+        """How old a segment may get before it rolls: segment.ms, or max.compaction.lag.ms
+        when that is shorter on a compacted log (so its records become cleanable in time), as
+        Kafka's LogConfig.maxSegmentMs."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @property
     def compact(self) -> bool:

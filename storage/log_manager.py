@@ -66,6 +66,7 @@ class LogManager:
         self._dir_locks: list = []          # storage.file_lock.FileLock, one per log dir
         self.loaded = False                 # startup() completed: shutdown() may write
         self.had_clean_shutdown: dict[str, bool] = {}
+        self.cleaner = None                 # storage.log_cleaner.LogCleaner once started
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -223,6 +224,27 @@ class LogManager:
         """Loop."""
         return list(self._logs.values())
 
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        with self._lock:
+            return self._log_dir_of.get((topic, partition))
+
+    def keys_in(self, log_dir: str) -> set:
+        """(topic, partition) of every log in `log_dir`."""
+        with self._lock:
+            return {key for key, d in self._log_dir_of.items() if d == log_dir}
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def start_cleaner(self, config) -> None:
+        """Start the log cleaner (storage/log_cleaner.py) with a CleanerConfig, after
+        `startup`; from then on the cleaner, not `run_retention`, deletes old segments of
+        compacted logs.  Blocking (reads the cleaner checkpoints)."""
+        from storage.log_cleaner import LogCleaner
+        if not config.enable or self.cleaner is not None:
+            return
+        self.cleaner = LogCleaner(self, config, time_ms=self._time_ms)
+        self.cleaner.startup()
+
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
                           topic_id=None) -> Log:
         """The partition's log, created in the log dir holding the fewest partitions.
@@ -260,6 +282,9 @@ class LogManager:
             log_dir = self._log_dir_of.pop(key, None)
         if doomed is None:
             return False
+        doomed.mark_deleted()                    # a clean in progress must not swap now
+        if self.cleaner is not None:
+            self.cleaner.forget(topic, partition)
         target = os.path.join(log_dir, f"{files.partition_dir_name(topic, partition)}."
                                        f"{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
         files.fs.rename(doomed.dir, target)
@@ -285,10 +310,13 @@ class LogManager:
     # -- retention and flushing ----------------------------------------------------------------
 
     def run_retention(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms / retention.bytes / log start offsets to every log.  Loop (only
-        renames; the files go in `cleanup_deleted`).  Returns the number of segments deleted."""
+        """Apply retention.ms / retention.bytes / log start offsets to every log (but the
+        compacted ones while the cleaner runs: it does theirs).  Loop (only renames; the files
+        go in `cleanup_deleted`).  Returns the number of segments deleted."""
         now_ms = self._time_ms() if now_ms is None else now_ms
-        return sum(log_.delete_old_segments(now_ms) for log_ in self.logs())
+        cleaner = self.cleaner
+        return sum(log_.delete_old_segments(now_ms) for log_ in self.logs()
+                   if cleaner is None or not log_.config.compact)
 
     def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
         """producer.id.expiration.ms over every log.  Blocking (each log's lock)."""
@@ -341,6 +369,9 @@ class LogManager:
             self.release_locks()
             return
         try:
+            if self.cleaner is not None:
+                self.cleaner.shutdown()          # aborts a clean; writes its checkpoints
+                self.cleaner = None
             for log_ in self.logs():
                 log_.flush()
             self.checkpoint_recovery_points()

@@ -146,17 +146,22 @@ class LogSegment:
 
     def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int,
                  max_index_size: int, roll_jitter_ms: int = 0, created_ms: int = 0,
-                 preallocate_bytes: int = 0):
+                 preallocate_bytes: int = 0, suffix: str = ""):
+        """`suffix` (``.cleaned``) names every file of a segment the log cleaner is writing;
+        `change_suffix` renames them when it swaps the segment in."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.roll_jitter_ms = roll_jitter_ms
         self.preallocate_bytes = preallocate_bytes
-        self.path = files.segment_path(directory, base_offset, files.LOG_SUFFIX)
-        self.index_path = files.segment_path(directory, base_offset, files.INDEX_SUFFIX)
-        self.time_index_path = files.segment_path(directory, base_offset, files.TIME_INDEX_SUFFIX)
-        self.txn_index_path = files.segment_path(directory, base_offset, files.TXN_INDEX_SUFFIX)
+        self.suffix = suffix
+        self.path = files.segment_path(directory, base_offset, files.LOG_SUFFIX + suffix)
+        self.index_path = files.segment_path(directory, base_offset, files.INDEX_SUFFIX + suffix)
+        self.time_index_path = files.segment_path(directory, base_offset,
+                                                  files.TIME_INDEX_SUFFIX + suffix)
+        self.txn_index_path = files.segment_path(directory, base_offset,
+                                                 files.TXN_INDEX_SUFFIX + suffix)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         # The file object FileRegions point at; buffering=0 so it is just an fd holder.
         self.log_file = open(fd, "r+b", buffering=0)
@@ -300,7 +305,7 @@ class LogSegment:
                     now_ms: int) -> bool:
         """Kafka's LogSegment.shouldRoll for an append of `append_size` bytes."""
         reached_roll_ms = (self.size > 0 and self.time_waited_for_roll(now_ms, max_timestamp)
-                           > config.segment_ms - self.roll_jitter_ms)
+                           > config.roll_ms - self.roll_jitter_ms)
         return (self.size > config.segment_bytes - append_size or reached_roll_ms
                 or self.offset_index.is_full() or self.time_index.is_full()
                 or not self.offset_index.can_append_offset(max_offset))
@@ -563,6 +568,21 @@ class LogSegment:
         for index in (self._offset_index, self._time_index, self._txn_index):
             if index is not None:
                 index.path += suffix
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename every file of a segment written with a `suffix` (the cleaner's ``.cleaned``)
+        to end in `new_suffix` instead (``.swap``, then ``""``); files stay open."""
+        old = self.suffix
+        for attr in ("path", "index_path", "time_index_path", "txn_index_path"):
+            path = getattr(self, attr)
+            target = path[:len(path) - len(old)] + new_suffix
+            if os.path.exists(path):
+                files.fs.rename(path, target)
+            setattr(self, attr, target)
+        for index in (self._offset_index, self._time_index, self._txn_index):
+            if index is not None:
+                index.path = index.path[:len(index.path) - len(old)] + new_suffix
+        self.suffix = new_suffix
 
     def delete_files(self) -> None:
         """Close everything and unlink the files (after file.delete.delay.ms for old segments)."""
