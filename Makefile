@@ -18,7 +18,8 @@ help:
 	@echo "                     with config/server.properties (127.0.0.1:9092, data in /tmp/kafka-logs)"
 	@echo "make test            install everything (also Debian's kcat and zookeeper via apt-get) and run"
 	@echo "                     the tests"
-	@echo "make soak            the cluster fault run (kill -9, SIGSTOP, SIGTERM) for longer than make test's"
+	@echo "make soak            the cluster fault run (kill -9, SIGSTOP, SIGTERM) for longer than make test's,"
+	@echo "                     and a crash at every filesystem step of a log clean"
 	@echo "make install         install everything into .venv: broker, Spark jobs, test clients"
 	@echo "make install-broker  install only what the broker and bin/ tools need"
 	@echo "make bench           run every benchmark (README, "Performance")"
@@ -61,6 +62,8 @@ KBROKER_FAULT_ROUNDS ?= 10
 soak: install system-deps
 	KBROKER_FAULT_ROUNDS=$(KBROKER_FAULT_ROUNDS) $(PY) -m pytest -s -p no:cacheprovider \
 	    --timeout=$$(( $(KBROKER_FAULT_ROUNDS) * 300 + 300 )) tests/integration/test_replication_faults.py
+	KBROKER_CLEAN_CRASH_STEPS=all $(PY) -m pytest -p no:cacheprovider --timeout=1200 \
+	    tests/storage/test_cleaner.py -k crash
 
 bench: install system-deps
 	$(PY) -m bench

@@ -410,6 +410,19 @@ class Broker:
                 self.config.set_dynamic(values, cluster_default=cluster_default)
             except ConfigError as exc:
                 log.error("Ignoring invalid persisted dynamic broker config: %s", exc)
+        if self.loop is not None and self.loop.is_running():
+            self.loop.create_task(self.reconfigure_cleaner())
+
+    async def reconfigure_cleaner(self) -> None:
+        """Apply changed dynamic log.cleaner.* settings to the running cleaner."""
+        cleaner = self.log_manager.cleaner if self.log_manager is not None else None
+        if cleaner is None:
+            return
+        from storage.log_cleaner import CleanerConfig
+        wanted = CleanerConfig.from_broker(self.config)
+        wanted.enable = cleaner.config.enable              # not dynamic in Kafka either
+        if wanted != cleaner.config:
+            await self.loop.run_in_executor(None, cleaner.reconfigure, wanted)
 
     def _start_periodic_tasks(self) -> None:
         config = self.config

@@ -26,6 +26,7 @@ between two batches.
 Threads: the cleaner's own (``kafka-log-cleaner-thread-N``); `grab_filthiest` and the
 checkpoint writes hold `_lock`; the logs are read without their lock except for the swap.
 """
+import dataclasses
 import logging
 import os
 import threading
@@ -40,20 +41,16 @@ log = logging.getLogger("kbroker.log_cleaner")
 INT32_MAX = 2**31 - 1
 
 
+@dataclasses.dataclass
 class CleanerConfig:
     """The broker's log.cleaner.* settings, with Kafka's defaults."""
-
-    def __init__(self, *, enable: bool = True, threads: int = 1,
-                 dedupe_buffer_size: int = 128 * 1024 * 1024, io_buffer_size: int = 512 * 1024,
-                 io_buffer_load_factor: float = 0.9, io_max_bytes_per_second: float = 1.7976931348623157e308,
-                 backoff_ms: int = 15_000):
-        self.enable = enable
-        self.threads = threads
-        self.dedupe_buffer_size = dedupe_buffer_size
-        self.io_buffer_size = io_buffer_size
-        self.io_buffer_load_factor = io_buffer_load_factor
-        self.io_max_bytes_per_second = io_max_bytes_per_second
-        self.backoff_ms = backoff_ms
+    enable: bool = True
+    threads: int = 1
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    io_buffer_size: int = 512 * 1024
+    io_buffer_load_factor: float = 0.9
+    io_max_bytes_per_second: float = 1.7976931348623157e308
+    backoff_ms: int = 15_000
 
     @classmethod
     def from_broker(cls, config) -> "CleanerConfig":
@@ -166,6 +163,21 @@ class LogCleaner:
             thread.join()
         self._threads = []
         self.write_checkpoints()
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Dynamic log.cleaner.* changes: the threads stop (a clean in progress aborts and is
+        picked again) and start again with the new settings, as Kafka's reconfigure.
+        Blocking."""
+        running = bool(self._threads)
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+        self.config = config
+        self.throttler.rate = config.io_max_bytes_per_second
+        log.info("Log cleaner reconfigured: %s", config)
+        if running:
+            self.startup()
 
     def new_cleaner(self) -> Cleaner:
         memory = min(self.config.dedupe_buffer_size // max(self.config.threads, 1), INT32_MAX)

@@ -75,6 +75,9 @@ async def set_broker_overrides(broker, resource_name: str, values: dict,
     for warning in deprecation_warnings(values, broker.config.get("inter.broker.protocol.version")):
         log.warning(warning)
     broker.topics.apply_log_configs()
+    reconfigure = getattr(broker, "reconfigure_cleaner", None)
+    if reconfigure is not None:
+        await reconfigure()
 
 
 async def alter_resource(broker, resource_type: int, resource_name: str, values: dict,

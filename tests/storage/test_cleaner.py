@@ -1,0 +1,571 @@
+"""The log cleaner (storage/cleaner.py, storage/log_cleaner.py) on real logs: a hypothesis model
+of what survives cleaning (keys, tombstones and their delete horizon, transactions, partial
+offset maps, segment groups), the rules one by one, a crash at every filesystem step of a swap
+(a child process dies there), and the cleaner threads' choices and checkpoint."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage import checkpoints, files
+from storage.cleaner import Cleaner, OffsetMap
+from storage.log import Log
+from storage.log_cleaner import CleanerConfig, LogCleaner, cleanable_offsets
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.record_batch import (ControlRecordType, RecordBatchBuilder, RecordBatchView,
+                                  build_control_batch)
+from storage.compression import Codec
+
+from tests.storage.log_checks import NoSync
+
+NOW = 1_700_000_000_000
+RETENTION = 1_000
+CONFIG = LogConfig(segment_bytes=1500, segment_ms=10**12, cleanup_policy="compact",
+                   delete_retention_ms=RETENTION, index_interval_bytes=200,
+                   segment_index_bytes=4096, file_delete_delay_ms=0)
+
+
+@pytest.fixture(autouse=True)
+def no_fsync(monkeypatch):
+    monkeypatch.setattr(files, "fs", NoSync())
+
+
+def open_log(path, config=CONFIG, now=NOW):
+    return Log(str(path), config, time_ms=lambda: now)
+
+
+def batch(records, producer=None, seq=0, transactional=False, codec=Codec.NONE, ts=NOW):
+    b = RecordBatchBuilder(compression=codec,
+                           producer_id=producer if producer is not None else -1,
+                           producer_epoch=0 if producer is not None else -1,
+                           base_sequence=seq if producer is not None else -1,
+                           is_transactional=transactional)
+    for i, (key, value) in enumerate(records):
+        b.append(ts + i, key, value)
+    return b.build()
+
+
+def marker(producer, commit):
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    return build_control_batch(kind, producer, 0, 0, NOW)
+
+
+def data_records(log_):
+    """(offset, key, value) of every data record, as a consumer reading from 0 sees them."""
+    out = []
+    for view in log_.read_batches():
+        if not view.is_control:
+            out.extend((r.offset, r.key, r.value) for r in view.records())
+    return out
+
+
+def clean(log_, now=NOW, memory=1 << 20, checkpoint=None):
+    log_.update_high_watermark(log_.log_end_offset)
+    first_dirty, first_uncleanable, _, _ = cleanable_offsets(log_, checkpoint, now)
+    return Cleaner(dedupe_memory=memory).clean(log_, first_dirty, first_uncleanable, now)
+
+
+def check_readable(log_, offsets):
+    """A fetch at each offset returns the batch holding it (indexes agree after the swap)."""
+    for offset in offsets:
+        info = log_.read(offset, 1)
+        region = info.records
+        data = os.pread(region.file.fileno(), region.length, region.position)
+        view = RecordBatchView(data, 0)
+        assert view.base_offset <= offset <= view.last_offset
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+class Model:
+    """Records as the rules say they survive; batches keyed by base offset with their horizon."""
+
+    def __init__(self):
+        self.records = []          # [offset, key, value, batch base, txn (producer) or None]
+        self.aborted = set()       # offsets of aborted transactional records
+        self.horizon = {}          # batch base offset -> delete horizon
+        self.open = {}             # producer -> offsets of its open transaction
+
+    def appended(self, base, records, producer=None):
+        for i, (key, value) in enumerate(records):
+            self.records.append([base + i, key, value, base, producer])
+            if producer is not None:
+                self.open.setdefault(producer, []).append(base + i)
+
+    def ended(self, producer, commit):
+        offsets = self.open.pop(producer, [])
+        if not commit:
+            self.aborted.update(offsets)
+
+    def cleaned(self, first_dirty, end, rewritten_batches, now):
+        latest = {}
+        for offset, key, value, base, producer in self.records:
+            if first_dirty <= offset < end and offset not in self.aborted:
+                latest[key] = max(latest.get(key, -1), offset)
+        kept = []
+        for rec in self.records:
+            offset, key, value, base, producer = rec
+            if base in rewritten_batches and offset < end:
+                if offset in self.aborted or offset < latest.get(key, -1):
+                    continue
+                horizon = self.horizon.get(base)
+                if value is None and horizon is not None and now >= horizon:
+                    continue
+            elif base in rewritten_batches and offset in self.aborted:
+                continue
+            kept.append(rec)
+        self.records = kept
+        for offset, key, value, base, producer in kept:
+            if base in rewritten_batches and value is None and base not in self.horizon:
+                self.horizon[base] = now + RETENTION
+
+    def visible(self):
+        return [(o, k, v) for o, k, v, _, _ in self.records]
+
+
+op = st.one_of(
+    st.tuples(st.just("append"),
+              st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", b"e"]),
+                                 st.one_of(st.none(), st.binary(min_size=1, max_size=60))),
+                       min_size=1, max_size=12),
+              st.sampled_from([Codec.NONE, Codec.NONE, Codec.LZ4, Codec.GZIP])),
+    st.tuples(st.just("txn"), st.sampled_from([7, 8]),
+              st.lists(st.tuples(st.sampled_from([b"a", b"b", b"x"]), st.binary(max_size=20)),
+                       min_size=1, max_size=4)),
+    st.tuples(st.just("end"), st.sampled_from([7, 8]), st.booleans()),
+    st.tuples(st.just("roll")),
+    st.tuples(st.just("clean"), st.integers(0, 3 * RETENTION), st.sampled_from([1 << 20, 400])),
+)
+
+
+@settings(max_examples=int(os.environ.get("CLEANER_EXAMPLES", 60)), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(op, min_size=1, max_size=40))
+def test_cleaning_keeps_what_the_model_keeps(tmp_path_factory, ops):
+    path = tmp_path_factory.mktemp("model") / "t-0"
+    now = [NOW]
+    log_ = Log(str(path), CONFIG, time_ms=lambda: now[0])
+    model = Model()
+    checkpoint = None
+    sequences = {}
+    for step in ops:
+        if step[0] == "append":
+            info = log_.append_as_leader(batch(step[1], codec=step[2], ts=now[0]), 0)
+            model.appended(info.first_offset, step[1])
+        elif step[0] == "txn":
+            producer, records = step[1], step[2]
+            seq = sequences.get(producer, 0)
+            sequences[producer] = seq + len(records)
+            info = log_.append_as_leader(batch(records, producer, seq, True, ts=now[0]), 0)
+            model.appended(info.first_offset, records, producer)
+        elif step[0] == "end":
+            if step[1] in model.open:
+                log_.append_as_leader(marker(step[1], step[2]), 0, origin="coordinator")
+                model.ended(step[1], step[2])
+        elif step[0] == "roll":
+            log_.roll()
+        else:
+            now[0] += step[1]
+            log_.update_high_watermark(log_.log_end_offset)
+            first_dirty, first_uncleanable, _, _ = cleanable_offsets(log_, checkpoint, now[0])
+            rewritten_segments = [s for s in log_.segments[:-1]]
+            bases = {s.base_offset: s for s in rewritten_segments}
+            stats = Cleaner(dedupe_memory=step[2] * 10).clean(log_, first_dirty,
+                                                             first_uncleanable, now[0])
+            assert first_dirty <= stats.end_offset <= first_uncleanable
+            rewritten = {b.base_offset for base, s in bases.items()
+                         if base < stats.end_offset
+                         for b in _batches_before(s)}
+            model.cleaned(first_dirty, stats.end_offset, rewritten, now[0])
+            checkpoint = stats.end_offset
+            assert data_records(log_) == model.visible()
+            check_readable(log_, [o for o, _, _ in model.visible()])
+    assert data_records(log_) == model.visible()
+    log_.close()
+    reopened = open_log(path)
+    assert data_records(reopened) == model.visible()
+    reopened.close()
+
+
+_SEEN = {}
+
+
+def _batches_before(segment):
+    """Base offsets of a segment's batches, read before the clean replaces it (cached by the
+    segment object, which the swap keeps readable until its files go)."""
+    if id(segment) not in _SEEN:
+        _SEEN[id(segment)] = [b for b in segment.batches()]
+    return _SEEN.pop(id(segment))
+
+
+# -- the rules, one by one ---------------------------------------------------------------------
+
+def test_untouched_batches_keep_their_bytes_and_offsets_stay(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    kept = batch([(b"x", b"1"), (b"y", b"2")])
+    log_.append_as_leader(kept, 0)
+    log_.append_as_leader(batch([(b"a", b"old")]), 0)
+    log_.append_as_leader(batch([(b"a", b"new")]), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"active")]), 0)
+    before = [bytes(v.raw()) for v in log_.read_batches()][0]
+    clean(log_)
+    assert data_records(log_) == [(0, b"x", b"1"), (1, b"y", b"2"), (3, b"a", b"new"),
+                                  (4, b"z", b"active")]
+    assert bytes(next(log_.read_batches()).raw()) == before
+    assert log_.log_end_offset == 5
+
+
+def test_tombstones_stay_until_their_horizon_then_go(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    log_.append_as_leader(batch([(b"a", b"1"), (b"b", b"2")]), 0)
+    log_.append_as_leader(batch([(b"a", None)]), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"c", b"3")]), 0)
+    clean(log_, now=NOW)
+    assert data_records(log_) == [(1, b"b", b"2"), (2, b"a", None), (3, b"c", b"3")]
+    tomb = [v for v in log_.read_batches() if v.base_offset == 2][0]
+    assert tomb.has_delete_horizon and tomb.delete_horizon_ms == NOW + RETENTION
+    assert [r.timestamp for r in tomb.records()] == [NOW]      # absolute timestamps kept
+    clean(log_, now=NOW + RETENTION - 1)
+    assert (2, b"a", None) in data_records(log_)
+    clean(log_, now=NOW + RETENTION)
+    assert data_records(log_) == [(1, b"b", b"2"), (3, b"c", b"3")]
+
+
+def test_keyless_records_are_dropped_from_the_cleaned_range(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    b = RecordBatchBuilder(base_offset=0)
+    b.append(NOW, None, b"no key")
+    b.append(NOW, b"k", b"v")
+    log_.append_as_follower(b.build())             # a replica may hold what a leader refuses
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"1")]), 0)
+    stats = clean(log_)
+    assert stats.invalid_messages == 1
+    assert data_records(log_) == [(1, b"k", b"v"), (2, b"z", b"1")]
+
+
+def test_the_last_batch_of_a_producer_stays_empty_and_its_sequence_survives(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    log_.append_as_leader(batch([(b"a", b"1")], producer=5, seq=0), 0)
+    log_.append_as_leader(batch([(b"a", b"2")], producer=6, seq=0), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"b", b"x")]), 0)
+    clean(log_)
+    views = list(log_.read_batches())
+    assert [(v.base_offset, v.records_count, v.producer_id) for v in views] == \
+        [(0, 0, 5), (1, 1, 6), (2, 1, -1)]
+    assert views[0].is_valid() and views[0].base_sequence == 0
+    log_.close()
+    log_ = open_log(tmp_path / "t-0")
+    assert log_.producer_state.manager.last_entry(5).last_seq == 0
+    info = log_.append_as_leader(batch([(b"a", b"3")], producer=5, seq=1), 0)   # in sequence
+    assert info.first_offset == 3
+    dup = log_.append_as_leader(batch([(b"a", b"3")], producer=5, seq=1), 0)    # a retry
+    assert dup.first_offset == 3 and log_.log_end_offset == 4
+
+
+def test_aborted_data_goes_then_its_marker_after_the_horizon(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    log_.append_as_leader(batch([(b"a", b"aborted")], 7, 0, True), 0)     # 0
+    log_.append_as_leader(marker(7, commit=False), 0, origin="coordinator")   # 1
+    log_.append_as_leader(batch([(b"a", b"committed")], 8, 0, True), 0)   # 2
+    log_.append_as_leader(marker(8, commit=True), 0, origin="coordinator")    # 3
+    log_.append_as_leader(batch([(b"c", b"x")], 9, 0, False), 0)        # 4
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"1")]), 0)
+    clean(log_)
+    assert data_records(log_) == [(2, b"a", b"committed"), (4, b"c", b"x"), (5, b"z", b"1")]
+    markers = [v for v in log_.read_batches() if v.is_control]
+    # Producer 7's data is gone, but its batch stays empty (its last); the abort marker stays
+    # while a batch of the transaction is seen, with its .txnindex entry; the commit marker
+    # stays (its transaction has data).
+    assert [(v.base_offset, v.has_delete_horizon) for v in markers] == [(1, False), (3, False)]
+    assert [(v.base_offset, v.records_count) for v in log_.read_batches()][0] == (0, 0)
+    assert [t.first_offset for s in log_.segments for t in s.txn_index.entries()] == [0]
+    log_.append_as_leader(batch([(b"q", b"1")], 7, 1, False), 0)   # 7 moves on
+    log_.roll()
+    clean(log_, now=NOW)                   # the empty aborted batch goes; the marker stays
+    assert [v.base_offset for v in log_.read_batches()][:2] == [1, 2]
+    clean(log_, now=NOW + 1)               # no batch of the transaction left: horizon stamped
+    markers = {v.base_offset: v for v in log_.read_batches() if v.is_control}
+    assert markers[1].has_delete_horizon and not markers[3].has_delete_horizon
+    assert markers[1].delete_horizon_ms == NOW + 1 + RETENTION
+    clean(log_, now=NOW + RETENTION)
+    assert 1 in {v.base_offset for v in log_.read_batches()}
+    clean(log_, now=NOW + 1 + RETENTION)
+    markers = {v.base_offset: v for v in log_.read_batches() if v.is_control}
+    assert sorted(markers) == [3]
+    assert data_records(log_)[0] == (2, b"a", b"committed")
+
+
+def test_a_full_offset_map_cleans_in_several_rounds(tmp_path):
+    log_ = open_log(tmp_path / "t-0", LogConfig(**{**CONFIG.__dict__, "segment_bytes": 600}))
+    expected = {}
+    for i in range(60):
+        key = b"k%d" % (i % 23)
+        info = log_.append_as_leader(batch([(key, b"v%d" % i)]), 0)
+        expected[key] = (info.first_offset, b"v%d" % i)
+    log_.roll()
+    checkpoint, rounds = None, 0
+    while True:
+        log_.update_high_watermark(log_.log_end_offset)
+        first_dirty, first_uncleanable, _, _ = cleanable_offsets(log_, checkpoint, NOW)
+        if first_dirty >= first_uncleanable:
+            break
+        # 12 keys of 2 bytes + overhead fill a map of this size
+        stats = Cleaner(dedupe_memory=int(12 * 112 / 0.9)).clean(
+            log_, first_dirty, first_uncleanable, NOW)
+        assert first_dirty < stats.end_offset <= first_uncleanable
+        checkpoint, rounds = stats.end_offset, rounds + 1
+    assert rounds > 1
+    assert sorted((o, k, v) for o, k, v in data_records(log_)) == \
+        sorted((o, k, v) for k, (o, v) in expected.items())
+
+
+def test_offset_map_refuses_a_size_that_holds_nothing():
+    with pytest.raises(ValueError, match="log.cleaner.dedupe.buffer.size"):
+        OffsetMap(64)
+
+
+def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path):
+    config = LogConfig(**{**CONFIG.__dict__, "min_compaction_lag_ms": 10_000})
+    log_ = open_log(tmp_path / "t-0", config)
+    log_.append_as_leader(batch([(b"a", b"1")], ts=NOW - 20_000), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"a", b"2")], ts=NOW - 5_000), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"a", b"3")], ts=NOW), 0)
+    log_.update_high_watermark(log_.log_end_offset)
+    assert cleanable_offsets(log_, None, NOW)[:2] == (0, 1)
+    assert cleanable_offsets(log_, None, NOW + 10_000)[:2] == (0, 2)
+
+
+def test_max_compaction_lag_makes_a_log_due(tmp_path):
+    config = LogConfig(**{**CONFIG.__dict__, "max_compaction_lag_ms": 60_000})
+    log_ = open_log(tmp_path / "t-0", config)
+    log_.append_as_leader(batch([(b"a", b"1")], ts=NOW - 120_000), 0)
+    log_.roll()
+    log_.update_high_watermark(log_.log_end_offset)
+    assert cleanable_offsets(log_, None, NOW)[3] is True
+    assert cleanable_offsets(log_, None, NOW - 90_000)[3] is False
+    assert config.roll_ms == 60_000
+
+
+def test_an_open_transaction_bounds_the_cleanable_range(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    log_.append_as_leader(batch([(b"a", b"1")]), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"a", b"2")], 7, 0, True), 0)           # open at 1
+    log_.roll()
+    log_.append_as_leader(batch([(b"a", b"3")]), 0)
+    log_.roll()
+    log_.update_high_watermark(log_.log_end_offset)
+    assert cleanable_offsets(log_, None, NOW)[:2] == (0, 1)
+
+
+# -- crash safety ------------------------------------------------------------------------------
+
+class Counting(files.FileSystem):
+    def __init__(self):
+        self.calls = 0
+
+    def rename(self, src, dst):
+        self.calls += 1
+        super().rename(src, dst)
+
+    def remove(self, path):
+        self.calls += 1
+        super().remove(path)
+
+    def fsync(self, fd):
+        self.calls += 1
+        super().fsync(fd)
+
+    def fsync_dir(self, directory):
+        self.calls += 1
+        super().fsync_dir(directory)
+
+
+def _dirty_log(path):
+    log_ = open_log(path)
+    for i in range(120):
+        log_.append_as_leader(batch([(b"k%d" % (i % 9), b"value-%d" % i)]), 0)
+    log_.append_as_leader(batch([(b"k1", None)]), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"tail", b"t")]), 0)
+    log_.update_high_watermark(log_.log_end_offset)
+    log_.close()
+
+
+def test_a_crash_at_any_step_of_a_clean_leaves_the_old_log_or_the_new(tmp_path, monkeypatch):
+    base = tmp_path / "base" / "t-0"
+    _dirty_log(base)
+    old = data_records(open_log(base))
+    reference = tmp_path / "reference" / "t-0"
+    shutil.copytree(base, reference)
+    counting = Counting()
+    monkeypatch.setattr(files, "fs", counting)
+    ref_log = open_log(reference)
+    clean(ref_log)
+    new = data_records(ref_log)
+    steps = counting.calls
+    assert new != old and steps > 6
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    outcomes = set()
+    # make soak tries every step; make test the first and last few and some between.
+    chosen = range(1, steps + 1)
+    if os.environ.get("KBROKER_CLEAN_CRASH_STEPS") != "all":
+        chosen = sorted({1, 2, 3, steps - 2, steps - 1, steps} | set(range(4, steps - 2, 4)))
+    for n in chosen:
+        crashed = tmp_path / f"crash-{n}" / "t-0"
+        shutil.copytree(base, crashed)
+        child = subprocess.run([sys.executable, "-m", "tests.storage.clean_crash_child",
+                                str(crashed), str(n), str(NOW)], cwd=root, timeout=60,
+                               capture_output=True, text=True)
+        assert child.returncode == 9, child.stderr
+        recovered = open_log(crashed)
+        got = data_records(recovered)
+        # Each group's swap is atomic; a crash between two groups leaves the first cleaned.
+        offsets = [o for o, _, _ in got]
+        assert offsets == sorted(set(offsets)), f"crash at step {n}: duplicated offsets"
+        assert set(got) <= set(old) and set(new) <= set(got), f"crash at step {n}"
+        outcomes.add("new" if got == new else "old" if got == old else "between")
+        check_readable(recovered, [o for o, _, _ in got])
+        leftovers = [n for n in os.listdir(crashed) if n.endswith((".cleaned", ".swap"))]
+        assert leftovers == []
+        clean(recovered)                           # a later clean finishes the job
+        assert data_records(recovered) == new
+        recovered.close()
+    assert {"old", "new"} <= outcomes
+
+
+def test_a_truncation_during_a_clean_refuses_the_swap(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    for i in range(40):
+        log_.append_as_leader(batch([(b"k%d" % (i % 3), b"v%d" % i)]), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"1")]), 0)
+    log_.update_high_watermark(log_.log_end_offset)
+    before = data_records(log_)
+    cleaner = Cleaner(dedupe_memory=1 << 20)
+    original = log_.replace_segments
+
+    def truncate_first(new, old, generation):
+        log_.truncate_to(log_.log_end_offset - 1)
+        return original(new, old, generation)
+    log_.replace_segments = truncate_first
+    from storage.errors import CleaningAborted
+    with pytest.raises(CleaningAborted):
+        cleaner.clean(log_, 0, log_.segments[-1].base_offset, NOW)
+    assert data_records(log_) == before[:-1]
+    assert not [n for n in os.listdir(log_.dir) if n.endswith(".cleaned")]
+
+
+# -- the cleaner threads' choices --------------------------------------------------------------
+
+def _manager(tmp_path, now):
+    manager = LogManager([str(tmp_path / "logs")], CONFIG, time_ms=lambda: now[0])
+    manager.startup(cluster_id="c", broker_id=0)
+    return manager
+
+
+def _fill(log_, overwrites, keys=3):
+    for i in range(overwrites):
+        log_.append_as_leader(batch([(b"k%d" % (i % keys), b"v%d" % i)]), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"1")]), 0)
+    log_.update_high_watermark(log_.log_end_offset)
+
+
+def test_the_filthiest_log_goes_first_and_the_checkpoint_is_kafkas_file(tmp_path):
+    now = [NOW]
+    manager = _manager(tmp_path, now)
+    dirty = manager.get_or_create_log("dirty", 0, CONFIG)
+    _fill(dirty, 60)
+    less = manager.get_or_create_log("less", 0, CONFIG)
+    _fill(less, 30, keys=25)
+    plain = manager.get_or_create_log("plain", 0, LogConfig(segment_ms=10**12))
+    _fill(plain, 60)
+    cleaner = LogCleaner(manager, CleanerConfig(backoff_ms=10))
+    chosen = cleaner.grab_filthiest(now[0])
+    assert chosen.key == ("dirty", 0)
+    cleaner._in_progress.clear()
+    assert cleaner.run_once() is True
+    assert cleaner.run_once() is True                        # then "less"
+    assert cleaner.run_once() is False                       # nothing above the ratio now
+    path = tmp_path / "logs" / files.CLEANER_CHECKPOINT
+    text = path.read_text().splitlines()
+    assert text[:2] == ["0", "2"]
+    assert checkpoints.read_offsets(str(path)) == {
+        ("dirty", 0): dirty.segments[-1].base_offset, ("less", 0): less.segments[-1].base_offset}
+    assert data_records(plain)[0][0] == 0                   # delete policy: never cleaned
+    manager.shutdown()
+    again = _manager(tmp_path, now)
+    assert LogCleaner(again, CleanerConfig()).checkpoint_of("dirty", 0) == \
+        checkpoints.read_offsets(str(path))[("dirty", 0)]
+    again.shutdown()
+
+
+def test_a_corrupt_segment_marks_only_its_log_uncleanable(tmp_path):
+    now = [NOW]
+    manager = _manager(tmp_path, now)
+    bad = manager.get_or_create_log("bad", 0, CONFIG)
+    _fill(bad, 60)
+    good = manager.get_or_create_log("good", 0, CONFIG)
+    _fill(good, 40)
+    segment = bad.segments[0]
+    with open(segment.path, "r+b") as fh:                   # flip a byte inside a record
+        fh.seek(100)
+        byte = fh.read(1)
+        fh.seek(100)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    before = os.path.getsize(segment.path)
+    cleaner = LogCleaner(manager, CleanerConfig(backoff_ms=10))
+    cleaner.run_once()
+    cleaner.run_once()
+    assert cleaner.uncleanable_partitions() == {("bad", 0)}
+    assert os.path.getsize(bad.segments[0].path) == before
+    assert len(data_records(good)) == 4
+    assert cleaner.run_once() is False
+    manager.shutdown()
+
+
+def test_truncation_lowers_the_checkpoint(tmp_path):
+    now = [NOW]
+    manager = _manager(tmp_path, now)
+    log_ = manager.get_or_create_log("t", 0, CONFIG)
+    _fill(log_, 60)
+    cleaner = LogCleaner(manager, CleanerConfig(backoff_ms=10))
+    assert cleaner.run_once()
+    cleaned_to = cleaner.checkpoint_of("t", 0)
+    log_.truncate_to(cleaned_to - 1)
+    cleaner.grab_filthiest(now[0])
+    assert cleaner.checkpoint_of("t", 0) == cleaned_to - 1
+    manager.shutdown()
+
+
+def test_compacted_logs_get_retention_from_the_cleaner_threads(tmp_path):
+    # Wall-clock time: an emptied cleaned segment's age is its file's modification time.
+    now = [int(time.time() * 1000)]
+    manager = _manager(tmp_path, now)
+    config = LogConfig(**{**CONFIG.__dict__, "cleanup_policy": "compact,delete",
+                          "retention_ms": 1000})
+    log_ = manager.get_or_create_log("cd", 0, config)
+    for i in range(30):
+        log_.append_as_leader(batch([(b"k%d" % (i % 3), b"v%d" % i)], ts=now[0]), 0)
+    log_.roll()
+    log_.update_high_watermark(log_.log_end_offset)
+    manager.start_cleaner(CleanerConfig(threads=0))
+    now[0] += 10_000
+    assert manager.run_retention() == 0                      # not the retention task's job
+    manager.cleaner.run_once()
+    assert log_.log_start_offset == log_.log_end_offset == 30
+    manager.shutdown()
