@@ -251,6 +251,7 @@ class LogCleaner:
     def _clean(self, cleaner: Cleaner, chosen: LogToClean, now_ms: int, thread: str) -> None:
         key, log_ = chosen.key, chosen.log
         name = f"{key[0]}-{key[1]}"
+        generation = log_.generation
         try:
             log.info("Beginning cleaning of log %s", name)
             stats = cleaner.clean(log_, chosen.first_dirty, chosen.first_uncleanable, now_ms)
@@ -265,6 +266,10 @@ class LogCleaner:
         except CleaningAborted as exc:
             log.info("Cleaning of log %s aborted: %s", name, exc)
         except Exception:
+            if log_.generation != generation:      # truncated or deleted under the clean
+                log.info("Cleaning of log %s aborted: the log changed while it was being "
+                         "cleaned", name)
+                return
             log.warning("Unexpected exception thrown when cleaning log %s. Marking its "
                         "partition (%s) as uncleanable", name, name, exc_info=True)
             with self._lock:

@@ -53,6 +53,8 @@ def test_wildcard_address_cannot_be_advertised():
     ("listeners", "PLAINTEXT://127.0.0.1:99999", "out of range"),      # would bind 34463
     ("log.dirs", "", "At least one log directory"),
     ("log.cleaner.min.cleanable.ratio", "1.5", "[0.0,1.0]"),
+    ("log.cleaner.dedupe.buffer.size", "1048576", "at least 1MB per cleaner thread"),
+    ("log.cleaner.backoff.ms", "-1", "at least 0"),
 ])
 def test_invalid_value_names_the_property(name, value, fragment):
     with pytest.raises(ConfigError) as info:
@@ -208,6 +210,14 @@ def test_topic_config_validation():
         validate_topic_configs({"retention.hours": "1"})
     with pytest.raises(ConfigError, match="segment.bytes"):
         validate_topic_configs({"segment.bytes": "1"})
+
+
+def test_compaction_lags_must_not_conflict():
+    with pytest.raises(ConfigError, match=r"conflict topic config setting min.compaction.lag.ms "
+                                          r"\(5000\) > max.compaction.lag.ms \(1000\)"):
+        validate_topic_configs({"min.compaction.lag.ms": "5000", "max.compaction.lag.ms": "1000"})
+    assert validate_topic_configs({"min.compaction.lag.ms": "1000",
+                                   "max.compaction.lag.ms": "1000"})
 
 
 def test_kafka_topic_configs_this_broker_does_not_act_on_are_accepted():
