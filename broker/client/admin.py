@@ -17,7 +17,7 @@ from typing import NamedTuple
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, ElectLeadersRequest, DescribeLogDirsRequest, DescribeProducersRequest,
     DescribeTransactionsRequest, IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest,
     ListTransactionsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, WriteTxnMarkersRequest,
 )
@@ -146,6 +146,32 @@ class Admin:
             response = await self.cluster.send(await self._controller(), request)
             return {r.name: (r.error_code, r.error_message) for r in response.results}
         return await self.cluster.retry(op)
+
+    async def elect_leaders(self, election_type: int, partitions=None, *,
+                            timeout_ms: int = 30000) -> dict:
+        """ElectLeaders at the controller: election_type 0 PREFERRED, 1 UNCLEAN; `partitions`
+        [TopicPartition] or None for all. -> {TopicPartition: (error_code, error_message)};
+        with None, partitions that needed no election are left out (as Kafka's broker does)."""
+        topic_partitions = None
+        if partitions is not None:
+            grouped = defaultdict(list)
+            for tp in partitions:
+                grouped[tp.topic].append(tp.partition)
+            topic_partitions = [ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
+                                for t, ps in grouped.items()]
+        request = ElectLeadersRequest(election_type=election_type,
+                                      topic_partitions=topic_partitions, timeout_ms=timeout_ms)
+
+        async def op():
+            response = await self.cluster.send(await self._controller(), request)
+            if response.error_code:
+                raise KafkaError(response.error_code)
+            out = {TopicPartition(r.topic, p.partition_id): (p.error_code, p.error_message)
+                   for r in response.replica_election_results for p in r.partition_result}
+            if out and all(code == ErrorCode.NOT_CONTROLLER for code, _ in out.values()):
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "the controller moved")
+            return out
+        return await self.cluster.retry(op, timeout_ms=timeout_ms)
 
     async def list_topics(self) -> dict:
         """Every topic's TopicMetadata (including internal ones), freshly fetched."""

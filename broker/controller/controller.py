@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 MAX_STATE_WRITE_ATTEMPTS = 5
 AUTO_REBALANCE_FIRST_CHECK_S = 5.0      # Kafka's first check after a failover
+PREFERRED, UNCLEAN = 0, 1               # ElectLeaders election types
+ELECTION_TYPES = {PREFERRED: "PREFERRED", UNCLEAN: "UNCLEAN"}
 
 
 def topic_id_text(topic_id: uuid.UUID) -> str:
@@ -744,6 +746,56 @@ class KafkaController:
                  "by AutoTriggered", self.log_prefix,
                  ",".join(f"{t}-{p}" for t, p in candidates[:50]))
         return await self._elect_leaders(candidates, "preferred")
+
+    async def elect_leaders(self, partitions, election_type: int) -> dict:
+        """ElectLeaders from an admin client (Kafka's processReplicaLeaderElection):
+        {tp: (error code, message or None, elected leader or None)}. PREFERRED (0) elects the
+        first replica where it does not lead; UNCLEAN (1) elects where the partition has no
+        live leader, allowing an out-of-sync replica whatever the topic's config."""
+        ctx = self.ctx
+        if not self.is_active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None, None) for tp in partitions}
+        known = set(ctx.all_partitions())
+        out, electable = {}, []
+        live = ctx.live_ids()
+        for tp in partitions:
+            if tp not in known or tp not in ctx.states:
+                log.info("%s Skipping replica leader election (%s) for partition %s-%d by "
+                         "AdminClientTriggered since it doesn't exist.", self.log_prefix,
+                         ELECTION_TYPES[election_type], tp[0], tp[1])
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           "The partition does not exist.", None)
+            elif tp[0] in ctx.topics_to_delete:
+                out[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted", None)
+            else:
+                leader = ctx.states[tp].leader
+                needed = (leader != ctx.replicas(tp)[0] if election_type == PREFERRED
+                          else leader == NO_LEADER or leader not in live)
+                if needed:
+                    electable.append(tp)
+                else:
+                    out[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None, None)
+        if electable:
+            log.info("%s Starting replica leader election (%s) for partitions %s triggered by "
+                     "AdminClientTriggered", self.log_prefix, ELECTION_TYPES[election_type],
+                     ",".join(f"{t}-{p}" for t, p in electable[:50]))
+            if election_type == PREFERRED:
+                results = await self._elect_leaders(electable, "preferred")
+                strategy = "PreferredReplicaPartitionLeaderElectionStrategy"
+            else:
+                results = await self._elect_leaders(electable, "offline", allow_unclean=True)
+                strategy = "OfflinePartitionLeaderElectionStrategy(true)"
+            for tp in electable:
+                result = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+                if isinstance(result, zd.LeaderAndIsr):
+                    out[tp] = (ErrorCode.NONE, None, result.leader)
+                elif result in (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE):
+                    out[tp] = (result, f"Failed to elect leader for partition {tp[0]}-{tp[1]} "
+                                       f"under strategy {strategy}", None)
+                else:
+                    out[tp] = (result, None, None)
+        return out
 
     # -- sending -------------------------------------------------------------------------------
 

@@ -373,6 +373,66 @@ async def test_preferred_leaders_come_back_when_imbalanced():
         await shutdown(nodes)
 
 
+async def test_admin_elections_preferred_and_unclean():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0], 1: [2, 0, 1], 2: [0, 1, 2]})
+        await settle(nodes)
+        c = active(nodes).controller
+        got = await c.enqueue(c.elect_leaders, [("t", 0), ("t", 9), ("u", 0)], 0)
+        assert got == {("t", 0): (ErrorCode.ELECTION_NOT_NEEDED, None, None),
+                       ("t", 9): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  "The partition does not exist.", None),
+                       ("u", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  "The partition does not exist.", None)}
+        server.expire(nodes[1].zk)                  # broker 1 dies: t-0 moves to 2
+        await settle(nodes)
+        c = active(nodes).controller
+        got = await c.enqueue(c.elect_leaders, [("t", 0)], 0)
+        assert got[("t", 0)] == (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                 "Failed to elect leader for partition t-0 under strategy "
+                                 "PreferredReplicaPartitionLeaderElectionStrategy", None)
+        assert (await c.enqueue(c.elect_leaders, [("t", 0)], 1))[("t", 0)][0] == \
+            ErrorCode.ELECTION_NOT_NEEDED                    # a live leader: nothing to do
+        nodes[1].zk = server.client()
+        nodes[1].kzk.zk = nodes[1].zk
+        await nodes[1].register()
+        await settle(nodes)
+        c = active(nodes).controller
+        await c.enqueue(c.alter_partition, 2, c.ctx.broker_epochs[2],
+                        {("t", 0): (1, [2, 0, 1], False, 1)})
+        got = await c.enqueue(c.elect_leaders, [("t", 0)], 0)
+        assert got[("t", 0)] == (ErrorCode.NONE, None, 1)
+        assert (await state(server, "t", 0))[0]["leader"] == 1
+        assert [s[0] for s in active(nodes).sender.take("LeaderAndIsr")] != []
+        follower = [n for n in nodes if not n.controller.is_active][0].controller
+        assert (await follower.enqueue(follower.elect_leaders, [("t", 0)], 0)) == \
+            {("t", 0): (ErrorCode.NOT_CONTROLLER, None, None)}
+    finally:
+        await shutdown(nodes)
+
+
+async def test_unclean_admin_election_takes_an_out_of_sync_replica():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2]})
+        await settle(nodes)
+        c = active(nodes).controller
+        # Shrink the ISR to the leader, then lose it: no eligible leader (unclean is off).
+        await c.enqueue(c.alter_partition, 1, c.ctx.broker_epochs[1],
+                        {("t", 0): (0, [1], False, 0)})
+        server.expire(nodes[1].zk)
+        await settle(nodes)
+        c = active(nodes).controller
+        assert (await state(server, "t", 0))[0]["leader"] == -1
+        got = await c.enqueue(c.elect_leaders, [("t", 0)], 1)
+        assert got[("t", 0)] == (ErrorCode.NONE, None, 2)
+        got_state = (await state(server, "t", 0))[0]
+        assert got_state["leader"] == 2 and got_state["isr"] == [2]
+    finally:
+        await shutdown(nodes)
+
+
 async def test_new_controller_takes_dead_brokers_out_of_every_isr():
     server, nodes = await cluster()
     try:

@@ -1,0 +1,168 @@
+"""kafka-leader-election.sh: move leaderships back to the preferred replicas, or elect a leader
+where none is left (unclean), as Kafka's LeaderElectionCommand.
+
+    kafka-leader-election.sh --bootstrap-server HOST:PORT --election-type preferred|unclean
+        (--all-topic-partitions | --topic T --partition P | --path-to-json-file FILE)
+
+The JSON file is ``{"partitions": [{"topic": "foo", "partition": 1}, ...]}``. Output, as Kafka
+prints it::
+
+    Successfully completed leader election (PREFERRED) for partitions foo-1, foo-2
+    Valid replica already elected for partitions bar-0
+    Error completing leader election (PREFERRED) for partition: baz-0: <exception>: <message>
+
+and, when some partition failed, "N replica(s) could not be elected" on stderr with exit
+status 1.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from protocol.errors import ErrorCode
+
+from broker.client.admin import Admin
+from broker.client.cluster import ClusterClient
+from broker.client.types import TopicPartition
+from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text, main_entry,
+                                 read_properties)
+
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}
+EXCEPTIONS = {
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "PreferredLeaderNotAvailableException",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "EligibleLeadersNotAvailableException",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
+    ErrorCode.NOT_CONTROLLER: "NotControllerException",
+    ErrorCode.REQUEST_TIMED_OUT: "TimeoutException",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+}
+
+
+def build_parser() -> ToolParser:
+    p = ToolParser("kafka-leader-election.sh", "This tool attempts to elect a new leader for a set "
+                   "of topic partitions. The type of elections supported are preferred replicas "
+                   "and unclean replicas.")
+    p.add_argument("--bootstrap-server", metavar="<String: host:port>",
+                   help="A hostname and port for the broker to connect to, in the form host:port. "
+                        "Multiple comma separated URLs can be given. REQUIRED.")
+    p.add_argument("--admin.config", dest="admin_config", metavar="<String: config file>",
+                   help="Configuration properties files to pass to the admin client")
+    p.add_argument("--path-to-json-file", metavar="<String: Path to JSON file>",
+                   help="The JSON file with the list  of partition for which leader elections "
+                        "should be performed. This is an example format. \n{\"partitions\":\n\t"
+                        "[{\"topic\": \"foo\", \"partition\": 1},\n\t {\"topic\": \"foobar\", "
+                        "\"partition\": 2}]\n}\nNot allowed if --all-topic-partitions or --topic "
+                        "flags are specified.")
+    p.add_argument("--topic", metavar="<String: topic name>",
+                   help="Name of topic for which to perform an election. Not allowed if "
+                        "--path-to-json-file or --all-topic-partitions is specified.")
+    p.add_argument("--partition", metavar="<Integer: partition id>",
+                   help="Partition id for which to perform an election. REQUIRED if --topic is "
+                        "specified.")
+    p.add_argument("--all-topic-partitions", action="store_true",
+                   help="Perform election on all of the eligible topic partitions based on the "
+                        "type of election (see the --election-type flag). Not allowed if --topic "
+                        "or --path-to-json-file is specified.")
+    p.add_argument("--election-type", metavar="<[PREFERRED,UNCLEAN]: election type>",
+                   help="Type of election to attempt. Possible values are \"preferred\" for "
+                        "preferred leader election or \"unclean\" for unclean leader election. "
+                        "If preferred election is selection, the election is only performed if "
+                        "the current leader is not the preferred leader for the topic partition. "
+                        "If unclean election is selected, the election is only performed if "
+                        "there are no leader for the topic partition. REQUIRED.")
+    return p
+
+
+def validate(opts) -> None:
+    """Kafka's LeaderElectionCommandOptions.validate, same messages."""
+    if not opts.bootstrap_server:
+        raise ToolError("Missing required option(s): bootstrap-server")
+    if not opts.election_type:
+        raise ToolError("Missing required option(s): election-type")
+    if opts.election_type.lower() not in ELECTION_TYPES:
+        raise ToolError(f"Cannot convert argument '{opts.election_type}' of option "
+                        f"['election-type']. Value must be one of [PREFERRED, UNCLEAN]")
+    chosen = sum(bool(x) for x in (opts.topic, opts.all_topic_partitions,
+                                   opts.path_to_json_file))
+    if chosen != 1:
+        raise ToolError("One and only one of the following options is required: topic, "
+                        "all-topic-partitions, path-to-json-file")
+    if opts.topic and opts.partition is None:
+        raise ToolError("Missing required option(s): partition")
+    if not opts.topic and opts.partition is not None:
+        raise ToolError("Option partition is only allowed if topic is used")
+    if opts.partition is not None:
+        try:
+            int(opts.partition)
+        except ValueError:
+            raise ToolError(f"Cannot parse argument '{opts.partition}' of option partition") \
+                from None
+
+
+def parse_election_file(path: str) -> list:
+    """The partitions of a ``{"partitions": [...]}`` file; Kafka's errors for a bad one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ToolError(str(e)) from None
+    try:
+        doc = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError as e:
+        raise ToolError(f"The election JSON file {path} is not valid JSON: {e}") from None
+    if doc is None:
+        raise ToolError("Replica election data is empty")
+    if not isinstance(doc, dict) or "partitions" not in doc:
+        raise ToolError("Replica election data is missing \"partitions\" field")
+    partitions = []
+    for entry in doc["partitions"] if isinstance(doc["partitions"], list) else [None]:
+        try:
+            partitions.append(TopicPartition(str(entry["topic"]), int(entry["partition"])))
+        except (KeyError, TypeError, ValueError):
+            raise ToolError(f"Invalid partition entry in election JSON file: {entry}") from None
+    duplicates = sorted({str(tp) for tp in partitions if partitions.count(tp) > 1})
+    if duplicates:
+        raise ToolError("Replica election data contains duplicate partitions: "
+                        f"[{', '.join(duplicates)}]")
+    return list(dict.fromkeys(partitions))
+
+
+async def run(opts) -> int:
+    validate(opts)
+    election = opts.election_type.upper()
+    if opts.path_to_json_file:
+        partitions = parse_election_file(opts.path_to_json_file)
+    elif opts.topic:
+        partitions = [TopicPartition(opts.topic, int(opts.partition))]
+    else:
+        partitions = None
+    props = read_properties(opts.admin_config) if opts.admin_config else {}
+    async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
+        results = await Admin(cluster).elect_leaders(ELECTION_TYPES[election.lower()],
+                                                     partitions)
+    succeeded = [tp for tp, (code, _) in results.items() if code == ErrorCode.NONE]
+    noop = [tp for tp, (code, _) in results.items() if code == ErrorCode.ELECTION_NOT_NEEDED]
+    failed = {tp: r for tp, r in results.items()
+              if r[0] not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)}
+    if succeeded:
+        print(f"Successfully completed leader election ({election}) for partitions "
+              f"{', '.join(map(str, succeeded))}")
+    if noop:
+        print(f"Valid replica already elected for partitions {', '.join(map(str, noop))}")
+    for tp, (code, message) in failed.items():
+        name = EXCEPTIONS.get(code, ErrorCode(code).name)
+        print(f"Error completing leader election ({election}) for partition: {tp}: "
+              f"org.apache.kafka.common.errors.{name}: {message or error_text(code)}")
+    if failed:
+        print(f"{len(failed)} replica(s) could not be elected", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    main_entry(main, error_prefix="")           # Kafka prints the bare message

@@ -1,0 +1,102 @@
+"""kafka-leader-election.sh against a three-broker ZooKeeper cluster, as an operator uses it
+after a restart: leaders moved away from a broker that was down come back to their preferred
+replicas only when asked (auto.leader.rebalance.enable=false here), with Kafka's output lines
+and exit status; and its bad flags and files get Kafka's one-line messages."""
+import json
+import pathlib
+import subprocess
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+BIN = pathlib.Path(__file__).resolve().parents[2] / "bin"
+
+
+def tool(*args):
+    result = subprocess.run([str(BIN / "kafka-leader-election.sh"), *args], capture_output=True,
+                            text=True, timeout=90)
+    return result.returncode, result.stdout, result.stderr
+
+
+def preferred_of(cluster, topic, partitions):
+    data = json.loads(cluster._read(f"/brokers/topics/{topic}"))["partitions"]
+    return {p: data[str(p)][0] for p in range(partitions)}
+
+
+@pytest.mark.kafka_cluster_config({"auto.leader.rebalance.enable": "false"})
+def test_preferred_election_brings_leaders_back_after_a_restart(kafka_cluster, tmp_path):
+    cluster = kafka_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(0)})
+    admin.create_topics([NewTopic("elect", 3, 3)])["elect"].result(60)
+    preferred = preferred_of(cluster, "elect", 3)
+    victim = 1 if cluster.controller() != 1 else 2
+    moved = sorted(p for p, b in preferred.items() if b == victim)
+    assert moved
+    cluster.stop(victim)
+    cluster.wait_until(lambda: all(cluster.leader("elect", p) != victim for p in range(3)),
+                       30, "leaders did not move")
+    cluster.start(victim)
+    for p in range(3):
+        cluster.wait_for_isr("elect", p, [0, 1, 2], timeout=60)
+    assert all(cluster.leader("elect", p) != victim for p in moved)     # no automatic move
+
+    bootstrap = cluster.bootstrap_servers
+    code, out, err = tool("--bootstrap-server", bootstrap, "--election-type", "preferred",
+                          "--topic", "elect", "--partition", str(moved[0]))
+    assert (code, err) == (0, "")
+    assert out == f"Successfully completed leader election (PREFERRED) for partitions " \
+                  f"elect-{moved[0]}\n"
+    assert cluster.leader("elect", moved[0]) == victim
+    code, out, err = tool("--bootstrap-server", bootstrap, "--election-type", "PREFERRED",
+                          "--all-topic-partitions")
+    assert code == 0, err
+    rest = [f"elect-{p}" for p in moved[1:]]
+    assert out == (f"Successfully completed leader election (PREFERRED) for partitions "
+                   f"{', '.join(rest)}\n" if rest else "")
+    assert all(cluster.leader("elect", p) == preferred[p] for p in range(3))
+
+    election = tmp_path / "election.json"
+    election.write_text(json.dumps({"partitions": [{"topic": "elect", "partition": 0},
+                                                   {"topic": "nope", "partition": 0}]}))
+    code, out, err = tool("--bootstrap-server", bootstrap, "--election-type", "preferred",
+                          "--path-to-json-file", str(election))
+    assert code == 1 and err == "1 replica(s) could not be elected\n"
+    assert "Valid replica already elected for partitions elect-0\n" in out
+    assert "Error completing leader election (PREFERRED) for partition: nope-0: org.apache." \
+           "kafka.common.errors.UnknownTopicOrPartitionException: The partition does not " \
+           "exist.\n" in out
+    code, out, err = tool("--bootstrap-server", bootstrap, "--election-type", "unclean",
+                          "--topic", "elect", "--partition", "0")
+    assert (code, out) == (0, "Valid replica already elected for partitions elect-0\n")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--all-topic-partitions"], "Missing required option(s): election-type"),
+    (["--election-type", "preferred"], "One and only one of the following options is "
+                                       "required: topic, all-topic-partitions, "
+                                       "path-to-json-file"),
+    (["--election-type", "preferred", "--topic", "t"], "Missing required option(s): partition"),
+    (["--election-type", "preferred", "--all-topic-partitions", "--partition", "1"],
+     "Option partition is only allowed if topic is used"),
+    (["--election-type", "sideways", "--all-topic-partitions"],
+     "Cannot convert argument 'sideways' of option ['election-type']. Value must be one of "
+     "[PREFERRED, UNCLEAN]"),
+])
+def test_bad_flags_get_kafkas_message(args, message):
+    code, out, err = tool("--bootstrap-server", "127.0.0.1:1", *args)
+    assert (code, out, err) == (1, "", message + "\n")
+
+
+def test_a_bad_election_file_is_named(tmp_path):
+    path = tmp_path / "e.json"
+    for text, message in (("", "Replica election data is empty"),
+                          ('{"x": 1}', "Replica election data is missing \"partitions\" field"),
+                          ('{"partitions": [{"topic": "a", "partition": 0}, '
+                           '{"topic": "a", "partition": 0}]}',
+                           "Replica election data contains duplicate partitions: [a-0]")):
+        path.write_text(text)
+        code, out, err = tool("--bootstrap-server", "127.0.0.1:1", "--election-type",
+                              "preferred", "--path-to-json-file", str(path))
+        assert (code, err) == (1, message + "\n")
