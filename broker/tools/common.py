@@ -133,6 +133,26 @@ def error_text(code) -> str:
     return ERROR_TEXTS.get(code, ErrorCode(code).name)
 
 
+# The Java exception Kafka's tools print for an error code ("<class>: <message>").
+EXCEPTION_CLASSES = {
+    ErrorCode.OFFSET_OUT_OF_RANGE: "OffsetOutOfRangeException",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "NotLeaderOrFollowerException",
+    ErrorCode.POLICY_VIOLATION: "PolicyViolationException",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "PreferredLeaderNotAvailableException",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "EligibleLeadersNotAvailableException",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
+    ErrorCode.NOT_CONTROLLER: "NotControllerException",
+    ErrorCode.REQUEST_TIMED_OUT: "TimeoutException",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+}
+
+
+def exception_class(code) -> str:
+    """org.apache.kafka.common.errors.<the exception of `code`> (its error name if unlisted)."""
+    return "org.apache.kafka.common.errors." + EXCEPTION_CLASSES.get(code, ErrorCode(code).name)
+
+
 # Kafka consumer properties the built-in Consumer honours: property -> (keyword, parser).
 CONSUMER_PROPERTIES = {
     "group.instance.id": ("group_instance_id", str),

@@ -16,17 +16,8 @@ from protocol.errors import ErrorCode
 from broker.client.admin import Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
-from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, error_text, main_entry,
-                                 read_properties)
-
-# Java exception class names Kafka prints for these error codes ("<class>: <message>").
-EXCEPTIONS = {
-    ErrorCode.OFFSET_OUT_OF_RANGE: "org.apache.kafka.common.errors.OffsetOutOfRangeException",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: "org.apache.kafka.common.errors.NotLeaderOrFollowerException",
-    ErrorCode.POLICY_VIOLATION: "org.apache.kafka.common.errors.PolicyViolationException",
-}
-
+from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, error_text,
+                                 exception_class, main_entry, read_properties)
 
 def build_parser() -> ToolParser:
     p = ToolParser("kafka-delete-records.sh", "This tool helps to delete records of the given partitions down to "
@@ -84,8 +75,7 @@ async def run(opts) -> int:
             code, low = results[tp]
             if code:
                 failed += 1
-                name = EXCEPTIONS.get(code, f"org.apache.kafka.common.errors.{ErrorCode(code).name}")
-                print(f"partition: {tp}\terror: {name}: {error_text(code)}")
+                print(f"partition: {tp}\terror: {exception_class(code)}: {error_text(code)}")
             else:
                 print(f"partition: {tp}\tlow_watermark: {low}")
     return 1 if failed else 0

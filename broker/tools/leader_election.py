@@ -24,19 +24,10 @@ from protocol.errors import ErrorCode
 from broker.client.admin import Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
-from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text, main_entry,
-                                 read_properties)
+from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text,
+                                 exception_class, main_entry, read_properties)
 
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
-EXCEPTIONS = {
-    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "PreferredLeaderNotAvailableException",
-    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "EligibleLeadersNotAvailableException",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
-    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
-    ErrorCode.NOT_CONTROLLER: "NotControllerException",
-    ErrorCode.REQUEST_TIMED_OUT: "TimeoutException",
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
-}
 
 
 def build_parser() -> ToolParser:
@@ -151,9 +142,8 @@ async def run(opts) -> int:
     if noop:
         print(f"Valid replica already elected for partitions {', '.join(map(str, noop))}")
     for tp, (code, message) in failed.items():
-        name = EXCEPTIONS.get(code, ErrorCode(code).name)
         print(f"Error completing leader election ({election}) for partition: {tp}: "
-              f"org.apache.kafka.common.errors.{name}: {message or error_text(code)}")
+              f"{exception_class(code)}: {message or error_text(code)}")
     if failed:
         print(f"{len(failed)} replica(s) could not be elected", file=sys.stderr)
         return 1

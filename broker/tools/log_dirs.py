@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from protocol.errors import ErrorCode
 
 from broker.client.admin import Admin
 from broker.client.cluster import ClusterClient
-from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
+from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, exception_class,
+                                 main_entry, read_properties)
 
 
 def build_parser() -> ToolParser:
@@ -60,8 +60,7 @@ async def run(opts) -> int:
                 partitions = [{"partition": f"{t.name}-{p.partition_index}", "size": p.partition_size,
                                "offsetLag": p.offset_lag, "isFuture": p.is_future_key}
                               for t in d.topics if not topics or t.name in topics for p in t.partitions]
-                error = None if not d.error_code else \
-                    f"org.apache.kafka.common.errors.{ErrorCode(d.error_code).name}"
+                error = None if not d.error_code else exception_class(d.error_code)
                 dirs.append({"logDir": d.log_dir, "error": error, "partitions": partitions})
             doc["brokers"].append({"broker": broker, "logDirs": dirs})
         print(json.dumps(doc, separators=(",", ":")))
