@@ -200,6 +200,24 @@ class KafkaZk:
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{topic}' already exists.") from None
 
+    async def get_reassignment(self, watch=None):
+        """{(topic, partition): [replicas]} of /admin/reassign_partitions, or None when the
+        znode does not exist (its existence is watched); ZNodeDataError if malformed."""
+        if await self.zk.exists(zd.REASSIGN_PARTITIONS, watch) is None:
+            return None
+        found = await self.zk.get(zd.REASSIGN_PARTITIONS)
+        if found is None:
+            return None
+        return zd.decode_reassignment(found[0])
+
+    async def set_reassignment(self, partitions: dict, epoch_zk_version: int) -> None:
+        """Rewrite /admin/reassign_partitions with what is left, or delete it when empty."""
+        if partitions:
+            op = SetDataOp(zd.REASSIGN_PARTITIONS, zd.encode_reassignment(partitions), -1)
+        else:
+            op = DeleteOp(zd.REASSIGN_PARTITIONS)
+        await self._guarded(epoch_zk_version, [op])
+
     async def mark_topic_for_deletion(self, topic: str) -> None:
         try:
             await self.zk.create(zd.delete_topic_path(topic))

@@ -275,6 +275,30 @@ def decode_topic(topic: str, data: bytes) -> TopicAssignment:
                            by_partition("removing_replicas"))
 
 
+# -- /admin/reassign_partitions (the reassignment before KIP-455, still honoured) --------------
+
+def encode_reassignment(partitions: dict) -> bytes:
+    """{(topic, partition): [replicas]} -> Kafka's ReassignPartitionsZNode JSON."""
+    return _dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)}
+        for (t, p), r in sorted(partitions.items())]})
+
+
+def decode_reassignment(data: bytes) -> dict:
+    path = REASSIGN_PARTITIONS
+    value = _loads(path, data)
+    entries = value.get("partitions")
+    if not isinstance(entries, list):
+        raise ZNodeDataError(path, "partitions is not a list")
+    out = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise ZNodeDataError(path, f"bad entry {entry!r}")
+        tp = (entry["topic"], _int(path, entry.get("partition"), "partition"))
+        out[tp] = _int_list(path, entry.get("replicas"), f"replicas of {tp[0]}-{tp[1]}")
+    return out
+
+
 # -- /brokers/topics/T/partitions/P/state ------------------------------------------------------
 
 @dataclasses.dataclass

@@ -17,7 +17,8 @@ from typing import NamedTuple
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, ElectLeadersRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+    AlterPartitionReassignmentsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    ElectLeadersRequest, ListPartitionReassignmentsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
     DescribeTransactionsRequest, IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest,
     ListTransactionsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, WriteTxnMarkersRequest,
 )
@@ -171,6 +172,49 @@ class Admin:
             if out and all(code == ErrorCode.NOT_CONTROLLER for code, _ in out.values()):
                 raise KafkaError(ErrorCode.NOT_CONTROLLER, "the controller moved")
             return out
+        return await self.cluster.retry(op, timeout_ms=timeout_ms)
+
+    async def alter_partition_reassignments(self, targets: dict, *,
+                                            timeout_ms: int = 30000) -> dict:
+        """AlterPartitionReassignments at the controller: {TopicPartition: [broker ids] or None
+        to cancel} -> {TopicPartition: (error_code, error_message)}."""
+        R = AlterPartitionReassignmentsRequest
+        grouped = defaultdict(list)
+        for tp, replicas in targets.items():
+            grouped[tp.topic].append(R.ReassignablePartition(
+                partition_index=tp.partition,
+                replicas=None if replicas is None else list(replicas)))
+        request = R(timeout_ms=timeout_ms, topics=[R.ReassignableTopic(name=t, partitions=ps)
+                                                   for t, ps in grouped.items()])
+
+        async def op():
+            response = await self.cluster.send(await self._controller(), request)
+            if response.error_code:
+                raise KafkaError(response.error_code, response.error_message)
+            return {TopicPartition(t.name, p.partition_index): (p.error_code, p.error_message)
+                    for t in response.responses for p in t.partitions}
+        return await self.cluster.retry(op, timeout_ms=timeout_ms)
+
+    async def list_partition_reassignments(self, partitions=None, *,
+                                           timeout_ms: int = 30000) -> dict:
+        """ListPartitionReassignments at the controller (`partitions` None: all) ->
+        {TopicPartition: (replicas, adding, removing)} of those being reassigned."""
+        topics = None
+        if partitions is not None:
+            grouped = defaultdict(list)
+            for tp in partitions:
+                grouped[tp.topic].append(tp.partition)
+            topics = [ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(
+                name=t, partition_indexes=ps) for t, ps in grouped.items()]
+        request = ListPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=topics)
+
+        async def op():
+            response = await self.cluster.send(await self._controller(), request)
+            if response.error_code:
+                raise KafkaError(response.error_code, response.error_message)
+            return {TopicPartition(t.name, p.partition_index):
+                    (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                    for t in response.topics for p in t.partitions}
         return await self.cluster.retry(op, timeout_ms=timeout_ms)
 
     async def list_topics(self) -> dict:

@@ -41,6 +41,10 @@ class ControllerContext:
         self.states: dict[tuple, zd.LeaderAndIsr] = {}       # (topic, partition) -> state
         self.topics_to_delete: set[str] = set()
         self.deletion_started: dict[str, set] = {}           # topic -> {(broker, partition)}
+        # Partitions being reassigned: their adding and removing replicas (Kafka's
+        # ReplicaAssignment). `assignments` then holds the full set RS = target + origin.
+        self.adding: dict[tuple, list] = {}
+        self.removing: dict[tuple, list] = {}
 
     def reset(self) -> None:
         self.__init__()
@@ -62,6 +66,36 @@ class ControllerContext:
     def replicas(self, tp) -> list:
         return self.assignments.get(tp[0], {}).get(tp[1], [])
 
+    def is_reassigning(self, tp) -> bool:
+        return bool(self.adding.get(tp) or self.removing.get(tp))
+
+    def reassigning(self) -> list:
+        return sorted(tp for tp in set(self.adding) | set(self.removing)
+                      if self.is_reassigning(tp))
+
+    def origin_replicas(self, tp) -> list:
+        adding = self.adding.get(tp, [])
+        return [r for r in self.replicas(tp) if r not in adding]
+
+    def target_replicas(self, tp) -> list:
+        removing = self.removing.get(tp, [])
+        return [r for r in self.replicas(tp) if r not in removing]
+
+    def reassign_to(self, tp, target: list) -> tuple:
+        """(full replica set, adding, removing) of a reassignment of `tp` to `target`, as
+        Kafka's ReplicaAssignment.reassignTo: target first, then the origin replicas."""
+        origin = self.origin_replicas(tp)
+        full = list(dict.fromkeys(list(target) + origin))
+        return full, [r for r in full if r not in origin], [r for r in full if r not in target]
+
+    def set_assignment(self, tp, replicas: list, adding=(), removing=()) -> None:
+        self.assignments.setdefault(tp[0], {})[tp[1]] = list(replicas)
+        if adding or removing:
+            self.adding[tp], self.removing[tp] = list(adding), list(removing)
+        else:
+            self.adding.pop(tp, None)
+            self.removing.pop(tp, None)
+
     def partitions_on_broker(self, broker_id: int) -> list:
         return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
 
@@ -71,6 +105,8 @@ class ControllerContext:
     def remove_topic(self, topic: str) -> None:
         for p in self.assignments.pop(topic, {}):
             self.states.pop((topic, p), None)
+            self.adding.pop((topic, p), None)
+            self.removing.pop((topic, p), None)
         self.topic_ids.pop(topic, None)
         self.topics_to_delete.discard(topic)
         self.deletion_started.pop(topic, None)
@@ -139,7 +175,8 @@ class RequestBatch:
                 topic_name=topic, partition_index=p, controller_epoch=state.controller_epoch,
                 leader=state.leader, leader_epoch=state.leader_epoch, isr=list(state.isr),
                 partition_epoch=state.partition_epoch, replicas=list(replicas),
-                adding_replicas=[], removing_replicas=[], is_new=is_new,
+                adding_replicas=list(ctx.adding.get((topic, p), [])),
+                removing_replicas=list(ctx.removing.get((topic, p), [])), is_new=is_new,
                 leader_recovery_state=1 if state.recovering else 0))
             if state.leader >= 0:
                 leaders.add(state.leader)

@@ -224,6 +224,8 @@ class KafkaController:
             await self._remove_replica_from_isr(broker, ctx.partitions_on_broker(broker), batch)
         self._send(batch)
         await self._trigger_online_partition_state_change()
+        await self._resume_reassignments()
+        await self._on_zk_reassignment()
         await self._resume_deletions()
         if self._config("auto.leader.rebalance.enable", False):
             self._schedule_rebalance(AUTO_REBALANCE_FIRST_CHECK_S)
@@ -257,6 +259,10 @@ class KafkaController:
             assignment.topic_id = topic_id_text(topic_id)
             await self.kzk.set_topic(topic, assignment, version, self.ctx.epoch_zk_version)
         self.ctx.assignments[topic] = dict(assignment.partitions)
+        for p in assignment.partitions:
+            adding, removing = assignment.adding.get(p, []), assignment.removing.get(p, [])
+            if adding or removing:
+                self.ctx.set_assignment((topic, p), assignment.partitions[p], adding, removing)
         self.ctx.topic_ids[topic] = topic_id
         return True
 
@@ -392,6 +398,8 @@ class KafkaController:
                     assignment, state.isr, ctx.live_or_shutting_down_ids(), ctx.shutting_down)
             elif strategy == "preferred":
                 chosen = election.preferred(assignment, state.isr, live)
+            elif strategy == "reassign":
+                chosen = election.reassign(ctx.target_replicas(tp), state.isr, live)
             if chosen is None:
                 if strategy == "offline":
                     log.error("%s No eligible leader for %s-%d: replicas %s, ISR %s, live "
@@ -577,6 +585,10 @@ class KafkaController:
             if topic in ctx.deletion_started:
                 continue
             partitions = [(topic, p) for p in ctx.assignments.get(topic, {})]
+            if any(ctx.is_reassigning(tp) for tp in partitions):
+                log.info("%s Deletion of topic %s waits: a reassignment is in progress",
+                         self.log_prefix, topic)
+                continue
             replicas = {(b, tp) for tp in partitions for b in ctx.replicas(tp)}
             if any(b not in ctx.live_brokers for b, _ in replicas):
                 log.info("%s Deletion of topic %s waits: a replica is on a dead broker",
@@ -684,7 +696,227 @@ class KafkaController:
                 out[tp] = result
                 batch.add_update_metadata(ctx.live_or_shutting_down_ids(), [tp])
             self._send(batch)
+            # After the answer (the next event): a reassignment whose targets all joined the
+            # ISR completes (Kafka's maybeCompleteReassignment).
+            done = [tp for tp, r in out.items()
+                    if isinstance(r, zd.LeaderAndIsr) and ctx.is_reassigning(tp)]
+            if done:
+                self.enqueue(self._maybe_complete_reassignments, done)
         return ErrorCode.NONE, out
+
+    # -- reassignment (Kafka's onPartitionReassignment) -----------------------------------------
+    #
+    # RS = current replicas, ORS = origin, TRS = target, AR = TRS - ORS, RR = ORS - TRS.
+    # Start: ZooKeeper and memory get RS = TRS + ORS with AR and RR; the leader epoch is bumped
+    # and every replica gets LeaderAndIsr (the new ones as new): they fetch and join the ISR.
+    # When TRS is in the ISR (checked after each successful AlterPartition): RS = TRS, the
+    # leader moves if it is not in TRS, RR leave the ISR and are deleted (StopReplica), then
+    # ZooKeeper gets RS = TRS without AR and RR, and every broker UpdateMetadata.
+
+    async def alter_partition_reassignments(self, requests: dict) -> dict:
+        """AlterPartitionReassignments: {tp: target replicas, or None to cancel} ->
+        {tp: (error code, message or None)}. An API reassignment of a partition replaces
+        its entry in /admin/reassign_partitions."""
+        if not self.is_active:
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in requests}
+        out, todo = self._build_reassignments(requests)
+        await self._remove_from_zk_reassignment(set(todo))
+        out.update(await self._trigger_reassignments(todo))
+        return out
+
+    def _build_reassignments(self, requests: dict) -> tuple:
+        """(results of the refused ones, {tp: target} to start) (Kafka's validateReplicas and
+        maybeBuildReassignment; cancelling means going back to the origin replicas)."""
+        ctx = self.ctx
+        out, todo = {}, {}
+        for tp, target in requests.items():
+            if target is not None:
+                error = self._invalid_replicas(tp, list(target))
+                if error is not None:
+                    out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, error)
+                    continue
+            if ctx.is_reassigning(tp):
+                todo[tp] = list(target) if target is not None else ctx.origin_replicas(tp)
+            elif target is None:
+                out[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+            else:
+                todo[tp] = list(target)
+        return out, todo
+
+    async def _trigger_reassignments(self, todo: dict) -> dict:
+        ctx = self.ctx
+        out = {}
+        for tp, target in todo.items():
+            if tp[0] in ctx.topics_to_delete or not ctx.replicas(tp) or tp not in ctx.states:
+                if tp[0] in ctx.topics_to_delete:
+                    log.info("%s Skipping reassignment of %s-%d since the topic is currently "
+                             "being deleted", self.log_prefix, *tp)
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+                continue
+            try:
+                await self._on_partition_reassignment(tp, target)
+                out[tp] = (ErrorCode.NONE, None)
+            except ControllerMovedError:
+                raise
+            except Exception:
+                log.exception("%s Error completing reassignment of partition %s-%d",
+                              self.log_prefix, *tp)
+                out[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        return out
+
+    async def _on_zk_reassignment(self) -> None:
+        """/admin/reassign_partitions appeared or changed (the pre-KIP-455 tools and scripts
+        write it): start what it asks; entries that fail are logged and removed from it, the
+        others are removed as they complete, and the znode goes when empty."""
+        if not self.is_active:
+            return
+        try:
+            found = await self.kzk.get_reassignment(watch=self._watch(self._on_zk_reassignment))
+        except ZNodeDataError as exc:
+            log.error("%s Ignoring %s: %s", self.log_prefix, zd.REASSIGN_PARTITIONS, exc)
+            return
+        if not found:
+            return
+        out, todo = self._build_reassignments(found)
+        out.update(await self._trigger_reassignments(todo))
+        failed = {tp: r for tp, r in out.items() if r[0] != ErrorCode.NONE}
+        if failed:
+            log.warning("%s Failed reassignment through zk with the following errors: %s",
+                        self.log_prefix, {f"{t}-{p}": ErrorCode(r[0]).name + (f" ({r[1]})" if r[1] else "")
+                                          for (t, p), r in failed.items()})
+            await self._remove_from_zk_reassignment(set(failed))
+
+    def list_partition_reassignments(self, partitions=None) -> dict:
+        """{tp: (replicas, adding, removing)} of the partitions (default: all) being
+        reassigned."""
+        ctx = self.ctx
+        wanted = ctx.reassigning() if partitions is None else partitions
+        return {tp: (ctx.replicas(tp), list(ctx.adding.get(tp, [])),
+                     list(ctx.removing.get(tp, [])))
+                for tp in wanted if ctx.is_reassigning(tp)}
+
+    def _invalid_replicas(self, tp, replicas: list) -> str | None:
+        _, adding, _ = self.ctx.reassign_to(tp, replicas) if replicas else (None, [], None)
+        return invalid_replicas(replicas, adding, set(self.ctx.live_brokers))
+
+    async def _on_partition_reassignment(self, tp, target: list) -> None:
+        ctx = self.ctx
+        full, adding, removing = ctx.reassign_to(tp, target)
+        current = (ctx.replicas(tp), ctx.adding.get(tp, []), ctx.removing.get(tp, []))
+        if (full, adding, removing) != (current[0], list(current[1]), list(current[2])):
+            log.info("%s Reassigning %s-%d: replicas %s, adding %s, removing %s",
+                     self.log_prefix, tp[0], tp[1], full, adding, removing)
+            ctx.set_assignment(tp, full, adding, removing)
+            await self._write_assignment(tp[0])
+            unneeded = [r for r in current[0] if r not in full]
+            if unneeded:                    # a replaced reassignment's adding replicas
+                await self._stop_removed_replicas(tp, unneeded)
+        if ctx.is_reassigning(tp) and not await self._reassignment_complete(tp):
+            await self._bump_leader_epoch_and_send(tp, new_replicas=adding)
+        else:
+            await self._complete_reassignment(tp)
+
+    async def _reassignment_complete(self, tp) -> bool:
+        """TRS is in the ISR, as ZooKeeper has it now."""
+        state = await self.kzk.get_partition_state(*tp)
+        if state is None:
+            return False
+        self.ctx.states[tp] = state
+        return set(self.ctx.target_replicas(tp)) <= set(state.isr)
+
+    async def _maybe_complete_reassignments(self, partitions) -> None:
+        for tp in partitions:
+            if self.is_active and self.ctx.is_reassigning(tp) \
+                    and await self._reassignment_complete(tp):
+                await self._complete_reassignment(tp)
+
+    async def _complete_reassignment(self, tp) -> None:
+        ctx = self.ctx
+        target, removing = ctx.target_replicas(tp), list(ctx.removing.get(tp, []))
+        was_reassigning = ctx.is_reassigning(tp)
+        ctx.set_assignment(tp, target)                                      # B2
+        state = ctx.states.get(tp)
+        if state is not None and (state.leader not in target
+                                  or state.leader not in ctx.live_ids()):
+            result = await self._elect_leaders([tp], "reassign")            # B3
+            if not isinstance(result.get(tp), zd.LeaderAndIsr):
+                log.error("%s Reassignment of %s-%d: no target replica %s can lead (ISR %s)",
+                          self.log_prefix, tp[0], tp[1], target, state.isr)
+        elif state is not None:
+            await self._bump_leader_epoch_and_send(tp)
+        if removing:
+            await self._stop_removed_replicas(tp, removing)                 # B4, B5
+        if was_reassigning:
+            await self._write_assignment(tp[0])                             # B6
+            await self._remove_from_zk_reassignment({tp})                   # B7
+            log.info("%s Completed reassignment of %s-%d to %s", self.log_prefix, tp[0], tp[1],
+                     target)
+        batch = self._batch()                                               # B8
+        batch.add_update_metadata(ctx.live_or_shutting_down_ids(), [tp])
+        self._send(batch)
+        if tp[0] in ctx.topics_to_delete:
+            await self._resume_deletions()
+
+    async def _bump_leader_epoch_and_send(self, tp, new_replicas=()) -> None:
+        ctx = self.ctx
+
+        async def decide(_, state):
+            return zd.LeaderAndIsr(state.leader, state.leader_epoch + 1, list(state.isr),
+                                   ctx.epoch, state.recovering, state.partition_epoch)
+        result = (await self._update_states([tp], decide)).get(tp)
+        if not isinstance(result, zd.LeaderAndIsr):
+            log.error("%s Failed to bump the leader epoch of %s-%d: %s", self.log_prefix,
+                      tp[0], tp[1], result)
+            return
+        batch = self._batch()
+        replicas = ctx.replicas(tp)
+        batch.add_leader_and_isr([r for r in replicas if r not in new_replicas], tp)
+        if new_replicas:
+            batch.add_leader_and_isr([r for r in replicas if r in new_replicas], tp,
+                                     is_new=True)
+        self._send(batch)
+
+    async def _stop_removed_replicas(self, tp, removed: list) -> None:
+        """Replicas leaving a partition: out of its ISR (LeaderAndIsr to the others), then
+        StopReplica with deletion (Kafka's OfflineReplica, ReplicaDeletionStarted)."""
+        batch = self._batch()
+        for broker in removed:
+            await self._remove_replica_from_isr(broker, [tp], batch)
+            batch.add_stop_replica(broker, tp, delete=True)
+        self._send(batch)
+
+    async def _write_assignment(self, topic: str) -> None:
+        ctx = self.ctx
+        parts = ctx.assignments.get(topic, {})
+        assignment = zd.TopicAssignment(
+            dict(parts), topic_id_text(ctx.topic_ids[topic]) if topic in ctx.topic_ids else None,
+            {p: list(ctx.adding[(topic, p)]) for p in parts if ctx.adding.get((topic, p))},
+            {p: list(ctx.removing[(topic, p)]) for p in parts if ctx.removing.get((topic, p))})
+        await self.kzk.set_topic(topic, assignment, -1, ctx.epoch_zk_version)
+
+    async def _resume_reassignments(self) -> None:
+        """After a failover: every partition ZooKeeper shows being reassigned carries on."""
+        for tp in self.ctx.reassigning():
+            log.info("%s Resuming reassignment of %s-%d", self.log_prefix, *tp)
+            try:
+                await self._on_partition_reassignment(tp, self.ctx.target_replicas(tp))
+            except ControllerMovedError:
+                raise
+            except Exception:
+                log.exception("%s Error resuming reassignment of %s-%d", self.log_prefix, *tp)
+
+    async def _remove_from_zk_reassignment(self, partitions: set) -> None:
+        """Drop `partitions` from /admin/reassign_partitions (the znode goes when empty)."""
+        if not partitions:
+            return
+        try:
+            found = await self.kzk.get_reassignment()
+        except ZNodeDataError:
+            found = None
+        if not found or not set(found) & set(partitions):
+            return
+        left = {tp: r for tp, r in found.items() if tp not in partitions}
+        await self.kzk.set_reassignment(left, self.ctx.epoch_zk_version)
 
     # -- preferred leaders ----------------------------------------------------------------------
 
@@ -816,6 +1048,21 @@ class KafkaController:
             if not self._stopped:
                 self.enqueue(self.stop_replica_response, broker, response)
         return done
+
+
+def invalid_replicas(replicas: list, adding: list, live: set) -> str | None:
+    """Kafka's validateReplicas for a reassignment's target: the message of its
+    INVALID_REPLICA_ASSIGNMENT, or None when it is acceptable."""
+    if not replicas:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(replicas)) != len(replicas):
+        return f"Duplicate replica ids in partition reassignment replica list: {replicas}"
+    if any(r < 0 for r in replicas):
+        return f"Invalid broker id in replica list: {replicas}"
+    if not set(adding) <= live:
+        return (f"Replica assignment has brokers that are not alive. Replica list: {adding}, "
+                f"live broker list: {sorted(live)}")
+    return None
 
 
 async def _noop():

@@ -26,7 +26,9 @@ HANDLER_MODULES = [
     "txn_offset_commit",
     # data path
     "produce", "fetch", "list_offsets", "offset_for_leader_epoch", "delete_records",
-    "describe_log_dirs", "init_producer_id", "elect_leaders",
+    "describe_log_dirs", "init_producer_id",
+    # cluster operations (at the controller)
+    "elect_leaders", "alter_partition_reassignments", "list_partition_reassignments",
     # transaction coordinator, and the partition side of transactions
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions",
     "list_transactions", "describe_producers", "write_txn_markers",

@@ -524,3 +524,139 @@ async def test_a_taken_broker_id_is_refused_and_an_own_retry_accepted():
     assert await a.register_broker(info, 0) == epoch        # a retry of its own
     with pytest.raises(BrokerIdTakenError):
         await b.register_broker(info, 0)
+
+
+# -- reassignment --------------------------------------------------------------------------------
+
+def topic_znode(server, topic):
+    return json.loads(server.nodes[f"/brokers/topics/{topic}"].data)
+
+
+async def catch_up(c, tp, isr):
+    """The leader of `tp` reports `isr` (AlterPartition), as it does when followers catch up."""
+    st = c.ctx.states[tp]
+    error, out = await c.enqueue(c.alter_partition, st.leader, c.ctx.broker_epochs[st.leader],
+                                 {tp: (st.leader_epoch, isr, False, st.partition_epoch)})
+    assert error == ErrorCode.NONE and not isinstance(out[tp], ErrorCode), out
+
+
+async def test_reassignment_adds_catches_up_moves_the_leader_and_removes():
+    server, nodes = await cluster(4)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1], 1: [1, 0]})
+        await settle(nodes)
+        node = active(nodes)
+        c = node.controller
+        node.sender.take()
+        got = await c.enqueue(c.alter_partition_reassignments, {("t", 0): [2, 3]})
+        assert got == {("t", 0): (ErrorCode.NONE, None)}
+        znode = topic_znode(server, "t")
+        assert znode["partitions"]["0"] == [2, 3, 0, 1]
+        assert znode["adding_replicas"] == {"0": [2, 3]}
+        assert znode["removing_replicas"] == {"0": [0, 1]}
+        assert c.list_partition_reassignments() == {("t", 0): ([2, 3, 0, 1], [2, 3], [0, 1])}
+        st, _ = await state(server, "t", 0)
+        assert st["leader"] == 0 and st["leader_epoch"] == 1 and st["isr"] == [0, 1]
+        sent = {b: r for b, api, r, _ in node.sender.take("LeaderAndIsr")}
+        assert sorted(sent) == [0, 1, 2, 3]
+        ps = sent[2].topic_states[0].partition_states[0]
+        assert ps.is_new and ps.adding_replicas == [2, 3] and ps.removing_replicas == [0, 1]
+        assert not sent[0].topic_states[0].partition_states[0].is_new
+        # Deleting the topic waits for the reassignment.
+        await catch_up(c, ("t", 0), [0, 1, 2])
+        await settle(nodes)
+        assert c.ctx.is_reassigning(("t", 0))                # 3 is not in the ISR yet
+        node.sender.take()
+        await catch_up(c, ("t", 0), [0, 1, 2, 3])
+        await settle(nodes)
+        assert not c.ctx.is_reassigning(("t", 0))
+        znode = topic_znode(server, "t")
+        assert znode["partitions"]["0"] == [2, 3] and znode["adding_replicas"] == {}
+        assert znode["removing_replicas"] == {} and znode["partitions"]["1"] == [1, 0]
+        st, _ = await state(server, "t", 0)
+        assert st["leader"] == 2 and st["isr"] == [2, 3]
+        stops = node.sender.take("StopReplica")
+        deleted = {b for b, _, r, _ in stops
+                   if r.topic_states[0].partition_states[0].delete_partition}
+        assert deleted == {0, 1}
+        assert c.list_partition_reassignments() == {}
+    finally:
+        await shutdown(nodes)
+
+
+async def test_reassignment_refusals_and_cancellation():
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        c = active(nodes).controller
+        got = await c.enqueue(c.alter_partition_reassignments, {
+            ("t", 0): [], ("t", 1): [0], ("u", 0): [0],
+        })
+        assert got[("t", 0)] == (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "Empty replica list specified in partition reassignment.")
+        assert got[("t", 1)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert got[("u", 0)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        got = await c.enqueue(c.alter_partition_reassignments, {("t", 0): [0, 0]})
+        assert got[("t", 0)] == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Duplicate replica ids "
+                                 "in partition reassignment replica list: [0, 0]")
+        got = await c.enqueue(c.alter_partition_reassignments, {("t", 0): [0, 7]})
+        assert got[("t", 0)] == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment has "
+                                 "brokers that are not alive. Replica list: [7], live broker "
+                                 "list: [0, 1, 2]")
+        got = await c.enqueue(c.alter_partition_reassignments, {("t", 0): None})
+        assert got[("t", 0)] == (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        assert (await c.enqueue(c.alter_partition_reassignments, {("t", 0): [1, 2]})) == \
+            {("t", 0): (ErrorCode.NONE, None)}
+        active(nodes).sender.take()
+        got = await c.enqueue(c.alter_partition_reassignments, {("t", 0): None})
+        assert got == {("t", 0): (ErrorCode.NONE, None)}
+        # Back to the origin replicas (Kafka keeps RS minus the adding ones, in RS's order).
+        znode = topic_znode(server, "t")
+        assert znode["partitions"]["0"] == [1, 0] and znode["adding_replicas"] == {}
+        stops = active(nodes).sender.take("StopReplica")
+        assert [b for b, *_ in stops] == [2]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_new_controller_resumes_a_reassignment():
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        old = active(nodes)
+        await old.controller.enqueue(old.controller.alter_partition_reassignments,
+                                     {("t", 0): [1, 2]})
+        server.expire(old.zk)                       # the controller's broker dies
+        await settle(nodes)
+        new = active([n for n in nodes if n is not old])
+        c = new.controller
+        assert c.list_partition_reassignments() == {("t", 0): ([1, 2, 0], [2], [0])}
+        await catch_up(c, ("t", 0), [1, 2])         # 0 died: 1 leads, 2 caught up
+        await settle(nodes)
+        assert topic_znode(server, "t")["partitions"]["0"] == [1, 2]
+        assert not c.ctx.is_reassigning(("t", 0))
+    finally:
+        await shutdown(nodes)
+
+
+async def test_the_legacy_reassign_partitions_znode_is_served_and_emptied():
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1], 1: [1, 2]})
+        await settle(nodes)
+        await nodes[0].zk.create(zd.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [2, 1]},
+            {"topic": "t", "partition": 1, "replicas": [9]}]}).encode())
+        await settle(nodes)
+        c = active(nodes).controller
+        assert c.list_partition_reassignments() == {("t", 0): ([2, 1, 0], [2], [0])}
+        left = json.loads(server.nodes[zd.REASSIGN_PARTITIONS].data)["partitions"]
+        assert left == [{"topic": "t", "partition": 0, "replicas": [2, 1]}]   # t-1 refused
+        await catch_up(c, ("t", 0), [0, 1, 2])
+        await settle(nodes)
+        assert zd.REASSIGN_PARTITIONS not in server.nodes
+        assert topic_znode(server, "t")["partitions"]["0"] == [2, 1]
+    finally:
+        await shutdown(nodes)
