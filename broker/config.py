@@ -327,6 +327,14 @@ BROKER_CONFIGS = [
     _c("replica.selector.class", "class", None, replica_selector, "medium",
        doc="Set to org.apache.kafka.common.replica.RackAwareReplicaSelector to let consumers "
            "with client.rack read from an in-sync replica in their rack (KIP-392)."),
+    _c("leader.replication.throttled.rate", "long", LONG_MAX, at_least(0), "medium", True,
+       doc="Bytes per second a leader sends to the replicas named in a topic's "
+           "leader.replication.throttled.replicas while they are out of the ISR." + _UNUSED),
+    _c("follower.replication.throttled.rate", "long", LONG_MAX, at_least(0), "medium", True,
+       doc="Bytes per second a follower fetches for the replicas named in a topic's "
+           "follower.replication.throttled.replicas while they are out of the ISR." + _UNUSED),
+    _c("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, at_least(0),
+       "medium", True, doc="Bytes per second of moves between log dirs." + _UNUSED),
     _c("num.replica.fetchers", "int", 1, at_least(1), "high", True,
        doc="Fetcher connections per source broker (partitions are spread over them)."),
     _c("fetch.max.bytes", "int", 57671680, at_least(1024), "medium",
