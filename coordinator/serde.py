@@ -141,7 +141,7 @@ def replay_buffer(manager, buf, now_ms: int, partition: int | None = None) -> se
         if not isinstance(batch, RecordBatchView):
             continue
         if batch.is_control:
-            if batch.producer_id >= 0:
+            if batch.producer_id >= 0 and batch.records_count > 0:   # not a cleaned marker
                 manager.complete_txn_offsets(
                     batch.producer_id, None if partition is None else [partition],
                     batch.control_record_type() == ControlRecordType.COMMIT, now_ms)

@@ -484,6 +484,8 @@ class _Filter:
         horizon = batch.base_timestamp if batch.attributes & DELETE_HORIZON_FLAG_MASK else -1
         if batch.attributes & CONTROL_FLAG_MASK:
             discardable = self.txn.on_control_batch(batch)
+            if count == 0:                 # emptied by an earlier clean: DELETE_EMPTY
+                return bytes(batch.raw()) if retain_empty else None
             if discardable and 0 <= horizon <= self.now_ms:
                 return _empty_batch(batch) if retain_empty else None
             stats.messages_written += count

@@ -226,6 +226,11 @@ class ProducerStateManager:
             self.map_end_offset = max(self.map_end_offset, batch.next_offset)
             return None
         if batch.is_control:
+            if batch.records_count == 0:
+                # The log cleaner emptied this marker: its whole transaction was cleaned away
+                # (Kafka's ProducerAppendInfo skips it the same way).
+                self.map_end_offset = max(self.map_end_offset, batch.next_offset)
+                return None
             return self.complete_txn(batch.producer_id, batch.producer_epoch,
                                      batch.control_record_type(),
                                      _coordinator_epoch(batch), batch.last_offset,

@@ -230,7 +230,10 @@ class RecordBatchView:
     __iter__ = iter_records
 
     def control_record_type(self):
-        """For a control batch: ControlRecordType of its (single) record's key."""
+        """For a control batch: ControlRecordType of its (single) record's key; None for a
+        marker the log cleaner emptied (no record: its transaction was cleaned away)."""
+        if self.records_count == 0:
+            return None
         rec = self.records()[0]
         if rec.key is None or len(rec.key) < 4:
             raise CorruptRecordError("control record without a valid key")

@@ -569,3 +569,35 @@ def test_compacted_logs_get_retention_from_the_cleaner_threads(tmp_path):
     manager.cleaner.run_once()
     assert log_.log_start_offset == log_.log_end_offset == 30
     manager.shutdown()
+
+
+def test_an_emptied_marker_replays_and_goes_once_the_producer_moves_on(tmp_path):
+    # A transaction the coordinator aborted with a bumped epoch: the marker is producer 7's
+    # last entry, so cleaning keeps it, emptied, and every reader of the log must take that.
+    log_ = open_log(tmp_path / "t-0")
+    log_.append_as_leader(batch([(b"a", b"x")], 7, 0, True), 0)                       # 0
+    bumped = build_control_batch(ControlRecordType.ABORT, 7, 1, 0, NOW)
+    log_.append_as_leader(bumped, 0, origin="coordinator")                            # 1
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"1")]), 0)
+    clean(log_, now=NOW)                                  # the aborted data goes
+    clean(log_, now=NOW + 1)                              # the marker gets its horizon
+    clean(log_, now=NOW + 2 + RETENTION)                  # and is emptied (7's last entry)
+    marker = [v for v in log_.read_batches() if v.is_control][0]
+    assert (marker.base_offset, marker.records_count) == (1, 0)
+    assert marker.control_record_type() is None
+    # A replica copying this log, and a restart without snapshots, replay it.
+    follower = open_log(tmp_path / "copy-0")
+    for view in log_.read_batches():
+        follower.append_as_follower(bytes(view.raw()))
+    log_.close()
+    for name in os.listdir(tmp_path / "t-0"):
+        if name.endswith(".snapshot"):
+            os.remove(tmp_path / "t-0" / name)
+    log_ = open_log(tmp_path / "t-0")
+    assert [v.base_offset for v in follower.read_batches()] == \
+        [v.base_offset for v in log_.read_batches()]
+    log_.append_as_leader(batch([(b"q", b"2")], 7, 0, False, ts=NOW), 0)   # 7 moves on
+    log_.roll()
+    clean(log_, now=NOW + 3 + RETENTION)
+    assert not [v for v in log_.read_batches() if v.is_control]
