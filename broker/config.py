@@ -329,10 +329,10 @@ BROKER_CONFIGS = [
            "with client.rack read from an in-sync replica in their rack (KIP-392)."),
     _c("leader.replication.throttled.rate", "long", LONG_MAX, at_least(0), "medium", True,
        doc="Bytes per second a leader sends to the replicas named in a topic's "
-           "leader.replication.throttled.replicas while they are out of the ISR." + _UNUSED),
+           "leader.replication.throttled.replicas while they are out of the ISR."),
     _c("follower.replication.throttled.rate", "long", LONG_MAX, at_least(0), "medium", True,
        doc="Bytes per second a follower fetches for the replicas named in a topic's "
-           "follower.replication.throttled.replicas while they are out of the ISR." + _UNUSED),
+           "follower.replication.throttled.replicas while they are out of the ISR."),
     _c("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, at_least(0),
        "medium", True, doc="Bytes per second of moves between log dirs." + _UNUSED),
     _c("num.replica.fetchers", "int", 1, at_least(1), "high", True,
@@ -516,11 +516,13 @@ TOPIC_CONFIGS = [
                                                  ("log.flush.scheduler.interval.ms", 1)),
                    at_least(0), "Fsync after this long."),
     TopicConfigDef("follower.replication.throttled.replicas", "list", [], (),
-                   throttled_replicas, "Replicas whose replication is throttled." + _UNUSED),
+                   throttled_replicas, "Replicas (partition:broker, or *) whose fetching from "
+                   "their leader follower.replication.throttled.rate limits."),
     TopicConfigDef("index.interval.bytes", "int", 4096, (("log.index.interval.bytes", 1),),
                    at_least(0), "Bytes of log between offset index entries."),
     TopicConfigDef("leader.replication.throttled.replicas", "list", [], (),
-                   throttled_replicas, "Replicas whose replication is throttled." + _UNUSED),
+                   throttled_replicas, "Replicas (partition:broker, or *) whose leader "
+                   "limits what it sends them to leader.replication.throttled.rate."),
     TopicConfigDef("local.retention.bytes", "long", -2, (), at_least(-2),
                    "Tiered storage: local size limit; -2: retention.bytes." + _UNUSED),
     TopicConfigDef("local.retention.ms", "long", -2, (), at_least(-2),

@@ -53,6 +53,7 @@ ZERO_UUID = uuid.UUID(int=0)
 FETCH_VERSION = 17
 NAMES_FETCH_VERSION = 12          # the last version naming topics (no topic ids)
 LIST_OFFSETS_VERSION = 9
+THROTTLE_CHECK_S = 0.1            # how often a fully throttled fetcher looks at its quota again
 _SESSION_ERRORS = {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
                    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR}
 _RETRY_LATER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
@@ -197,6 +198,14 @@ class ReplicaFetcher:
             now = time.monotonic()
             ready = {tp: st for tp, st in self.partitions.items()
                      if not st.failed and st.delayed_until <= now}
+            throttled = self._throttled(ready)
+            if throttled:
+                # Kafka's shouldFollowerThrottle: a partition this broker has not caught up on,
+                # throttled here, waits while the follower quota is used up.
+                ready = {tp: st for tp, st in ready.items() if tp not in throttled}
+                if not ready:
+                    await asyncio.sleep(min(backoff_s, THROTTLE_CHECK_S))
+                    continue
             if not ready:
                 delays = [st.delayed_until - now for st in self.partitions.values()
                           if not st.failed]
@@ -230,6 +239,15 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff_s)
                 continue
             await self._process(ready, response, by_id, backoff_s)
+
+    def _throttled(self, ready: dict) -> set:
+        quota = self.broker.replica_manager.follower_quota
+        if quota is None:
+            return set()
+        candidates = [tp for tp in ready if self.lag.get(tp, 1) > 0 and quota.is_throttled(*tp)]
+        if not candidates or not quota.is_exceeded():
+            return set()
+        return set(candidates)
 
     async def _connect(self) -> BrokerConnection:
         if self._connection is not None and self._connection.connected:
@@ -382,8 +400,15 @@ class ReplicaFetcher:
                 self._truncate_to_diverging(part, diverging.epoch, diverging.end_offset)
                 return
             records = data.records
+            if records is not None and len(records) and not _has_complete_batch(records):
+                # A partition after the first in a response may end inside its first batch
+                # (partition max bytes): nothing to append this time, as Kafka's follower.
+                records = None
             if records is not None and len(records):
                 log_.append_as_follower(records)
+                quota = self.broker.replica_manager.follower_quota
+                if quota is not None and quota.is_throttled(*tp):
+                    quota.record(len(records))
             log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
             if 0 <= data.log_start_offset <= log_.high_watermark and \
                     data.log_start_offset > log_.log_start_offset:
@@ -449,3 +474,9 @@ class ReplicaFetcher:
                     return p.offset
         return None
 
+
+def _has_complete_batch(records) -> bool:
+    """True when `records` (a Fetch response's bytes) holds at least one whole batch."""
+    if len(records) < 12:
+        return False
+    return int.from_bytes(bytes(records[8:12]), "big", signed=True) + 12 <= len(records)

@@ -113,6 +113,9 @@ class ReplicaManager:
             dirs = getattr(log_manager, "log_dirs", None) or ["."]
             producer_id_dir = os.fspath(dirs[0])
         self.producer_ids = ProducerIdManager(FileBlockStore(producer_id_dir), broker_id)
+        # Replication throttles (broker/replication_quota.py), set by the broker in a cluster.
+        self.leader_quota = None
+        self.follower_quota = None
         # A cluster: the highest controller epoch seen (older controllers are refused) and the
         # follower fetchers (broker/replica_fetcher.py); neither is used on a single broker.
         self.controller_epoch = -1
@@ -490,6 +493,13 @@ class ReplicaManager:
             if from_follower:
                 # Only a fetch that read (its offset is in range) says where the follower is.
                 self._follower_fetched(part, replica_id, fp.fetch_offset)
+                quota = self.leader_quota
+                if quota is not None and result.records_size and replica_id not in part.isr \
+                        and quota.is_throttled(fp.topic, fp.partition) and quota.is_exceeded():
+                    # Kafka's shouldLeaderThrottle: an out-of-sync replica of a throttled
+                    # partition gets no records while the leader's quota is used up.
+                    result = ReadResult(ErrorCode.NONE, result.high_watermark,
+                                        result.last_stable_offset, result.log_start_offset, b"")
             return result
         except KafkaError as exc:
             return ReadResult(_error_code_of(exc), part.high_watermark, part.last_stable_offset,

@@ -331,6 +331,13 @@ class Broker:
             from broker.replica_manager import ReplicaManager
             self.replica_manager = ReplicaManager(self.log_manager, broker_id=self.broker_id,
                                                   time=self.time, config=self.config)
+            from broker.replication_quota import ReplicationQuota
+            for side in ("leader", "follower"):
+                setattr(self.replica_manager, f"{side}_quota", ReplicationQuota(
+                    self.broker_id,
+                    lambda side=side: self.config.get(f"{side}.replication.throttled.rate"),
+                    lambda topic, side=side: self.metadata.topic_config(topic).get(
+                        f"{side}.replication.throttled.replicas")))
 
     async def _start_group_coordinator(self) -> None:
         # Loads the __consumer_offsets partitions this broker leads (coordinator/runtime.py);

@@ -120,6 +120,12 @@ async def handle(broker, ctx, request):
             return FetchResponse(throttle_time_ms=ctx.throttle_time_ms, error_code=0,
                                  session_id=context.session_id, responses=[])
 
+    quota = replica_manager.leader_quota if replica_id >= 0 else None
+    if quota is not None:
+        # Every throttled partition's bytes count, in sync or not (Kafka's
+        # sizeOfThrottledPartitions).
+        quota.record(sum(r.records_size for (t, p), r in results.items()
+                         if r.records_size and quota.is_throttled(t, p)))
     keys = context.response_keys({p.key: results[(p.topic, p.partition)] for p in partitions})
     by_key = {p.key: p for p in partitions}
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id,

@@ -1,0 +1,36 @@
+"""The replication throttle's bookkeeping (broker/replication_quota.py): which partitions a
+throttled-replicas value names for a broker, and Kafka's windowed rate with its initial burst."""
+from broker.replication_quota import LONG_MAX, ReplicationQuota, throttled_partitions
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_throttled_partitions_of_a_broker():
+    assert throttled_partitions("0:101,1:102,2:101", 101) == {0, 2}
+    assert throttled_partitions(["0:101", "1:102"], 102) == {1}
+    assert throttled_partitions("*", 7) == "*"
+    assert throttled_partitions("", 7) == set() and throttled_partitions(None, 7) == set()
+
+
+def test_rate_is_measured_over_at_least_ten_windows():
+    clock = Clock()
+    limit = [1000]
+    configs = {"t": "0:1"}
+    quota = ReplicationQuota(1, lambda: limit[0], configs.get, clock=clock)
+    assert quota.is_throttled("t", 0) and not quota.is_throttled("t", 1)
+    assert not quota.is_throttled("u", 0)
+    quota.record(9_000)                      # 9 KB at once: 900 B/s over 10 s
+    assert not quota.is_exceeded()
+    quota.record(2_000)
+    assert quota.is_exceeded()               # 1,100 B/s
+    clock.now += 12                          # the windows slide out
+    assert quota.rate() == 0 and not quota.is_exceeded()
+    limit[0] = LONG_MAX
+    quota.record(10**9)
+    assert not quota.is_exceeded()           # no limit set

@@ -1,0 +1,87 @@
+"""Replication throttles in a three-broker cluster, as the reassignment runbook sets them: a new
+replica of a throttled partition copies at about the configured rate (leader side, follower
+side), replication of other partitions is not slowed, and removing the throttle lets the copy
+finish at once."""
+import asyncio
+import os
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, Admin
+from broker.client.cluster import ClusterClient
+from broker.client.types import TopicPartition
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RATE = 100_000                       # bytes/s
+
+
+def create(bootstrap, topic, assignment):
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    client.create_topics([NewTopic(topic, len(assignment), replica_assignment=assignment)]
+                         )[topic].result(60)
+
+
+def fill(bootstrap, topic, size):
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    value = os.urandom(1000)
+    for _ in range(size // 1000):
+        producer.produce(topic, value)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def admin(bootstrap, fn):
+    async def run():
+        async with ClusterClient(bootstrap) as cluster:
+            return await fn(Admin(cluster))
+    return asyncio.run(run())
+
+
+def log_size(cluster, broker, topic, partition=0):
+    path = cluster.brokers[broker].log_dir / f"{topic}-{partition}"
+    if not path.exists():
+        return 0
+    return sum(f.stat().st_size for f in path.iterdir() if f.name.endswith(".log"))
+
+
+@pytest.mark.kafka_cluster_config({"replica.fetch.max.bytes": "32768"})
+def test_a_throttled_move_copies_at_the_rate_and_others_do_not_wait(kafka_cluster):
+    cluster = kafka_cluster
+    bootstrap = cluster.bootstrap_servers
+    create(bootstrap, "big", [[0]])
+    create(bootstrap, "free", [[0, 1]])
+    fill(bootstrap, "big", 4_000_000)
+
+    async def throttle(a):
+        for b in (0, 1):
+            await a.incremental_alter_configs(RESOURCE_BROKER, str(b), [
+                ("leader.replication.throttled.rate", OP_SET, str(RATE)),
+                ("follower.replication.throttled.rate", OP_SET, str(RATE))])
+        await a.incremental_alter_configs(RESOURCE_TOPIC, "big", [
+            ("leader.replication.throttled.replicas", OP_SET, "0:0"),
+            ("follower.replication.throttled.replicas", OP_SET, "0:1")])
+        return await a.alter_partition_reassignments({TopicPartition("big", 0): [0, 1]})
+    admin(bootstrap, throttle)
+    started = time.monotonic()
+    fill(bootstrap, "free", 2_000_000)               # an unthrottled topic replicates freely
+    cluster.wait_until(lambda: log_size(cluster, 1, "free") >= log_size(cluster, 0, "free")
+                       > 1_900_000, 30, "the unthrottled partition was slowed")
+    time.sleep(max(0.0, 6 - (time.monotonic() - started)))
+    copied = log_size(cluster, 1, "big")
+    elapsed = time.monotonic() - started
+    # Kafka's rate divides by at least ten one-second windows: about 10 x RATE may pass at
+    # first, plus what one fetch carries past the limit.
+    assert 0 < copied < RATE * max(10, elapsed) + 200_000, (copied, elapsed)
+    assert cluster.isr("big", 0) == [0]
+
+    async def release(a):
+        await a.incremental_alter_configs(RESOURCE_TOPIC, "big", [
+            ("leader.replication.throttled.replicas", OP_DELETE, None),
+            ("follower.replication.throttled.replicas", OP_DELETE, None)])
+    admin(bootstrap, release)
+    cluster.wait_for_isr("big", 0, [0, 1], timeout=60)
+    assert log_size(cluster, 1, "big") == log_size(cluster, 0, "big")
