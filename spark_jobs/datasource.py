@@ -38,6 +38,13 @@ Options (names follow Spark's own Kafka source where one exists):
   isolation             read_uncommitted (default) | read_committed: skips aborted transactions and
                         stops at the last_stable_offset; control batches are never returned
   includeHeaders        false (default) | true: adds the `headers` column
+  includeBatchFields    false (default) | true: adds two columns of the record's batch, last:
+                        `isAborted` (it belongs to an aborted transaction: always false with
+                        read_committed, which skips them; planning then scans the partition's
+                        transactions as read_committed does) and `deleteHorizon` (timestamp: the
+                        delete horizon the log cleaner stamped on the batch when it kept a tombstone,
+                        KIP-534; null when the batch has none). What spark_jobs/compaction_preview
+                        needs to predict the cleaner
   maxSplitBytes         target bytes per split (default 64 MiB)
   pushFilters           true (default) | false: no filter pushdown (see the caveat below)
   view                  records (default) | batches: one row per batch instead (topic, partition,
@@ -80,7 +87,7 @@ EARLIEST, LATEST = -2, -1          # Kafka's ListOffsets sentinels, as Spark's J
 _INT64_MAX = (1 << 63) - 1
 
 
-def spark_schema(include_headers: bool) -> StructType:
+def spark_schema(include_headers: bool, batch_fields: bool = False) -> StructType:
     fields = [StructField("key", BinaryType()), StructField("value", BinaryType()),
               StructField("topic", StringType()), StructField("partition", IntegerType()),
               StructField("offset", LongType()), StructField("timestamp", TimestampType()),
@@ -90,6 +97,8 @@ def spark_schema(include_headers: bool) -> StructType:
         fields.append(StructField("headers", ArrayType(header)))
     fields += [StructField("leaderEpoch", IntegerType()), StructField("producerId", LongType()),
                StructField("isTransactional", BooleanType())]
+    if batch_fields:
+        fields += [StructField("isAborted", BooleanType()), StructField("deleteHorizon", TimestampType())]
     return StructType(fields)
 
 
@@ -118,7 +127,8 @@ class KafkaLogDataSource(DataSource):
     def schema(self) -> StructType:
         if self.options.get("view", "records") == "batches":
             return BATCHES_SCHEMA
-        return spark_schema(_bool(self.options.get("includeHeaders", "false")))
+        return spark_schema(_bool(self.options.get("includeHeaders", "false")),
+                            _bool(self.options.get("includeBatchFields", "false")))
 
     def reader(self, schema: StructType) -> "KafkaLogScanReader":
         options = dict(self.options)
@@ -258,6 +268,8 @@ class KafkaLogScanReader(DataSourceReader):
                                                layout.CLUSTER_METADATA_TOPIC in named)
                 if self.partition_range.contains(log.partition)]
         read_committed = self.options.get("isolation", "read_uncommitted") == "read_committed"
+        batch_fields = _bool(self.options.get("includebatchfields", "false")) and \
+            self.options.get("view", "records") == "records"
         target = int(self.options.get("maxsplitbytes", DEFAULT_MAX_SPLIT_BYTES))
         starting = _parse_offsets(self.options.get("startingoffsets", "earliest"), EARLIEST, "startingOffsets")
         ending = _parse_offsets(self.options.get("endingoffsets", "latest"), LATEST, "endingOffsets")
@@ -267,9 +279,11 @@ class KafkaLogScanReader(DataSourceReader):
         for log in logs:
             end = log.committed_end
             aborted = None
-            if read_committed:
+            if read_committed or batch_fields:
                 txn = layout.scan_transactions(log)
-                end, aborted = min(end, txn.last_stable_offset), txn.aborted
+                aborted = txn.aborted
+                if read_committed:
+                    end = min(end, txn.last_stable_offset)
             start = _resolve(starting(log), log, log.log_start_offset, end)
             stop = _resolve(ending(log), log, end, end)
             ts = starting_ts(log)
@@ -307,7 +321,9 @@ class KafkaLogScanReader(DataSourceReader):
         ts = self.ts_range
         reader = SplitReader(partition.split, partition.start_offset, partition.end_offset,
                              min_ts_us=ts.lo, max_ts_us=ts.hi, aborted=partition.aborted,
-                             include_headers=_bool(self.options.get("includeheaders", "false")))
+                             skip_aborted=self.options.get("isolation", "read_uncommitted") == "read_committed",
+                             include_headers=_bool(self.options.get("includeheaders", "false")),
+                             batch_fields=_bool(self.options.get("includebatchfields", "false")))
         if values is None:
             return iter(reader)
         return (batch.filter(_is_in(batch.column("offset"), values)) for batch in reader)

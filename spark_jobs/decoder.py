@@ -15,9 +15,17 @@ Per batch, in order:
   2. control batches (transaction markers) are skipped, as a consumer never returns them;
   3. batches entirely outside [start_offset, end_offset) or older than the timestamp lower bound
      (by max_timestamp) are skipped without decompressing them;
-  4. with read_committed, transactional batches of an aborted transaction are skipped;
-  5. the records are decompressed (storage/compression.py) and decoded; rows outside the offset or
+  4. with read_committed, transactional batches of an aborted transaction are skipped (with
+     includeBatchFields and read_uncommitted they are returned, `isAborted` true);
+  5. batches without records are skipped: the log cleaner leaves empty batches (a 61-byte header,
+     records_count 0) where it emptied a producer's last batch;
+  6. the records are decompressed (storage/compression.py) and decoded; rows outside the offset or
      timestamp bounds are dropped afterwards, as one Arrow filter per decoded chunk.
+
+Batches the log cleaner rewrote read like any other: offsets keep their gaps (each record carries its
+offset delta), and a batch stamped with a delete horizon (KIP-534: attribute bit 6, the horizon in
+the base timestamp) holds records whose timestamp deltas are negative; the record timestamp is
+base_timestamp + delta either way. With includeBatchFields, `deleteHorizon` is that horizon.
 
 A v2 record inside a batch::
 
@@ -42,8 +50,8 @@ from spark_jobs.columnar import CorruptBatchError, decode_chunk, record_starts
 from spark_jobs.layout import AbortedTxn, Split
 from storage.compression import decompress
 from storage.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
-                                  HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, TIMESTAMP_TYPE_MASK,
-                                  TRANSACTIONAL_FLAG_MASK, read_batch_header)
+                                  DELETE_HORIZON_FLAG_MASK, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET,
+                                  TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK, read_batch_header)
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -55,14 +63,17 @@ BASE_COLUMNS = [
     ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
 ]
 EXTRA_COLUMNS = [("leaderEpoch", pa.int32()), ("producerId", pa.int64()), ("isTransactional", pa.bool_())]
+# With includeBatchFields: whether the record's batch belongs to an aborted transaction, and the
+# batch's delete horizon (null when it has none), what the log cleaner decides by.
+BATCH_FIELD_COLUMNS = [("isAborted", pa.bool_()), ("deleteHorizon", pa.timestamp("us", tz="UTC"))]
 DEFAULT_ROWS_PER_BATCH = 65536
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
+def arrow_schema(include_headers: bool, batch_fields: bool = False) -> pa.Schema:
     columns = list(BASE_COLUMNS)
     if include_headers:
         columns.append(("headers", HEADER_TYPE))
-    return pa.schema(columns + EXTRA_COLUMNS)
+    return pa.schema(columns + EXTRA_COLUMNS + (BATCH_FIELD_COLUMNS if batch_fields else []))
 
 
 def batch_records(buf, pos: int, header) -> tuple[bytes, int]:
@@ -121,13 +132,16 @@ class SplitReader:
 
     start_offset/end_offset: offsets [start, end) to return. min_ts_us/max_ts_us: inclusive bounds on
     the timestamp in microseconds (Spark's unit), or None. aborted: the partition's aborted
-    transactions when reading read_committed, else None. Batches that pass the batch-level checks
-    are queued; every `rows_per_batch` records the queue is decoded at once (spark_jobs/columnar.py).
+    transactions (read_committed, or batch_fields), else None; their batches are skipped unless
+    skip_aborted is false. batch_fields adds the isAborted and deleteHorizon columns. Batches that
+    pass the batch-level checks are queued; every `rows_per_batch` records the queue is decoded at
+    once (spark_jobs/columnar.py).
     """
 
     def __init__(self, split: Split, start_offset: int, end_offset: int, *, min_ts_us: int | None = None,
                  max_ts_us: int | None = None, aborted: list[AbortedTxn] | None = None,
-                 include_headers: bool = False, rows_per_batch: int = DEFAULT_ROWS_PER_BATCH):
+                 skip_aborted: bool = True, include_headers: bool = False, batch_fields: bool = False,
+                 rows_per_batch: int = DEFAULT_ROWS_PER_BATCH):
         self.split = split
         self.start_offset = start_offset
         self.end_offset = end_offset
@@ -136,8 +150,10 @@ class SplitReader:
         self.aborted: dict[int, list[tuple[int, int]]] = {}
         for txn in aborted or ():
             self.aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-        self.schema = arrow_schema(include_headers)
+        self.skip_aborted = skip_aborted
+        self.schema = arrow_schema(include_headers, batch_fields)
         self.include_headers = include_headers
+        self.batch_fields = batch_fields
         self.rows_per_batch = rows_per_batch
         self._queue: list[tuple] = []
         self._queued_records = 0
@@ -173,16 +189,18 @@ class SplitReader:
             return
         if self.min_ts_us is not None and max_ts * 1000 < self.min_ts_us:
             return
-        if attributes & TRANSACTIONAL_FLAG_MASK and self._is_aborted(producer_id, base_offset):
+        aborted = bool(attributes & TRANSACTIONAL_FLAG_MASK) and self._is_aborted(producer_id, base_offset)
+        if aborted and self.skip_aborted:
             return
         if crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:next_pos]) != crc:
             raise CorruptBatchError(f"{self.split.log_path}: CRC mismatch in batch at offset {base_offset}")
         if count <= 0:
             return
         data, count = batch_records(buf, pos, header)
+        horizon = base_ts if attributes & DELETE_HORIZON_FLAG_MASK and base_ts >= 0 else NO_TIMESTAMP
         self._queue.append((data, count, base_offset, base_ts,
                             max_ts if attributes & TIMESTAMP_TYPE_MASK else -1, leader_epoch, producer_id,
-                            bool(attributes & TRANSACTIONAL_FLAG_MASK)))
+                            bool(attributes & TRANSACTIONAL_FLAG_MASK), aborted, horizon))
         self._queued_records += count
 
     def _is_aborted(self, producer_id: int, offset: int) -> bool:
@@ -217,6 +235,11 @@ class SplitReader:
             arrays.append(pa.array(headers, HEADER_TYPE))
         arrays += [pa.array(per_record(5, np.int32), pa.int32()), pa.array(per_record(6), pa.int64()),
                    pa.array(per_record(7, np.bool_), pa.bool_())]
+        if self.batch_fields:
+            horizons = per_record(9)
+            arrays += [pa.array(per_record(8, np.bool_), pa.bool_()),
+                       pa.array(horizons * 1000, pa.int64(), mask=horizons == NO_TIMESTAMP)
+                       .view(self.schema.field("deleteHorizon").type)]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         keep = (offsets >= self.start_offset) & (offsets < self.end_offset)
         if self.min_ts_us is not None:        # a null timestamp matches no time bound

@@ -54,6 +54,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"      # the log cleaner's first dirty offsets
 
 # A partition dir is "<topic>-<partition>"; topics may contain '-' and '.', so the partition is the
 # digits after the last '-'. Deleted/future/stray dirs end in "-delete"/"-future"/"-stray" and fail this.
@@ -360,11 +361,17 @@ def scan_transactions(log: PartitionLog) -> TxnState:
     """Finds aborted transactions and the last_stable_offset of a partition by scanning batch headers.
 
     A transaction starts at a producer's first transactional batch and ends at its control batch
-    (the marker); ABORT markers give the aborted ranges, and a transaction still open at the end
-    bounds the last_stable_offset. `.txnindex` entries, when present, are merged in (the broker may
+    (the marker); ABORT markers give the aborted ranges, and a transaction still open at the end, or
+    whose marker is at or past the committed end (not replicated yet), bounds the last_stable_offset,
+    as the broker's producer state does. `.txnindex` entries, when present, are merged in (the broker may
     have cleaned markers away by compaction). Only control batches are decompressed (they never are).
+    A marker the log cleaner emptied (records_count 0: it keeps the header of a producer's last
+    batch) ends a transaction without saying which kind; the cleaner empties a marker only once
+    its transaction has no data left, and a kept ABORT marker keeps its `.txnindex` entry.
     """
     ongoing: dict[int, int] = {}
+    ended_above_hw: list[int] = []      # first offsets of transactions whose marker is not committed yet
+    committed_end = log.committed_end
     aborted: set[AbortedTxn] = set()
     for segment in log.segments:
         aborted.update(read_txn_index(segment.txn_index_path))
@@ -376,15 +383,38 @@ def scan_transactions(log: PartitionLog) -> TxnState:
                 producer_id = h[9]
                 if h[5] & CONTROL_FLAG_MASK:
                     first = ongoing.pop(producer_id, None)
-                    if first is not None and _control_type(buf, pos) == 0:
+                    if first is not None and h[12] > 0 and _control_type(buf, pos) == 0:
                         aborted.add(AbortedTxn(producer_id, first, h[0]))
+                    if first is not None and h[0] >= committed_end:
+                        ended_above_hw.append(first)
                 else:
                     ongoing.setdefault(producer_id, h[0])
         finally:
             if isinstance(buf, mmap.mmap):
                 buf.close()
-    lso = min(ongoing.values(), default=log.log_end_offset)
-    return TxnState(sorted(aborted, key=lambda a: a.first_offset), min(lso, log.committed_end))
+    lso = min(list(ongoing.values()) + ended_above_hw, default=log.log_end_offset)
+    return TxnState(sorted(aborted, key=lambda a: a.first_offset), min(lso, committed_end))
+
+
+def segment_max_timestamp(segment: Segment) -> int:
+    """The largest batch max_timestamp of a segment, or -1 (Kafka's LogSegment.maxTimestampSoFar):
+    the time index's last entry covers the batches up to the offset index's last entry (both are
+    written together, and a rolled segment's time index ends with its maximum), so only the batch
+    headers after that position are read, as storage/segment.py's _load_tail does."""
+    entries = read_time_index(segment.time_index_path, segment.base_offset)
+    largest = entries[-1][0] if entries else -1
+    positions = [pos for _, pos in read_offset_index(segment.index_path, segment.base_offset)
+                 if pos < segment.size]
+    start = positions[-1] if positions and entries else 0
+    buf = _map(segment.log_path)
+    try:
+        for _, h in iter_batch_headers(buf, start, segment.size):
+            if h[3] >= 2:
+                largest = max(largest, h[8])
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+    return largest
 
 
 def _control_type(buf, pos: int) -> int:

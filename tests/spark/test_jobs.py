@@ -115,22 +115,37 @@ def test_consumer_lag_on_kafka_fixture_has_only_group_metadata(spark, kafka_fixt
 
 
 def test_compaction_preview(spark, sample_dir):
+    """The cleaner's rule over the sample: in [log start, first uncleanable offset), the last stable
+    offset (txn-0 has an open transaction) and the active segment rounded down to a segment boundary,
+    records of aborted transactions, keyless records and records with a later one of their key go.
+    (tests/spark/test_compaction_preview_cleaner.py checks the job against a real clean.)"""
     log_dir, expected = sample_dir
     results = compaction_preview.compute(spark, {"logDirs": str(log_dir), "topics": "events,txn"})
-    active = {(log.topic, log.partition): log.segments[-1].base_offset for log in layout.discover([str(log_dir)])}
+    end = {}
+    for log in layout.discover([str(log_dir)]):
+        bound = min(layout.scan_transactions(log).last_stable_offset, log.segments[-1].base_offset)
+        end[(log.topic, log.partition)] = max(s.base_offset for s in log.segments if s.base_offset <= bound)
+    assert end[("txn", 0)] == 0 and end[("events", 0)] > 0     # txn-0: one segment, or the open transaction
     want = {}
     for topic in ("events", "txn"):
         rows = [r for r in expected if r["topic"] == topic]
+        cleanable = [r for r in rows if r["offset"] < end[(topic, r["partition"])]]
         latest = {}
-        for r in rows:
-            if r["key"] is not None and r["offset"] < active[(topic, r["partition"])]:
+        for r in cleanable:
+            if r["key"] is not None and not r.get("aborted"):
                 latest[(r["partition"], r["key"])] = max(latest.get((r["partition"], r["key"]), -1), r["offset"])
-        removed = [r for r in rows if r["key"] is not None and r["offset"] < latest.get((r["partition"], r["key"]), -1)]
-        want[topic] = (len(rows), len(removed), sum(size(r) for r in removed), sum(r["key"] is None for r in rows))
-    got = {r["topic"]: (r["records"], r["removed_records"], r["removed_bytes"], r["null_keys"])
+        removed = [r for r in cleanable if r.get("aborted") or r["key"] is None
+                   or r["offset"] < latest[(r["partition"], r["key"])]]
+        want[topic] = (len(rows), len(removed), sum(size(r) for r in removed), sum(r["key"] is None for r in rows),
+                       sum(r["value"] is None for r in rows if r not in removed))
+    got = {r["topic"]: (r["records"], r["removed_records"], r["removed_bytes"], r["null_keys"], r["tombstones"])
            for r in results["topics"].collect()}
     assert got == want
     assert got["events"][1] > 0
+    assert any(r["key"] is None and r["offset"] < end[("events", r["partition"])]
+               for r in expected if r["topic"] == "events")                  # keyless records go too
+    ranges = {(r.topic, r.partition): r.first_uncleanable_offset for r in results["partitions"].collect()}
+    assert ranges == {tp: e for tp, e in end.items() if tp[0] in ("events", "txn")}
 
 
 def test_compaction_preview_takes_compacted_topics_from_broker_metadata(spark, tmp_path):
