@@ -156,6 +156,13 @@ class ClusterMembership:
                     f"Configured end points {host}:{port} in advertised listeners are already "
                     f"registered by broker {broker_id}")
 
+    async def notify_log_dir_failure(self) -> None:
+        """A log dir of this broker failed: tell the controller (/log_dir_event_notification)."""
+        try:
+            await self.kzk.propagate_log_dir_event(self.broker.broker_id)
+        except Exception as exc:                   # noqa: BLE001 - retried by the next failure
+            log.error("Could not notify the controller of a log dir failure: %s", exc)
+
     async def _start_controller(self) -> None:
         from broker.controller.channel import ControllerChannelManager
         from broker.controller.controller import KafkaController

@@ -218,6 +218,30 @@ class KafkaZk:
             op = DeleteOp(zd.REASSIGN_PARTITIONS)
         await self._guarded(epoch_zk_version, [op])
 
+    async def propagate_log_dir_event(self, broker_id: int) -> None:
+        """A broker's log dir failed: a sequential /log_dir_event_notification znode tells the
+        controller (Kafka's propagateLogDirEvent)."""
+        await self.zk.create(f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{zd.LOG_DIR_EVENT_PREFIX}",
+                             zd.encode_log_dir_event(broker_id), sequence=True, makepath=True)
+
+    async def get_log_dir_events(self, watch=None) -> dict:
+        """{znode name: broker id} of the pending notifications (unreadable ones: None)."""
+        names = await self.zk.children(zd.LOG_DIR_EVENT_NOTIFICATION, watch) or []
+        out = {}
+        for name in sorted(names):
+            path = f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{name}"
+            found = await self.zk.get(path)
+            try:
+                out[name] = None if found is None else zd.decode_log_dir_event(path, found[0])
+            except ZNodeDataError:
+                out[name] = None
+        return out
+
+    async def delete_log_dir_events(self, names, epoch_zk_version: int) -> None:
+        ops = [DeleteOp(f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{n}") for n in names]
+        for i in range(0, len(ops), WRITES_PER_MULTI):
+            await self._guarded(epoch_zk_version, ops[i:i + WRITES_PER_MULTI])
+
     async def mark_topic_for_deletion(self, topic: str) -> None:
         try:
             await self.zk.create(zd.delete_topic_path(topic))

@@ -389,6 +389,7 @@ class ReplicaFetcher:
                 except OSError as exc:
                     log.error("[%s] Error appending to %s-%d: %s", self.name, tp[0], tp[1], exc)
                     state.delayed_until = time.monotonic() + backoff_s
+                    rm._storage_failure(part, exc)
 
     async def _process_partition(self, part, state, data, backoff_s: float) -> None:
         log_ = part.log

@@ -116,6 +116,11 @@ class ReplicaManager:
         # Replication throttles (broker/replication_quota.py), set by the broker in a cluster.
         self.leader_quota = None
         self.follower_quota = None
+        # Partitions whose log dir failed (fail_log_dir): key -> dir; they answer
+        # KAFKA_STORAGE_ERROR until the broker restarts. `on_log_dir_failure(dir)` tells the
+        # broker (the controller learns it through /log_dir_event_notification).
+        self.offline_partitions: dict[tuple, str] = {}
+        self.on_log_dir_failure = None
         # A cluster: the highest controller epoch seen (older controllers are refused) and the
         # follower fetchers (broker/replica_fetcher.py); neither is used on a single broker.
         self.controller_epoch = -1
@@ -165,7 +170,9 @@ class ReplicaManager:
             part = self._partitions.get(key)
             local_epoch = part.leader_epoch if part is not None else -1
             known_id = part.topic_id if part is not None else None
-            if (topic_id not in (None, ZERO_UUID) and known_id not in (None, ZERO_UUID)
+            if key in self.offline_partitions:
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR     # its log dir failed
+            elif (topic_id not in (None, ZERO_UUID) and known_id not in (None, ZERO_UUID)
                     and known_id != topic_id):
                 errors[key] = ErrorCode.INCONSISTENT_TOPIC_ID
             elif self.broker_id not in ps.replicas:
@@ -190,12 +197,23 @@ class ReplicaManager:
             log_manager = self.log_manager
 
             def open_logs():
-                return {(t, ps.partition_index): log_manager.get_or_create_log(
-                    t, ps.partition_index, configs[t], tid) for t, tid, ps in missing}
+                out = {}
+                for t, tid, ps in missing:
+                    try:
+                        out[(t, ps.partition_index)] = log_manager.get_or_create_log(
+                            t, ps.partition_index, configs[t], tid)
+                    except (OSError, KafkaError) as exc:     # no dir left, or it failed now
+                        out[(t, ps.partition_index)] = exc
+                return out
             opened = await asyncio.get_running_loop().run_in_executor(None, open_logs)
             for (topic, p), log_ in opened.items():
-                if (topic, p) not in self._partitions:
+                if isinstance(log_, BaseException):
+                    log.error("[ReplicaManager broker=%d] Cannot create the log of %s-%d: %s",
+                              self.broker_id, topic, p, log_)
+                    errors[(topic, p)] = ErrorCode.KAFKA_STORAGE_ERROR
+                elif (topic, p) not in self._partitions:
                     self._new_partition(topic, p, log_)
+            accepted = [a for a in accepted if (a[0], a[2].partition_index) in self._partitions]
         leaders, followers = [], []
         for topic, topic_id, ps in accepted:
             key = (topic, ps.partition_index)
@@ -328,8 +346,40 @@ class ReplicaManager:
     def _is_alive(self, broker_id: int) -> bool:
         return broker_id in self.metadata_cache.live_brokers
 
+    def fail_log_dir(self, log_dir: str, exc: BaseException | None = None) -> None:
+        """A log dir failed (Kafka's handleLogDirFailure): its partitions stop being served
+        (KAFKA_STORAGE_ERROR, fetchers stopped), its logs are closed unwritten, and the broker
+        is told (it notifies the controller, or stops when no dir is left). Loop."""
+        log_manager = self.log_manager
+        if log_dir in getattr(log_manager, "offline_dirs", ()):
+            return
+        log.error("[ReplicaManager broker=%d] Error while writing to or reading from log dir "
+                  "%s: %s. Stopping serving replicas in dir %s", self.broker_id, log_dir, exc,
+                  log_dir)
+        keys = log_manager.mark_dir_offline(log_dir)
+        for key in keys:
+            self._partitions.pop(key, None)
+            self.offline_partitions[key] = log_dir
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(key)
+            self.fetch_purgatory.notify(*key)
+            self.produce_purgatory.notify(*key)
+        log.error("[ReplicaManager broker=%d] Partitions %s are offline due to failure on log "
+                  "directory %s", self.broker_id,
+                  ",".join(f"{t}-{p}" for t, p in sorted(keys)), log_dir)
+        if self.on_log_dir_failure is not None:
+            self.on_log_dir_failure(log_dir)
+
+    def _storage_failure(self, part, exc: OSError) -> None:
+        log_dir = self.log_manager.dir_of_path(part.log.dir) \
+            if hasattr(self.log_manager, "dir_of_path") else None
+        if log_dir is not None:
+            self.fail_log_dir(log_dir, exc)
+
     def missing_partition_error(self, topic: str, partition: int) -> int:
         """The error for a partition this broker does not host (Kafka's getPartitionOrError)."""
+        if (topic, partition) in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         cache = self.metadata_cache
         if cache is not None:
             known = cache.get_topic(topic)
@@ -353,8 +403,10 @@ class ReplicaManager:
             return AppendResult(_error_code_of(exc), exc.message,
                                 record_errors=getattr(exc, "record_errors", ()) or ())
         except OSError as exc:
-            # Disk full, I/O error: this partition fails, the others and the broker go on.
+            # Disk full, I/O error: the log dir goes offline (its partitions with it), the
+            # other dirs and the broker go on, as Kafka's LogDirFailureChannel.
             log.error("Error appending to %s-%d: %s", key[0], key[1], exc)
+            self._storage_failure(part, exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"log append failed: {exc}")
         self.fetch_purgatory.notify(*key)
         return AppendResult(ErrorCode.NONE, None, info.first_offset, info.last_offset,
@@ -506,6 +558,7 @@ class ReplicaManager:
                               part.log_start_offset)
         except OSError as exc:
             log.error("Error reading %s-%d: %s", fp.topic, fp.partition, exc)
+            self._storage_failure(part, exc)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, part.high_watermark,
                               part.last_stable_offset, part.log_start_offset)
 

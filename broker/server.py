@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import socket
 import time as _time
 
@@ -331,6 +332,10 @@ class Broker:
             from broker.replica_manager import ReplicaManager
             self.replica_manager = ReplicaManager(self.log_manager, broker_id=self.broker_id,
                                                   time=self.time, config=self.config)
+            rm = self.replica_manager
+            rm.on_log_dir_failure = self._on_log_dir_failure
+            self.log_manager.on_dir_failure = lambda d, exc: self.loop.call_soon_threadsafe(
+                rm.fail_log_dir, d, exc)
             from broker.replication_quota import ReplicationQuota
             for side in ("leader", "follower"):
                 setattr(self.replica_manager, f"{side}_quota", ReplicationQuota(
@@ -419,6 +424,17 @@ class Broker:
                 log.error("Ignoring invalid persisted dynamic broker config: %s", exc)
         if self.loop is not None and self.loop.is_running():
             self.loop.create_task(self.reconfigure_cleaner())
+
+    def _on_log_dir_failure(self, log_dir: str) -> None:
+        """A log dir went offline (broker/replica_manager.py fail_log_dir): the controller is
+        told; with no dir left, the broker halts, as Kafka's does."""
+        if not self.log_manager.online_dirs():
+            log.error("Shutdown broker because all log dirs in %s have failed",
+                      ", ".join(self.log_manager.log_dirs))
+            logging.shutdown()
+            os._exit(1)
+        if self.cluster is not None:
+            self.loop.create_task(self.cluster.notify_log_dir_failure())
 
     async def reconfigure_cleaner(self) -> None:
         """Apply changed dynamic log.cleaner.* settings to the running cleaner."""

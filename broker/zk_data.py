@@ -299,6 +299,22 @@ def decode_reassignment(data: bytes) -> dict:
     return out
 
 
+# -- /log_dir_event_notification/log_dir_event_N ------------------------------------------------
+
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(path: str, data: bytes) -> int:
+    """The broker id of a log dir event notification."""
+    value = _loads(path, data)
+    return _int(path, value.get("broker"), "broker")
+
+
 # -- /brokers/topics/T/partitions/P/state ------------------------------------------------------
 
 @dataclasses.dataclass

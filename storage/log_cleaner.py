@@ -340,5 +340,5 @@ class LogCleaner:
         checkpoints.write_offsets(os.path.join(log_dir, files.CLEANER_CHECKPOINT), offsets)
 
     def write_checkpoints(self) -> None:
-        for log_dir in self.log_manager.log_dirs:
+        for log_dir in self.log_manager.online_dirs():
             self._write_dir(log_dir)

@@ -67,6 +67,8 @@ class LogManager:
         self.loaded = False                 # startup() completed: shutdown() may write
         self.had_clean_shutdown: dict[str, bool] = {}
         self.cleaner = None                 # storage.log_cleaner.LogCleaner once started
+        self.offline_dirs: set[str] = set()  # dirs that failed (mark_dir_offline)
+        self.on_dir_failure = None          # called (dir, exc) from any thread when one fails
 
     # -- start-up ------------------------------------------------------------------------------
 
@@ -224,6 +226,45 @@ class LogManager:
         """Loop."""
         return list(self._logs.values())
 
+    def online_dirs(self) -> list:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def dir_of_path(self, path: str) -> str | None:
+        """The log dir a partition folder (or file in one) lives in."""
+        path = os.path.abspath(path)
+        for d in self.log_dirs:
+            if path == d or path.startswith(d + os.sep):
+                return d
+        return None
+
+    def mark_dir_offline(self, log_dir: str) -> list:
+        """A log dir failed (an I/O error, a full disk), as Kafka's LogDirFailureChannel:
+        its logs are closed without writing anything and forgotten, no log is created there
+        again, and it is left out of checkpoints and the clean-shutdown marker. Returns the
+        (topic, partition) keys it held. Loop."""
+        with self._lock:
+            if log_dir in self.offline_dirs:
+                return []
+            self.offline_dirs.add(log_dir)
+            keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
+            doomed = [self._logs.pop(k) for k in keys]
+            for k in keys:
+                self._log_dir_of.pop(k, None)
+        for log_ in doomed:
+            log_.mark_deleted()                      # a clean in progress must not swap
+            try:
+                log_.close_files()
+            except (OSError, ValueError):
+                pass
+        return keys
+
+    def report_dir_failure(self, path: str, exc: BaseException) -> None:
+        """An I/O error on `path` (a log's folder or file): tell `on_dir_failure`."""
+        log_dir = self.dir_of_path(path)
+        if log_dir is not None and log_dir not in self.offline_dirs \
+                and self.on_dir_failure is not None:
+            self.on_dir_failure(log_dir, exc)
+
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         with self._lock:
             return self._log_dir_of.get((topic, partition))
@@ -258,13 +299,18 @@ class LogManager:
                     existing.config = config
                 existing.assign_topic_id(topic_id)
                 return existing
-            if len(self.log_dirs) == 1:
-                log_dir = self.log_dirs[0]
+            online = self.online_dirs()
+            if not online:
+                raise StorageError(f"no log dir is online to create {topic}-{partition}: "
+                                   f"{', '.join(sorted(self.offline_dirs))} failed")
+            if len(online) == 1:
+                log_dir = online[0]
             else:
-                counts = {d: 0 for d in self.log_dirs}
+                counts = {d: 0 for d in online}
                 for d in self._log_dir_of.values():
-                    counts[d] += 1
-                log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+                    if d in counts:
+                        counts[d] += 1
+                log_dir = min(online, key=lambda d: (counts[d], online.index(d)))
             path = os.path.join(log_dir, files.partition_dir_name(topic, partition))
             new = Log(path, config or self.default_config, topic_id=topic_id,
                       had_clean_shutdown=True, time_ms=self._time_ms)
@@ -330,7 +376,11 @@ class LogManager:
         flushed = 0
         for log_ in self.logs():
             if log_.needs_flush(now_ms):
-                log_.flush()
+                try:
+                    log_.flush()
+                except OSError as exc:
+                    self.report_dir_failure(log_.dir, exc)
+                    continue
                 flushed += 1
         if flushed:
             self.checkpoint_recovery_points()
@@ -342,9 +392,12 @@ class LogManager:
         with self._lock:
             items = list(self._logs.items())
             dirs = dict(self._log_dir_of)
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs():
             offsets = {key: value_of(l) for key, l in items if dirs[key] == log_dir}
-            checkpoints.write_offsets(os.path.join(log_dir, name), offsets)
+            try:
+                checkpoints.write_offsets(os.path.join(log_dir, name), offsets)
+            except OSError as exc:
+                self.report_dir_failure(log_dir, exc)
 
     def checkpoint_recovery_points(self) -> None:
         """Blocking (fsync)."""
@@ -382,7 +435,7 @@ class LogManager:
             for _, _, deleted_log in self._pending_dir_deletes:
                 if deleted_log is not None:
                     deleted_log.close_files()
-            for log_dir in self.log_dirs:
+            for log_dir in self.online_dirs():
                 cleaner = os.path.join(log_dir, files.CLEANER_CHECKPOINT)
                 if not os.path.exists(cleaner):
                     checkpoints.write_offsets(cleaner, {})

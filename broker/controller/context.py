@@ -45,6 +45,9 @@ class ControllerContext:
         # ReplicaAssignment). `assignments` then holds the full set RS = target + origin.
         self.adding: dict[tuple, list] = {}
         self.removing: dict[tuple, list] = {}
+        # Replicas on a failed log dir of a live broker (Kafka's replicasOnOfflineDirs):
+        # (topic, partition) -> {broker}; cleared when the broker restarts.
+        self.offline_replicas: dict[tuple, set] = {}
 
     def reset(self) -> None:
         self.__init__()
@@ -56,6 +59,17 @@ class ControllerContext:
 
     def live_or_shutting_down_ids(self) -> set:
         return set(self.live_brokers)
+
+    def live_replica_ids(self, tp) -> set:
+        """Brokers that may lead or join the ISR of `tp`: live, not shutting down, and not
+        holding it on a failed log dir."""
+        return self.live_ids() - self.offline_replicas.get(tp, set())
+
+    def forget_offline_replicas(self, brokers) -> None:
+        for tp in list(self.offline_replicas):
+            self.offline_replicas[tp] -= set(brokers)
+            if not self.offline_replicas[tp]:
+                del self.offline_replicas[tp]
 
     # -- partitions
     def all_partitions(self):
@@ -107,6 +121,7 @@ class ControllerContext:
             self.states.pop((topic, p), None)
             self.adding.pop((topic, p), None)
             self.removing.pop((topic, p), None)
+            self.offline_replicas.pop((topic, p), None)
         self.topic_ids.pop(topic, None)
         self.topics_to_delete.discard(topic)
         self.deletion_started.pop(topic, None)
@@ -224,7 +239,8 @@ class RequestBatch:
                     leader=LEADER_DURING_DELETE if deleting else state.leader,
                     leader_epoch=state.leader_epoch, isr=list(state.isr),
                     zk_version=state.partition_epoch, replicas=list(replicas),
-                    offline_replicas=[r for r in replicas if r not in live]))
+                    offline_replicas=[r for r in replicas if r not in live
+                                      or r in ctx.offline_replicas.get((topic, p), ())]))
         return UpdateMetadataRequest(
             controller_id=self.controller_id, is_k_raft_controller=False, type=0,
             controller_epoch=ctx.epoch, broker_epoch=ctx.broker_epochs.get(broker, -1),

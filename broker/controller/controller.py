@@ -226,6 +226,7 @@ class KafkaController:
         await self._trigger_online_partition_state_change()
         await self._resume_reassignments()
         await self._on_zk_reassignment()
+        await self._on_log_dir_event()
         await self._resume_deletions()
         if self._config("auto.leader.rebalance.enable", False):
             self._schedule_rebalance(AUTO_REBALANCE_FIRST_CHECK_S)
@@ -286,7 +287,7 @@ class KafkaController:
             state = ctx.states.get(tp)
             if state is None:
                 new.append(tp)
-            elif state.leader not in live:
+            elif state.leader not in live or state.leader in ctx.offline_replicas.get(tp, ()):
                 offline.append(tp)
         if new:
             await self._init_new_partitions(new)
@@ -382,7 +383,7 @@ class KafkaController:
 
         async def decide(tp, state):
             assignment = ctx.replicas(tp)
-            live = ctx.live_ids()
+            live = ctx.live_replica_ids(tp)
             chosen, unclean = None, False
             if strategy == "offline":
                 allowed = allow_unclean
@@ -486,6 +487,7 @@ class KafkaController:
             ctx.live_brokers.pop(b, None)
             ctx.broker_epochs.pop(b, None)
             ctx.shutting_down.discard(b)
+        ctx.forget_offline_replicas(brokers)
         batch = self._batch()
         led = [tp for tp in ctx.states if ctx.states[tp].leader in brokers
                and tp[0] not in ctx.topics_to_delete]
@@ -499,6 +501,7 @@ class KafkaController:
 
     async def _on_broker_startup(self, brokers) -> None:
         ctx = self.ctx
+        ctx.forget_offline_replicas(brokers)          # a restarted broker has its dirs back
         existing = ctx.live_or_shutting_down_ids() - set(brokers)
         batch = self._batch()
         batch.add_update_metadata(existing)
@@ -918,6 +921,64 @@ class KafkaController:
         left = {tp: r for tp, r in found.items() if tp not in partitions}
         await self.kzk.set_reassignment(left, self.ctx.epoch_zk_version)
 
+    # -- log dir failures (Kafka's onBrokerLogDirFailure, onReplicasBecomeOffline) --------------
+
+    async def _on_log_dir_event(self) -> None:
+        """/log_dir_event_notification got a child: a broker lost a log dir. Its replicas all
+        get LeaderAndIsr; those it answers with KAFKA_STORAGE_ERROR go offline
+        (`leader_and_isr_response`)."""
+        if not self.is_active:
+            return
+        ctx = self.ctx
+        events = await self.kzk.get_log_dir_events(watch=self._watch(self._on_log_dir_event))
+        if not events:
+            return
+        await self.kzk.delete_log_dir_events(list(events), ctx.epoch_zk_version)
+        brokers = sorted({b for b in events.values() if b is not None and b in ctx.live_brokers})
+        if not brokers:
+            return
+        log.info("%s Handling log directory failure for brokers %s", self.log_prefix,
+                 ",".join(map(str, brokers)))
+        batch = self._batch()
+        for b in brokers:
+            for tp in ctx.partitions_on_broker(b):
+                if tp in ctx.states and tp[0] not in ctx.topics_to_delete:
+                    batch.leader_and_isr.setdefault(b, {})[tp] = False
+        self._send(batch)
+
+    async def leader_and_isr_response(self, broker_id: int, response) -> None:
+        """Partitions a broker answered KAFKA_STORAGE_ERROR for are on a failed log dir: they
+        become offline replicas (leaders elsewhere, out of the ISR)."""
+        ctx = self.ctx
+        if not self.is_active or broker_id not in ctx.live_brokers:
+            return
+        names = {tid: topic for topic, tid in ctx.topic_ids.items()}
+        failed = []
+        for topic in getattr(response, "topics", None) or []:
+            name = names.get(topic.topic_id)
+            for error in topic.partition_errors:
+                if error.error_code == ErrorCode.KAFKA_STORAGE_ERROR and name is not None:
+                    failed.append((name, error.partition_index))
+        for error in getattr(response, "partition_errors", None) or []:
+            if error.error_code == ErrorCode.KAFKA_STORAGE_ERROR and error.topic_name:
+                failed.append((error.topic_name, error.partition_index))
+        new = [tp for tp in failed if tp in ctx.states
+               and broker_id not in ctx.offline_replicas.get(tp, ())]
+        if not new:
+            return
+        for tp in new:
+            ctx.offline_replicas.setdefault(tp, set()).add(broker_id)
+        log.info("%s Replicas of broker %d on an offline log dir: %s", self.log_prefix,
+                 broker_id, ",".join(f"{t}-{p}" for t, p in sorted(new)))
+        batch = self._batch()
+        led = [tp for tp in new if ctx.states[tp].leader == broker_id
+               and tp[0] not in ctx.topics_to_delete]
+        if led:
+            await self._elect_leaders(led, "offline", batch=batch)
+        await self._remove_replica_from_isr(broker_id, new, batch)
+        batch.add_update_metadata(ctx.live_or_shutting_down_ids(), new)
+        self._send(batch)
+
     # -- preferred leaders ----------------------------------------------------------------------
 
     def _config(self, name: str, default):
@@ -1041,7 +1102,15 @@ class KafkaController:
             callback = None
             if api == "StopReplica":
                 callback = self._stop_replica_callback(broker)
+            elif api == "LeaderAndIsr":
+                callback = self._leader_and_isr_callback(broker)
             self.sender.send(broker, request, version, callback)
+
+    def _leader_and_isr_callback(self, broker: int):
+        def done(response):
+            if not self._stopped:
+                self.enqueue(self.leader_and_isr_response, broker, response)
+        return done
 
     def _stop_replica_callback(self, broker: int):
         def done(response):

@@ -4,7 +4,8 @@ Behaviour: one result per configured log dir (log.dirs), listing the partitions 
 partition_size (bytes of all its segments), offset_lag 0 (the distance to the leader's LEO: always
 0 on the leader) and is_future_key false (no replica moves between dirs). topics null -> every
 partition; otherwise only the partitions asked for (unknown ones are simply absent, as Kafka).
-total_bytes / usable_bytes (v4+) come from statvfs of the dir. A dir that cannot be read answers
+total_bytes / usable_bytes (v4+) come from statvfs of the dir. A dir that failed (an I/O error
+took it offline, broker/replica_manager.py fail_log_dir) or cannot be read answers
 KAFKA_STORAGE_ERROR for that dir.
 """
 import os
@@ -47,6 +48,10 @@ async def handle(broker, ctx, request):
                         topics=[Topic(name=name, partitions=sorted(
                             parts, key=lambda p: p.partition_index))
                             for name, parts in sorted(topics.items())])
+        if log_dir in getattr(broker.log_manager, "offline_dirs", ()):
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR      # failed: see replica_manager
+            results.append(result)
+            continue
         try:
             stat = os.statvfs(log_dir)
             result.total_bytes = stat.f_blocks * stat.f_frsize

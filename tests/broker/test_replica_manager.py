@@ -1,5 +1,6 @@
 """ReplicaManager + Partition over a real storage Log: HW, reads, acks, long polls, epochs."""
 import asyncio
+import os
 import uuid
 
 import pytest
@@ -265,18 +266,36 @@ def test_fenced_producer_epoch(manager):
     assert manager.get_partition("t", 0).log_end_offset == 2
 
 
-def test_io_error_fails_only_that_partition(manager, monkeypatch):
-    manager.append_records({("t", 0): batch(1), ("t", 1): batch(1)}, 1)
-    log0 = manager.get_partition("t", 0).log
+def test_an_io_error_takes_its_log_dir_offline_and_only_it(tmp_path, monkeypatch):
+    """Kafka's log dir failure: every partition of the failed dir answers KAFKA_STORAGE_ERROR
+    (and LeaderAndIsr for it too), the other dir serves on, no log is created there again."""
+    clock = Clock()
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    log_manager = LogManager(dirs, LogConfig(), time_ms=clock.ms)
+    log_manager.startup("cluster", 0)
+    rm = ReplicaManager(log_manager, broker_id=0, time=clock)
+    failures = []
+    rm.on_log_dir_failure = failures.append
+    for p in range(3):
+        rm.become_leader("t", p, TOPIC_ID, 0, [0], LogConfig())
+    assert [log_manager.log_dir_of("t", p) for p in range(3)] == [dirs[0], dirs[1], dirs[0]]
+    rm.append_records({("t", 0): batch(1), ("t", 1): batch(1)}, 1)
 
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(log0, "append_as_leader", broken)
-    monkeypatch.setattr(log0, "read", broken)
-    results = manager.append_records({("t", 0): batch(1), ("t", 1): batch(1)}, 1)
+    monkeypatch.setattr(rm.get_partition("t", 0).log, "append_as_leader", broken)
+    results = rm.append_records({("t", 0): batch(1), ("t", 1): batch(1)}, 1)
     assert results[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert results[("t", 1)].error_code == ErrorCode.NONE
-    reads = manager.read([fetch(partition=0), fetch(partition=1)], max_bytes=1 << 20)
+    assert failures == [dirs[0]] and log_manager.offline_dirs == {dirs[0]}
+    assert rm.append_records({("t", 2): batch(1)}, 1)[("t", 2)].error_code == \
+        ErrorCode.KAFKA_STORAGE_ERROR                       # same dir: offline too
+    reads = rm.read([fetch(partition=0), fetch(partition=1)], max_bytes=1 << 20)
     assert reads[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert reads[("t", 1)].records_size > 0
+    rm.become_leader("u", 0, TOPIC_ID, 0, [0], LogConfig())
+    assert log_manager.log_dir_of("u", 0) == dirs[1]       # new logs avoid the failed dir
+    rm.shutdown()
+    log_manager.shutdown()
+    assert not os.path.exists(os.path.join(dirs[0], ".kafka_cleanshutdown"))
+    assert os.path.exists(os.path.join(dirs[1], ".kafka_cleanshutdown"))

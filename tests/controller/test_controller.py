@@ -660,3 +660,46 @@ async def test_the_legacy_reassign_partitions_znode_is_served_and_emptied():
         assert topic_znode(server, "t")["partitions"]["0"] == [2, 1]
     finally:
         await shutdown(nodes)
+
+
+async def test_a_failed_log_dir_moves_leadership_and_marks_the_replica_offline():
+    from protocol.messages.leader_and_isr import LeaderAndIsrResponse as R
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0], 1: [2, 0, 1]})
+        await settle(nodes)
+        node = active(nodes)
+        c = node.controller
+        node.sender.take()
+        await nodes[1].kzk.propagate_log_dir_event(1)            # broker 1 lost a dir
+        await settle(nodes)
+        assert server.nodes.keys() & {n for n in server.nodes
+                                      if n.startswith("/log_dir_event_notification/")} == set()
+        sent = [s for s in node.sender.take("LeaderAndIsr") if s[0] == 1]
+        assert len(sent) == 1
+        request, callback = sent[0][2], sent[0][3]
+        assert sorted(p.partition_index for t in request.topic_states
+                      for p in t.partition_states) == [0, 1]
+        topic_id = request.topic_states[0].topic_id
+        callback(R(error_code=0, topics=[R.LeaderAndIsrTopicError(
+            topic_id=topic_id, partition_errors=[
+                R.LeaderAndIsrPartitionError(partition_index=0, error_code=56),
+                R.LeaderAndIsrPartitionError(partition_index=1, error_code=0)])]))
+        await settle(nodes)
+        st, _ = await state(server, "t", 0)
+        assert st["leader"] == 2 and 1 not in st["isr"]
+        assert c.ctx.offline_replicas == {("t", 0): {1}}
+        um = [r for b, _, r, _ in node.sender.take("UpdateMetadata")]
+        offline = {(t.topic_name, p.partition_index): p.offline_replicas
+                   for r in um for t in r.topic_states for p in t.partition_states}
+        assert offline[("t", 0)] == [1]
+        # Broker 1 comes back (a new disk): its replicas are online again.
+        server.expire(nodes[1].zk)
+        await settle(nodes)
+        nodes[1].zk = server.client()
+        nodes[1].kzk.zk = nodes[1].zk
+        await nodes[1].register()
+        await settle(nodes)
+        assert active(nodes).controller.ctx.offline_replicas == {}
+    finally:
+        await shutdown(nodes)

@@ -1,0 +1,83 @@
+"""A log dir that fails (here: a small tmpfs that fills up) in a three-broker cluster, as Kafka
+handles it: the broker stops serving that dir's partitions, tells the controller through
+/log_dir_event_notification, leadership moves to another in-sync replica, acknowledged records
+stay readable, and the broker's other log dir serves on. Needs root to mount the tmpfs."""
+import os
+import subprocess
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.testing.cluster import KafkaCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    path = tmp_path / "small"
+    path.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(path)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill up: {mounted.stderr.strip()}")
+    yield path
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def create(bootstrap, topic, assignment, config=None):
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    client.create_topics([NewTopic(topic, len(assignment), replica_assignment=assignment,
+                                   config=config or {})])[topic].result(60)
+
+
+def read_all(bootstrap, topic, count, timeout=60):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                out.append(msg.value())
+    finally:
+        consumer.close()
+    return out
+
+
+def test_a_full_disk_takes_its_log_dir_offline_and_leadership_moves(tmp_path, small_disk):
+    big = tmp_path / "big"
+    with KafkaCluster(3, tmp_path / "cluster", broker_configs={
+            0: {"log.dirs": f"{small_disk},{big}"}}) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        # Broker 0 holds no partition yet: the first goes to its first dir (the small one),
+        # the next to the other. Rare index entries: only the log's own writes fill the disk.
+        create(bootstrap, "fill", [[0, 1]], {"index.interval.bytes": "100000000"})
+        cluster.wait_until(lambda: os.path.isdir(small_disk / "fill-0"), 30, "no fill-0")
+        create(bootstrap, "safe", [[0, 2]])
+        cluster.wait_until(lambda: os.path.isdir(big / "safe-0"), 30, "no safe-0")
+        cluster.wait_for_isr("fill", 0, [0, 1])
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                             "enable.idempotence": True, "linger.ms": 5,
+                             "message.timeout.ms": 60000})
+        acked = []
+        value = os.urandom(1000)
+        for i in range(6000):                            # 6 MB into a 3 MB disk
+            producer.produce("fill", value + b"%d" % i, on_delivery=lambda err, msg:
+                             acked.append(msg.value()) if err is None else None)
+            producer.poll(0)
+        assert producer.flush(90) == 0
+        assert len(acked) == 6000                        # every record lands, via broker 1
+        cluster.wait_until(lambda: cluster.leader("fill", 0) == 1, 30, "leadership stayed")
+        assert 0 not in cluster.isr("fill", 0)
+        assert "Stopping serving replicas in dir" in cluster.output(0)
+        assert sorted(read_all(bootstrap, "fill", 6000)) == sorted(acked)
+        # The broker's other dir serves on.
+        producer.produce("safe", b"still here")
+        assert producer.flush(30) == 0
+        assert cluster.leader("safe", 0) == 0
+        assert read_all(bootstrap, "safe", 1) == [b"still here"]
