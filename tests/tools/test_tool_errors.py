@@ -23,6 +23,7 @@ TOOLS = {
     "kafka-consumer-perf-test.sh": ("consumer_perf_test", ["--topic", "t", "--messages", "1"]),
     "kafka-dump-log.sh": ("dump_log", ["--files", "00000000000000000000.log"]),
     "kafka-transactions.sh": ("transactions", ["list"]),
+    "kafka-reassign-partitions.sh": ("reassign_partitions", ["--list"]),
 }
 
 
