@@ -121,6 +121,8 @@ class ReplicaManager:
         # broker (the controller learns it through /log_dir_event_notification).
         self.offline_partitions: dict[tuple, str] = {}
         self.on_log_dir_failure = None
+        from broker.log_dir_mover import LogDirMover
+        self.log_dir_mover = LogDirMover(self)           # AlterReplicaLogDirs
         # A cluster: the highest controller epoch seen (older controllers are refused) and the
         # follower fetchers (broker/replica_fetcher.py); neither is used on a single broker.
         self.controller_epoch = -1
@@ -272,6 +274,8 @@ class ReplicaManager:
 
     def stop_replica(self, topic: str, partition: int, delete: bool = False) -> None:
         part = self._partitions.pop((topic, partition), None)
+        if (topic, partition) in self.log_dir_mover.moving():
+            self.log_dir_mover.cancel((topic, partition))
         if not any(t == topic for t, _ in self._partitions):
             topic_id = self._topic_ids.pop(topic, None)
             if topic_id is not None:
@@ -369,6 +373,30 @@ class ReplicaManager:
                   ",".join(f"{t}-{p}" for t, p in sorted(keys)), log_dir)
         if self.on_log_dir_failure is not None:
             self.on_log_dir_failure(log_dir)
+
+    def alter_replica_log_dirs(self, partition_dirs: dict) -> dict:
+        """AlterReplicaLogDirs (Kafka's ReplicaManager.alterReplicaLogDirs): {(topic, p):
+        log dir} -> {(topic, p): error}. A hosted replica in another dir starts moving there
+        (broker/log_dir_mover.py); one not hosted yet is created there when it arrives
+        (REPLICA_NOT_AVAILABLE now, as Kafka answers). Loop."""
+        lm = self.log_manager
+        out = {}
+        for tp, raw_dir in partition_dirs.items():
+            target = os.path.abspath(raw_dir)
+            if target not in lm.log_dirs:
+                out[tp] = ErrorCode.LOG_DIR_NOT_FOUND
+            elif target in lm.offline_dirs or tp in self.offline_partitions:
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif tp not in self._partitions:
+                lm.preferred_dirs[tp] = target
+                out[tp] = ErrorCode.REPLICA_NOT_AVAILABLE
+            else:
+                if lm.log_dir_of(*tp) == target:
+                    self.log_dir_mover.cancel(tp)          # already there: stop any other move
+                else:
+                    self.log_dir_mover.move(tp, target)
+                out[tp] = ErrorCode.NONE
+        return out
 
     def _storage_failure(self, part, exc: OSError) -> None:
         log_dir = self.log_manager.dir_of_path(part.log.dir) \
@@ -636,7 +664,10 @@ class ReplicaManager:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Release every waiting request (they answer with what they have)."""
+        """Release every waiting request (they answer with what they have); moves between
+        log dirs stop (their future logs go)."""
+        for tp in list(self.log_dir_mover.moving()):
+            self.log_dir_mover.cancel(tp)
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()
 

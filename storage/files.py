@@ -57,6 +57,7 @@ PARTITION_METADATA = "partition.metadata"
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.[a-z]+)((?:\.deleted|\.cleaned|\.swap)?)$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
+_FUTURE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-future$")
 
 
 def file_name_prefix(base_offset: int) -> str:
@@ -96,6 +97,15 @@ def parse_partition_dir(name: str):
 def parse_delete_dir(name: str):
     """`(topic, partition)` of a ``<topic>-<partition>.<uuid>-delete`` folder, else None."""
     match = _DELETE_DIR.match(name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+def parse_future_dir(name: str):
+    """`(topic, partition)` of a ``<topic>-<partition>.<uuid>-future`` folder (a replica being
+    moved to this log dir), else None."""
+    match = _FUTURE_DIR.match(name)
     if match is None:
         return None
     return match.group(1), int(match.group(2))

@@ -122,7 +122,8 @@ class Log:
         its indexes rebuilt; a corrupt tail is truncated.  Missing or insane index files are
         rebuilt either way."""
         self.dir = os.path.abspath(directory)
-        parsed = files.parse_partition_dir(os.path.basename(self.dir))
+        name = os.path.basename(self.dir)
+        parsed = files.parse_partition_dir(name) or files.parse_future_dir(name)
         self.topic, self.partition = parsed if parsed else (os.path.basename(self.dir), 0)
         self.config = config
         self._time_ms = _time_ms_of(time_ms)

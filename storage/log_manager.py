@@ -68,6 +68,8 @@ class LogManager:
         self.had_clean_shutdown: dict[str, bool] = {}
         self.cleaner = None                 # storage.log_cleaner.LogCleaner once started
         self.offline_dirs: set[str] = set()  # dirs that failed (mark_dir_offline)
+        self.future_logs: dict = {}         # (topic, partition) -> (log dir, Log) being moved in
+        self.preferred_dirs: dict = {}      # (topic, partition) -> log dir (AlterReplicaLogDirs)
         self.on_dir_failure = None          # called (dir, exc) from any thread when one fails
 
     # -- start-up ------------------------------------------------------------------------------
@@ -122,6 +124,11 @@ class LogManager:
                 if not os.path.isdir(path):
                     continue
                 if files.parse_delete_dir(name):
+                    self._pending_dir_deletes.append((0, path, None))
+                    continue
+                if files.parse_future_dir(name):
+                    log.warning("Removing %s: a move between log dirs that a restart "
+                                "interrupted (AlterReplicaLogDirs again to redo it)", path)
                     self._pending_dir_deletes.append((0, path, None))
                     continue
                 key = files.parse_partition_dir(name)
@@ -258,6 +265,65 @@ class LogManager:
                 pass
         return keys
 
+    # -- moving a replica between log dirs (AlterReplicaLogDirs) ---------------------------------
+
+    def create_future_log(self, topic: str, partition: int, log_dir: str, config=None,
+                          start_offset: int = 0, topic_id=None) -> Log:
+        """An empty ``<topic>-<partition>.<uuid>-future`` log in `log_dir`, starting at
+        `start_offset`, that a move copies the current log into (Kafka's future replica).
+        Replaces one being built elsewhere. Blocking (creates files)."""
+        key = (topic, partition)
+        self.abandon_future_log(key)
+        path = os.path.join(log_dir, f"{files.partition_dir_name(topic, partition)}."
+                                     f"{uuid.uuid4().hex}{files.FUTURE_DIR_SUFFIX}")
+        future = Log(path, config or self.default_config, topic_id=topic_id,
+                     had_clean_shutdown=True, log_start_offset=start_offset,
+                     time_ms=self._time_ms)
+        if future.log_end_offset != start_offset:
+            future.truncate_fully_and_start_at(start_offset)
+        with self._lock:
+            self.future_logs[key] = (log_dir, future)
+        return future
+
+    def abandon_future_log(self, key) -> None:
+        """Drop a move in progress: its future log's folder goes."""
+        with self._lock:
+            found = self.future_logs.pop(key, None)
+        if found is not None:
+            _, future = found
+            future.mark_deleted()
+            future.close_files()
+            shutil.rmtree(future.dir, ignore_errors=True)
+
+    def replace_with_future(self, key) -> Log:
+        """The move is complete (the future log has every record of the current one): the
+        future log takes the partition's name in its dir and is reopened as the log, the
+        current one is deleted as a deleted partition is (renamed ``-delete``, removed after
+        file.delete.delay.ms). Returns the new log. Blocking (a few fsyncs)."""
+        with self._lock:
+            log_dir, future = self.future_logs.pop(key)
+            current = self._logs[key]
+            old_dir = self._log_dir_of[key]
+        recovery, start, hw = (future.log_end_offset, current.log_start_offset,
+                               current.high_watermark)
+        future.close()
+        final = os.path.join(log_dir, files.partition_dir_name(*key))
+        files.fs.rename(future.dir, final)
+        files.fs.fsync_dir(log_dir)
+        new = Log(final, current.config, recovery_point=recovery, log_start_offset=start,
+                  high_watermark=hw, had_clean_shutdown=True, time_ms=self._time_ms)
+        current.mark_deleted()
+        target = os.path.join(old_dir, f"{files.partition_dir_name(*key)}."
+                                       f"{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
+        files.fs.rename(current.dir, target)
+        deadline = self._time_ms() + current.config.file_delete_delay_ms
+        with self._lock:
+            self._logs[key] = new
+            self._log_dir_of[key] = log_dir
+            self._pending_dir_deletes.append((deadline, target, current))
+        log.info("Moved %s-%d from %s to %s", key[0], key[1], old_dir, log_dir)
+        return new
+
     def report_dir_failure(self, path: str, exc: BaseException) -> None:
         """An I/O error on `path` (a log's folder or file): tell `on_dir_failure`."""
         log_dir = self.dir_of_path(path)
@@ -303,7 +369,10 @@ class LogManager:
             if not online:
                 raise StorageError(f"no log dir is online to create {topic}-{partition}: "
                                    f"{', '.join(sorted(self.offline_dirs))} failed")
-            if len(online) == 1:
+            preferred = self.preferred_dirs.pop(key, None)
+            if preferred in online:
+                log_dir = preferred
+            elif len(online) == 1:
                 log_dir = online[0]
             else:
                 counts = {d: 0 for d in online}

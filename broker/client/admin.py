@@ -17,7 +17,7 @@ from typing import NamedTuple
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    AlterPartitionReassignmentsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     ElectLeadersRequest, ListPartitionReassignmentsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
     DescribeTransactionsRequest, IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest,
     ListTransactionsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, WriteTxnMarkersRequest,
@@ -312,6 +312,20 @@ class Admin:
                         results[TopicPartition(t.name, p.partition_index)] = (p.error_code, p.low_watermark)
             return results
         return await self.cluster.retry(op)
+
+    async def alter_replica_log_dirs(self, broker_id: int, moves: dict) -> dict:
+        """AlterReplicaLogDirs on one broker: {TopicPartition: log dir} ->
+        {TopicPartition: error_code}."""
+        R = AlterReplicaLogDirsRequest
+        by_dir = defaultdict(lambda: defaultdict(list))
+        for tp, log_dir in moves.items():
+            by_dir[log_dir][tp.topic].append(tp.partition)
+        request = R(dirs=[R.AlterReplicaLogDir(path=d, topics=[
+            R.AlterReplicaLogDirTopic(name=t, partitions=ps) for t, ps in topics.items()])
+            for d, topics in by_dir.items()])
+        response = await self.cluster.retry(lambda: self.cluster.send(broker_id, request))
+        return {TopicPartition(t.topic_name, p.partition_index): p.error_code
+                for t in response.results for p in t.partitions}
 
     async def describe_log_dirs(self, broker_ids: list, topics: dict | None = None) -> dict:
         """-> {broker_id: [DescribeLogDirsResult]}; topics {topic: [partitions]} or None for all."""

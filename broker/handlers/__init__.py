@@ -29,6 +29,7 @@ HANDLER_MODULES = [
     "describe_log_dirs", "init_producer_id",
     # cluster operations (at the controller)
     "elect_leaders", "alter_partition_reassignments", "list_partition_reassignments",
+    "alter_replica_log_dirs",
     # transaction coordinator, and the partition side of transactions
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions",
     "list_transactions", "describe_producers", "write_txn_markers",

@@ -1,8 +1,9 @@
 """DescribeLogDirs (api key 35), versions 0-4.
 
 Behaviour: one result per configured log dir (log.dirs), listing the partitions it holds with
-partition_size (bytes of all its segments), offset_lag 0 (the distance to the leader's LEO: always
-0 on the leader) and is_future_key false (no replica moves between dirs). topics null -> every
+partition_size (bytes of all its segments), offset_lag 0 and is_future_key false, plus the future
+replica of a partition being moved to another dir (AlterReplicaLogDirs) with is_future_key true
+and its offset_lag behind the current replica. topics null -> every
 partition; otherwise only the partitions asked for (unknown ones are simply absent, as Kafka).
 total_bytes / usable_bytes (v4+) come from statvfs of the dir. A dir that failed (an I/O error
 took it offline, broker/replica_manager.py fail_log_dir) or cannot be read answers
@@ -42,6 +43,16 @@ async def handle(broker, ctx, request):
         topics.setdefault(part.topic, []).append(Partition(
             partition_index=part.partition, partition_size=part.log.size_in_bytes,
             offset_lag=0, is_future_key=False))
+    # Replicas being moved between dirs (AlterReplicaLogDirs): the future log in its target
+    # dir, with its lag behind the current one.
+    for (topic, p), (log_dir, future) in list(broker.log_manager.future_logs.items()):
+        part = broker.replica_manager.get_partition(topic, p)
+        if part is None or (wanted is not None and (topic, p) not in wanted):
+            continue
+        by_dir.setdefault(log_dir, {}).setdefault(topic, []).append(Partition(
+            partition_index=p, partition_size=future.size_in_bytes,
+            offset_lag=max(0, part.log.log_end_offset - future.log_end_offset),
+            is_future_key=True))
     results = []
     for log_dir, topics in by_dir.items():
         result = Result(error_code=0, log_dir=log_dir, total_bytes=-1, usable_bytes=-1,

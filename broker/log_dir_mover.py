@@ -1,0 +1,138 @@
+"""Moving a replica between the log dirs of one broker (AlterReplicaLogDirs), as Kafka's
+ReplicaAlterLogDirsThread does it.
+
+`LogDirMover.move(tp, dir)` creates the partition's *future* log in the target dir
+(``<topic>-<partition>.<uuid>-future``, storage/log_manager.py) and copies the current log
+into it batch by batch, byte for byte (`append_as_follower`), in an executor, at most
+`replica.alter.log.dirs.io.max.bytes.per.second`. The partition stays served from its current
+log meanwhile. When the future log is within one chunk of the end, the last batches are copied
+and the logs swapped on the event loop thread, where appends run, so none can slip in between;
+the old log is then deleted as a deleted partition's is.
+
+A truncation of the current log (a follower's) or its retention moving the log start past the
+copy makes the copy start again; the partition leaving the broker, its dir failing or a new
+move to another dir abandon the future log. A restart also abandons it (the leftover
+``-future`` folder is removed at start-up; run the move again).
+"""
+import asyncio
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 4 * 1024 * 1024        # copied per executor call
+FINAL_BYTES = 1024 * 1024            # what is left for the loop thread to copy before the swap
+LONG_MAX = 2**63 - 1
+
+
+def _copy_chunk(current, future, max_bytes: int) -> int:
+    """Append to `future` the current log's batches from its end, up to about `max_bytes`.
+    Returns the bytes copied (0: caught up). Restarts `future` when the current log no longer
+    holds its end (truncated, or its start moved past it). Blocking."""
+    end = future.log_end_offset
+    if end > current.log_end_offset or end < current.log_start_offset:
+        future.truncate_fully_and_start_at(current.log_start_offset)
+        end = future.log_end_offset
+    if end >= current.log_end_offset:
+        return 0
+    info = current.read(end, max_bytes)
+    region = info.records
+    if not len(region):
+        return 0
+    data = os.pread(region.file.fileno(), region.length, region.position)
+    complete = _complete_prefix(data)
+    if complete == 0:
+        return 0
+    future.append_as_follower(memoryview(data)[:complete])
+    return complete
+
+
+def _complete_prefix(data: bytes) -> int:
+    pos = 0
+    while pos + 12 <= len(data):
+        size = int.from_bytes(data[pos + 8:pos + 12], "big", signed=True) + 12
+        if size <= 12 or pos + size > len(data):
+            break
+        pos += size
+    return pos
+
+
+class LogDirMover:
+    def __init__(self, replica_manager):
+        self.rm = replica_manager
+        self._tasks: dict = {}                   # (topic, partition) -> (dir, task)
+
+    def moving(self) -> dict:
+        return {tp: d for tp, (d, _) in self._tasks.items()}
+
+    def move(self, tp, log_dir: str) -> None:
+        """Start moving `tp` to `log_dir` (a move to another dir is dropped first)."""
+        found = self._tasks.get(tp)
+        if found is not None:
+            if found[0] == log_dir:
+                return
+            self.cancel(tp)
+        task = asyncio.get_running_loop().create_task(self._run(tp, log_dir))
+        self._tasks[tp] = (log_dir, task)
+
+    def cancel(self, tp) -> None:
+        found = self._tasks.pop(tp, None)
+        if found is not None:
+            found[1].cancel()
+        self.rm.log_manager.abandon_future_log(tp)
+
+    async def shutdown(self) -> None:
+        for tp in list(self._tasks):
+            _, task = self._tasks.pop(tp)
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):          # noqa: BLE001
+                pass
+
+    async def _run(self, tp, log_dir: str) -> None:
+        loop = asyncio.get_running_loop()
+        rm = self.rm
+        lm = rm.log_manager
+        try:
+            part = rm.get_partition(*tp)
+            if part is None:
+                return
+            current = part.log
+            future = await loop.run_in_executor(
+                None, lambda: lm.create_future_log(tp[0], tp[1], log_dir, current.config,
+                                                   current.log_start_offset, part.topic_id))
+            log.info("Moving %s-%d to log dir %s", tp[0], tp[1], log_dir)
+            while True:
+                part = rm.get_partition(*tp)
+                if part is None or part.log is not current or log_dir in lm.offline_dirs:
+                    raise asyncio.CancelledError
+                copied = await loop.run_in_executor(None, _copy_chunk, current, future,
+                                                    CHUNK_BYTES)
+                if copied == 0 or current.size_in_bytes - future.size_in_bytes < FINAL_BYTES:
+                    break
+                await self._throttle(copied)
+            # The last batches and the swap, on the loop thread with no await between them:
+            # no append can run meanwhile.
+            while _copy_chunk(current, future, CHUNK_BYTES):
+                pass
+            part.log = lm.replace_with_future(tp)
+            rm.fetch_purgatory.notify(*tp)
+            log.info("The replica of %s-%d is now in log dir %s", tp[0], tp[1], log_dir)
+        except asyncio.CancelledError:
+            lm.abandon_future_log(tp)
+            raise
+        except Exception:
+            log.exception("Moving %s-%d to %s failed", tp[0], tp[1], log_dir)
+            lm.abandon_future_log(tp)
+        finally:
+            found = self._tasks.get(tp)
+            if found is not None and found[1] is asyncio.current_task():
+                del self._tasks[tp]
+
+    async def _throttle(self, copied: int) -> None:
+        config = self.rm.config
+        rate = config.get("replica.alter.log.dirs.io.max.bytes.per.second") \
+            if config is not None else LONG_MAX
+        if 0 < rate < LONG_MAX:
+            await asyncio.sleep(copied / rate)

@@ -1,0 +1,99 @@
+"""Moving a replica to another log dir of its broker (AlterReplicaLogDirs) while a producer
+writes to it, as an operator rebalances disks: kafka-log-dirs.sh shows the future replica, the
+move completes with every acknowledged record in the new dir, the old folder goes, and bad
+targets get Kafka's errors."""
+import asyncio
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+
+from broker.client.admin import Admin
+from broker.client.cluster import ClusterClient
+from broker.client.types import TopicPartition
+from protocol.errors import ErrorCode
+
+pytestmark = [pytest.mark.integration]
+
+BIN = os.path.join(os.path.dirname(__file__), "..", "..", "bin")
+
+
+def alter(bootstrap, moves):
+    async def run():
+        async with ClusterClient(bootstrap) as cluster:
+            return await Admin(cluster).alter_replica_log_dirs(0, moves)
+    return asyncio.run(run())
+
+
+def describe(bootstrap):
+    out = subprocess.run([os.path.join(BIN, "kafka-log-dirs.sh"), "--bootstrap-server",
+                          bootstrap, "--describe"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout.splitlines()[-1])
+    return {(d["logDir"], p["partition"], p["isFuture"])
+            for b in doc["brokers"] for d in b["logDirs"] for p in d["partitions"]}
+
+
+def test_a_replica_moves_to_another_log_dir_under_load(tmp_path, broker_process):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    broker = broker_process(log_dirs=f"{a},{b}", num_partitions=1,
+                            log_segment_bytes=1048576, log_segment_delete_delay_ms=500,
+                            replica_alter_log_dirs_io_max_bytes_per_second=4000000)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    acked, stop = [], threading.Event()
+    value = os.urandom(1000)
+    for i in range(12000):                        # 12 MB before the move starts
+        producer.produce("disk", value, key=b"%d" % i,
+                         on_delivery=lambda err, msg: acked.append(msg.offset())
+                         if err is None else None)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    here = a if os.path.isdir(os.path.join(a, "disk-0")) else b
+    there = b if here == a else a
+
+    def keep_writing():
+        i = 12000
+        while not stop.is_set():
+            producer.produce("disk", value, key=b"%d" % i, on_delivery=lambda err, msg:
+                             acked.append(msg.offset()) if err is None else None)
+            producer.poll(0.001)
+            i += 1
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        got = alter(broker.bootstrap, {TopicPartition("disk", 0): there})
+        assert got == {TopicPartition("disk", 0): ErrorCode.NONE}
+        seen = describe(broker.bootstrap)
+        assert (there, "disk-0", True) in seen and (here, "disk-0", False) in seen
+        deadline = time.monotonic() + 60
+        while (there, "disk-0", False) not in describe(broker.bootstrap):
+            assert time.monotonic() < deadline, "the move did not complete"
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        writer.join()
+    assert producer.flush(60) == 0
+    assert (here, "disk-0", False) not in describe(broker.bootstrap)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check",
+                         "enable.auto.commit": False})
+    consumer.assign([CTP("disk", 0, 0)])
+    offsets = []
+    deadline = time.monotonic() + 60
+    while len(offsets) < len(acked) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            offsets.append(msg.offset())
+    consumer.close()
+    assert offsets == sorted(acked) == list(range(len(acked)))
+    assert "disk-0" not in os.listdir(here)            # renamed -delete, removed later
+    assert [n for n in os.listdir(here) if n.startswith("disk-0.") and n.endswith("-delete")]
+    # Bad targets.
+    got = alter(broker.bootstrap, {TopicPartition("disk", 0): str(tmp_path / "nowhere"),
+                                   TopicPartition("nope", 0): here})
+    assert got == {TopicPartition("disk", 0): ErrorCode.LOG_DIR_NOT_FOUND,
+                   TopicPartition("nope", 0): ErrorCode.REPLICA_NOT_AVAILABLE}
