@@ -11,6 +11,7 @@ BENCHMARKS = {
     "group": "bench.group_bench",
     "broker": "bench.broker_bench",
     "transactions": "bench.txn_bench",
+    "cleaner": "bench.cleaner_bench",
     "cluster": "bench.cluster_bench",
     "embedded": "bench.embedded_bench",
     "spark": "bench.spark_bench",
