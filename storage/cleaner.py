@@ -33,6 +33,7 @@ Runs on a cleaner thread; touches the log only through its lock-free readers and
 """
 import collections
 import dataclasses
+from typing import NamedTuple
 import logging
 import os
 import struct
@@ -228,24 +229,31 @@ def group_segments(segments: list, all_segments: list, max_size: int, max_index_
     while i < len(segments):
         group = [segments[i]]
         size = segments[i].size
-        index_size = segments[i].offset_index.entries * 8
-        time_size = segments[i].time_index.entries * 12
+        index_size, time_size = _index_bytes(segments[i])
         i += 1
         while i < len(segments):
             nxt = segments[i]
             last_estimate = nexts[id(nxt)] - 1
+            nxt_index, nxt_time = _index_bytes(nxt)
             if (size + nxt.size > max_size
-                    or index_size + nxt.offset_index.entries * 8 > max_index_size
-                    or time_size + nxt.time_index.entries * 12 > max_index_size
+                    or index_size + nxt_index > max_index_size
+                    or time_size + nxt_time > max_index_size
                     or (nxt.size > 0 and last_estimate - group[0].base_offset > INT32_MAX)):
                 break
             group.append(nxt)
             size += nxt.size
-            index_size += nxt.offset_index.entries * 8
-            time_size += nxt.time_index.entries * 12
+            index_size += nxt_index
+            time_size += nxt_time
             i += 1
         groups.append(group)
     return groups
+
+
+def _index_bytes(segment) -> tuple:
+    """(offset index bytes, time index bytes) of a segment (LogSegment or ReadOnlySegment)."""
+    if isinstance(segment, ReadOnlySegment):
+        return segment.index_bytes()
+    return segment.offset_index.entries * 8, segment.time_index.entries * 12
 
 
 class Cleaner:
@@ -427,6 +435,8 @@ class Cleaner:
 def _last_batches_of_producers(log_) -> dict:
     """producer id -> (last offset of its last data batch or None, epoch), for every producer
     the log still remembers (Kafka's lastRecordsOfActiveProducers)."""
+    if isinstance(log_, LogView):
+        return log_.last_batches
     with log_._lock:
         state = log_.producer_state
         if state is None:
@@ -545,3 +555,191 @@ def _with_crc(header: bytes, data) -> bytes:
     crc = crc32c.crc32c(data, crc32c.crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
     _UINT32.pack_into(header, CRC_OFFSET, crc)
     return bytes(header) + bytes(data)
+
+
+# -- cleaning in a worker process -----------------------------------------------------------------
+#
+# A cleaner thread in the broker holds the GIL for the per-batch Python work, and the event loop
+# then waits for it on every system call (measured: a third of its time, produce p99 x4). So the
+# broker's cleaner threads hand the clean to a worker process each (storage/log_cleaner.py):
+# `CleanRequest` describes the log as the thread sees it (segment files, aborted transactions,
+# producers), `clean_in_worker` runs the same `Cleaner` there over read-only views of the
+# segment files and writes the ``.cleaned`` segments, and the thread swaps them in with
+# `apply_swaps` (the log's lock and generation check, as in-process).
+
+class CleanRequest(NamedTuple):
+    dir: str
+    topic: str
+    partition: int
+    config: object                  # LogConfig
+    segments: list                  # [(base offset, size)] of the non-active segments
+    active_base: int
+    generation: int
+    aborted: list                   # AbortedTxn overlapping [0, first uncleanable)
+    last_batches: dict
+    first_dirty: int
+    first_uncleanable: int
+    now_ms: int
+
+
+def clean_request(log_, first_dirty: int, first_uncleanable: int, now_ms: int) -> CleanRequest:
+    segments = log_.segments
+    return CleanRequest(log_.dir, log_.topic, log_.partition, log_.config,
+                        [(s.base_offset, s.size) for s in segments[:-1]],
+                        segments[-1].base_offset, log_.generation,
+                        log_.aborted_transactions(0, first_uncleanable),
+                        _last_batches_of_producers(log_), first_dirty, first_uncleanable,
+                        now_ms)
+
+
+class ReadOnlySegment:
+    """A segment's ``.log`` opened for reading only (never created): what the cleaner reads."""
+
+    def __init__(self, directory: str, base_offset: int, size: int):
+        self.base_offset = base_offset
+        self.path = files.segment_path(directory, base_offset, files.LOG_SUFFIX)
+        self._directory = directory
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self.size = min(size, os.fstat(self._fd).st_size)
+
+    def index_bytes(self) -> tuple:
+        sizes = []
+        for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+            try:
+                sizes.append(os.path.getsize(files.segment_path(self._directory,
+                                                                self.base_offset, suffix)))
+            except OSError:
+                sizes.append(0)
+        return tuple(sizes)
+
+    def batches(self, start_position: int = 0):
+        from storage.segment import scan_headers
+        return scan_headers(self._fd, start_position, self.size)
+
+    def translate_offset(self, offset: int):
+        for batch in self.batches():
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class _ActiveStub(NamedTuple):
+    base_offset: int
+    size: int = 0
+
+
+class LogView:
+    """What `Cleaner.clean` uses of a Log, from a CleanRequest, in a worker process; a swap
+    is recorded (the broker makes it) instead of made."""
+
+    def __init__(self, request: CleanRequest):
+        self.dir, self.topic, self.partition = request.dir, request.topic, request.partition
+        self.config = request.config
+        self.generation = request.generation
+        self.last_batches = request.last_batches
+        self._aborted = request.aborted
+        self.segments = [ReadOnlySegment(request.dir, base, size)
+                         for base, size in request.segments] + [_ActiveStub(request.active_base)]
+        self.swaps: list = []
+
+    def aborted_transactions(self, start: int, end: int) -> list:
+        return [t for t in self._aborted if t.last_offset >= start and t.first_offset < end]
+
+    def replace_segments(self, new, old, generation) -> None:
+        new.close(trim=False)
+        self.swaps.append((new.base_offset, [s.base_offset for s in old]))
+
+    def close(self) -> None:
+        for segment in self.segments[:-1]:
+            segment.close()
+
+
+_ABORT = None
+
+
+def init_worker(abort_event, niceness: int = 0) -> None:
+    """Worker process start: the cleaner's stop signal, and a lower priority than the broker."""
+    global _ABORT
+    _ABORT = abort_event
+    if niceness:
+        try:
+            os.nice(niceness)
+        except OSError:
+            pass
+
+
+def _check_worker_abort() -> None:
+    if _ABORT is not None and _ABORT.is_set():
+        raise CleaningAborted("the log cleaner is shutting down")
+
+
+def clean_in_worker(request: CleanRequest, dedupe_memory: int, load_factor: float,
+                    io_buffer_size: int, io_rate: float):
+    """Run one clean in a worker process: (CleanerStats, [(cleaned base offset, [old base
+    offsets])]) with the ``.cleaned`` segments written and fsynced."""
+    view = LogView(request)
+    try:
+        cleaner = Cleaner(dedupe_memory=dedupe_memory, load_factor=load_factor,
+                          io_buffer_size=io_buffer_size, throttler=Throttler(io_rate),
+                          check_abort=_check_worker_abort)
+        stats = cleaner.clean(view, request.first_dirty, request.first_uncleanable,
+                              request.now_ms)
+        return stats, view.swaps
+    except BaseException as exc:
+        for base, _ in view.swaps:             # written, never swapped: not to be left behind
+            _remove_cleaned(request.dir, base)
+        if isinstance(exc, CleaningAborted):
+            raise CleaningAborted(str(exc)) from None
+        if isinstance(exc, Exception):          # crosses the process boundary as text
+            raise WorkerError(f"{type(exc).__name__}: {exc}") from None
+        raise
+    finally:
+        view.close()
+
+
+class WorkerError(Exception):
+    """A clean failed in the worker process (the message names the original error)."""
+
+
+def apply_swaps(log_, request: CleanRequest, swaps: list) -> int:
+    """Swap the worker's cleaned segments into `log_`, group by group (each atomic, as
+    in-process). A change of the log since the request aborts the rest (their files go).
+    Returns the number of old segments replaced."""
+    replaced = 0
+    try:
+        for i, (base, old_bases) in enumerate(swaps):
+            current = {s.base_offset: s for s in log_.segments[:-1]}
+            old = [current.get(b) for b in old_bases]
+            if any(s is None for s in old) or log_.generation != request.generation:
+                raise CleaningAborted(f"{log_.topic}-{log_.partition} changed while it was "
+                                      f"being cleaned")
+            cleaned = LogSegment(log_.dir, base,
+                                 index_interval_bytes=log_.config.index_interval_bytes,
+                                 max_index_size=log_.config.segment_index_bytes,
+                                 suffix=files.CLEANED_SUFFIX)
+            try:
+                log_.replace_segments(cleaned, old, request.generation)
+            except BaseException:
+                cleaned.close(trim=False)
+                raise
+            replaced += len(old)
+    except BaseException:
+        for base, _ in swaps[i:]:
+            _remove_cleaned(log_.dir, base)
+        raise
+    return replaced
+
+
+def _remove_cleaned(directory: str, base: int) -> None:
+    for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX,
+                   files.TXN_INDEX_SUFFIX):
+        try:
+            files.fs.remove(files.segment_path(directory, base, suffix + files.CLEANED_SUFFIX))
+        except FileNotFoundError:
+            pass

@@ -33,7 +33,8 @@ import threading
 import time
 
 from storage import checkpoints, files
-from storage.cleaner import Cleaner, Throttler
+from storage.cleaner import (Cleaner, Throttler, apply_swaps, clean_in_worker, clean_request,
+                             init_worker)
 from storage.errors import CleaningAborted
 
 log = logging.getLogger("kbroker.log_cleaner")
@@ -51,6 +52,10 @@ class CleanerConfig:
     io_buffer_load_factor: float = 0.9
     io_max_bytes_per_second: float = 1.7976931348623157e308
     backoff_ms: int = 15_000
+    # Not a Kafka setting: clean in a worker process per thread (storage/cleaner.py explains
+    # why); False cleans on the thread itself (tests, tools).
+    worker_process: bool = True
+    worker_niceness: int = 10
 
     @classmethod
     def from_broker(cls, config) -> "CleanerConfig":
@@ -141,6 +146,8 @@ class LogCleaner:
         self._checkpoints: dict = {}            # (topic, partition) -> first dirty offset
         self.throttler = Throttler(config.io_max_bytes_per_second)
         self.cleans = 0                         # completed cleans (tests, tools)
+        self._pools: dict = {}                  # thread name -> worker process pool
+        self._worker_abort = None
         self._load_checkpoints()
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -159,9 +166,12 @@ class LogCleaner:
         """Stop the threads (a clean in progress aborts at its next batch) and write the
         checkpoints. Blocking."""
         self._stop.set()
+        if self._worker_abort is not None:
+            self._worker_abort.set()
         for thread in self._threads:
             thread.join()
         self._threads = []
+        self._close_pools()
         self.write_checkpoints()
 
     def reconfigure(self, config: CleanerConfig) -> None:
@@ -170,19 +180,50 @@ class LogCleaner:
         Blocking."""
         running = bool(self._threads)
         self._stop.set()
+        if self._worker_abort is not None:
+            self._worker_abort.set()
         for thread in self._threads:
             thread.join()
         self._threads = []
+        self._close_pools()
         self.config = config
         self.throttler.rate = config.io_max_bytes_per_second
         log.info("Log cleaner reconfigured: %s", config)
         if running:
             self.startup()
 
+    def _pool(self, thread: str):
+        """The worker process pool of a cleaner thread (created on first use)."""
+        if not self.config.worker_process:
+            return None
+        pool = self._pools.get(thread)
+        if pool is None:
+            import concurrent.futures
+            import multiprocessing
+            context = multiprocessing.get_context("spawn")
+            if self._worker_abort is None:
+                self._worker_abort = context.Event()
+            self._worker_abort.clear()
+            pool = concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=context, initializer=init_worker,
+                initargs=(self._worker_abort, self.config.worker_niceness))
+            self._pools[thread] = pool
+        return pool
+
+    def _close_pools(self) -> None:
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _memory(self) -> int:
+        return min(self.config.dedupe_buffer_size // max(self.config.threads, 1), INT32_MAX)
+
+    def _io_buffer(self) -> int:
+        return self.config.io_buffer_size // max(self.config.threads, 1) // 2
+
     def new_cleaner(self) -> Cleaner:
-        memory = min(self.config.dedupe_buffer_size // max(self.config.threads, 1), INT32_MAX)
-        return Cleaner(dedupe_memory=memory, load_factor=self.config.io_buffer_load_factor,
-                       io_buffer_size=self.config.io_buffer_size // max(self.config.threads, 1) // 2,
+        return Cleaner(dedupe_memory=self._memory(), load_factor=self.config.io_buffer_load_factor,
+                       io_buffer_size=self._io_buffer(),
                        throttler=self.throttler, time_ms=self._time_ms,
                        check_abort=self._check_stop)
 
@@ -210,7 +251,7 @@ class LogCleaner:
         now_ms = self._time_ms()
         chosen = self.grab_filthiest(now_ms)
         if chosen is not None:
-            self._clean(cleaner, chosen, now_ms, thread)
+            self._clean(cleaner, chosen, now_ms, thread, self._pool(thread))
         self._delete_old_segments(now_ms)
         return chosen is not None
 
@@ -248,13 +289,31 @@ class LogCleaner:
             self._in_progress.add(chosen.key)
             return chosen
 
-    def _clean(self, cleaner: Cleaner, chosen: LogToClean, now_ms: int, thread: str) -> None:
+    def _clean(self, cleaner: Cleaner, chosen: LogToClean, now_ms: int, thread: str,
+               pool=None) -> None:
         key, log_ = chosen.key, chosen.log
         name = f"{key[0]}-{key[1]}"
         generation = log_.generation
         try:
             log.info("Beginning cleaning of log %s", name)
-            stats = cleaner.clean(log_, chosen.first_dirty, chosen.first_uncleanable, now_ms)
+            if pool is None:
+                stats = cleaner.clean(log_, chosen.first_dirty, chosen.first_uncleanable,
+                                      now_ms)
+            else:
+                request = clean_request(log_, chosen.first_dirty, chosen.first_uncleanable,
+                                        now_ms)
+                try:
+                    stats, swaps = pool.submit(
+                        clean_in_worker, request, self._memory(),
+                        self.config.io_buffer_load_factor, self._io_buffer(),
+                        # Kafka's one throttler is shared: each worker takes its part.
+                        self.config.io_max_bytes_per_second / max(self.config.threads, 1)
+                        ).result()
+                except Exception as exc:
+                    if type(exc).__name__ == "BrokenProcessPool":
+                        self._pools.pop(thread, None)        # a new worker next time
+                    raise
+                stats.segments_swapped = apply_swaps(log_, request, swaps)
             with self._lock:
                 self._checkpoints[key] = stats.end_offset
                 self._write_checkpoint_of(key)
