@@ -66,13 +66,21 @@ class LogDirMover:
         return {tp: d for tp, (d, _) in self._tasks.items()}
 
     def move(self, tp, log_dir: str) -> None:
-        """Start moving `tp` to `log_dir` (a move to another dir is dropped first)."""
+        """Start moving `tp` to `log_dir` (a move to another dir is dropped first). The future
+        log exists when this returns, as Kafka's maybeCreateFutureReplica does before the
+        broker answers, so DescribeLogDirs shows it at once and a cancel finds it."""
         found = self._tasks.get(tp)
         if found is not None:
             if found[0] == log_dir:
                 return
             self.cancel(tp)
-        task = asyncio.get_running_loop().create_task(self._run(tp, log_dir))
+        part = self.rm.get_partition(*tp)
+        if part is None:
+            return
+        current = part.log
+        future = self.rm.log_manager.create_future_log(
+            tp[0], tp[1], log_dir, current.config, current.log_start_offset, part.topic_id)
+        task = asyncio.get_running_loop().create_task(self._run(tp, log_dir, current, future))
         self._tasks[tp] = (log_dir, task)
 
     def cancel(self, tp) -> None:
@@ -90,18 +98,11 @@ class LogDirMover:
             except (asyncio.CancelledError, Exception):          # noqa: BLE001
                 pass
 
-    async def _run(self, tp, log_dir: str) -> None:
+    async def _run(self, tp, log_dir: str, current, future) -> None:
         loop = asyncio.get_running_loop()
         rm = self.rm
         lm = rm.log_manager
         try:
-            part = rm.get_partition(*tp)
-            if part is None:
-                return
-            current = part.log
-            future = await loop.run_in_executor(
-                None, lambda: lm.create_future_log(tp[0], tp[1], log_dir, current.config,
-                                                   current.log_start_offset, part.topic_id))
             log.info("Moving %s-%d to log dir %s", tp[0], tp[1], log_dir)
             while True:
                 part = rm.get_partition(*tp)
@@ -120,11 +121,11 @@ class LogDirMover:
             rm.fetch_purgatory.notify(*tp)
             log.info("The replica of %s-%d is now in log dir %s", tp[0], tp[1], log_dir)
         except asyncio.CancelledError:
-            lm.abandon_future_log(tp)
+            lm.abandon_future_log(tp, only=future)
             raise
         except Exception:
             log.exception("Moving %s-%d to %s failed", tp[0], tp[1], log_dir)
-            lm.abandon_future_log(tp)
+            lm.abandon_future_log(tp, only=future)
         finally:
             found = self._tasks.get(tp)
             if found is not None and found[1] is asyncio.current_task():

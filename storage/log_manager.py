@@ -285,10 +285,14 @@ class LogManager:
             self.future_logs[key] = (log_dir, future)
         return future
 
-    def abandon_future_log(self, key) -> None:
-        """Drop a move in progress: its future log's folder goes."""
+    def abandon_future_log(self, key, only=None) -> None:
+        """Drop a move in progress: its future log's folder goes (with `only`, just when that
+        Log is still the partition's future log)."""
         with self._lock:
-            found = self.future_logs.pop(key, None)
+            found = self.future_logs.get(key)
+            if found is None or (only is not None and found[1] is not only):
+                return
+            del self.future_logs[key]
         if found is not None:
             _, future = found
             future.mark_deleted()
