@@ -25,9 +25,17 @@ replicas`` every new one, including reassignments already in progress; the rates
 is in progress anywhere) and --cancel clear every such throttle, on every live broker and every
 broker of the plan, unless --preserve-throttles.
 
-Log directories: ``log_dirs`` other than "any" need AlterReplicaLogDirs, which this broker does
-not serve; such a plan is refused before anything changes. --replica-alter-log-dirs-throttle and
---timeout are accepted; with no log-directory move they change nothing (as in Kafka).
+Log directories (``log_dirs`` other than "any"): --execute issues the moves with
+AlterReplicaLogDirs to each replica's broker after the partition reassignment, retrying replicas
+the broker does not host yet (REPLICA_NOT_AVAILABLE) every 100 ms until --timeout ms ("Timed out
+before log directory move(s) could be started for: ..."); any other error is "Failed to alter dir
+for <topic>-<partition>-<broker>". --replica-alter-log-dirs-throttle sets
+``replica.alter.log.dirs.io.max.bytes.per.second`` on the brokers with a move (and with none,
+only prints the message, as Kafka). --verify describes the replicas (DescribeLogDirs, as
+Admin.describeReplicaLogDirs) and prints Kafka's line per replica (completed, still in progress,
+moved elsewhere, not being moved, not found); throttles are cleared once no partition
+reassignment and no log-directory move is in progress. --cancel moves every replica still being
+moved back to its current log directory (which drops the future replica), as Kafka does.
 
 Messages and exit status are Kafka's: its plain messages (usage errors, and TerseException: an
 existing reassignment without --additional, the per-partition failures, one per line) print as they
@@ -41,15 +49,19 @@ Java's HashSet order.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
 import sys
+import time
+from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
 
 from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, Admin
 from broker.client.cluster import ClusterClient
+from broker.client.errors import ClientError
 from broker.client.types import TopicPartition
 from broker.controller.placement import (BrokerMetadata, ENFORCED_MIXED_RACKS_MESSAGE,
                                          assign_replicas_to_brokers)
@@ -363,16 +375,6 @@ def parse_reassignment_data(text: str):
     return parts, log_dirs
 
 
-def refuse_log_dirs(log_dirs: dict) -> None:
-    """Moves between log directories need AlterReplicaLogDirs, which this broker does not serve."""
-    if log_dirs:
-        (tp, broker), log_dir = min(log_dirs.items(), key=lambda kv: (kv[0][1], kv[0][0].topic,
-                                                                      kv[0][0].partition))
-        raise Failure(f"log_dirs other than \"any\" are not supported (partition {tp} on broker "
-                      f"{broker}: {log_dir}): moving a replica to a log directory needs "
-                      "AlterReplicaLogDirs, which this broker does not serve")
-
-
 def parse_execute_data(text: str):
     """parseExecuteAssignmentArgs: the partitions to move ({tp: replicas}) and the log dirs."""
     parts, log_dirs = parse_reassignment_data(text)
@@ -518,6 +520,179 @@ def reassigning_brokers(moves: dict) -> list:
                    for b in sources | dests})
 
 
+# --- log-directory moves ------------------------------------------------------------------------
+# A replica is (TopicPartition, broker id), Kafka's TopicPartitionReplica.
+
+@dataclass(frozen=True)
+class ActiveMoveState:
+    """A future replica exists (in future_log_dir) next to the current one."""
+    current_log_dir: str
+    target_log_dir: str
+    future_log_dir: str
+    done = False
+
+
+@dataclass(frozen=True)
+class CompletedMoveState:
+    target_log_dir: str
+    done = True
+
+
+@dataclass(frozen=True)
+class CancelledMoveState:
+    """No move in progress, and the replica is not in the target dir."""
+    current_log_dir: str
+    target_log_dir: str
+    done = True
+
+
+@dataclass(frozen=True)
+class MissingLogDirMoveState:
+    """The broker reported no log dir holding the replica."""
+    target_log_dir: str
+    done = False
+
+
+@dataclass(frozen=True)
+class MissingReplicaMoveState:
+    """No answer for the replica at all (Kafka's admin client always gives one)."""
+    target_log_dir: str
+    done = False
+
+
+def replica_name(replica) -> str:
+    """TopicPartitionReplica.toString: ``topic-partition-broker``."""
+    tp, broker = replica
+    return f"{tp.topic}-{tp.partition}-{broker}"
+
+
+def replica_order(replica):
+    """compareTopicPartitionReplicas: broker, then topic, then partition."""
+    tp, broker = replica
+    return broker, tp.topic, tp.partition
+
+
+def java_replica_hash(replica) -> int:
+    """TopicPartitionReplica.hashCode."""
+    tp, broker = replica
+    return (31 * (31 * (31 + java_string_hash(tp.topic)) + tp.partition) + broker) & 0xFFFFFFFF
+
+
+def map_copy_capacity(n: int) -> int:
+    """Table size of ``new HashMap<>(map of n)`` (Java 17): tableSizeFor((int)(n / 0.75f + 1))."""
+    want, capacity = int(n / 0.75 + 1), 1
+    while capacity < want:
+        capacity *= 2
+    return capacity
+
+
+def moving_brokers(log_dirs: dict) -> list:
+    """calculateMovingBrokers: the brokers with a replica to move."""
+    return sorted({broker for _tp, broker in log_dirs})
+
+
+def exception_name(code) -> str:
+    """The Java class name of the exception for `code`."""
+    return kafka_exception(code, "").rsplit(":", 1)[0]
+
+
+def replica_log_dirs(broker: int, partitions, results) -> dict:
+    """Admin.describeReplicaLogDirs on one broker: {tp: (current dir, future dir)} (None for
+    none) of the `partitions` asked for, from its DescribeLogDirs results. An offline dir
+    (KAFKA_STORAGE_ERROR) is skipped; another error fails the call, as Kafka's client does."""
+    infos = {tp: (None, None) for tp in partitions}
+    for result in results:
+        if result.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+            continue
+        if result.error_code:
+            raise Failure(f"java.lang.IllegalStateException: The error "
+                          f"{exception_name(result.error_code)} for log directory "
+                          f"{result.log_dir} in the response from broker {broker} is illegal")
+        for topic in result.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if tp not in infos:
+                    continue
+                current, future = infos[tp]
+                infos[tp] = (current, result.log_dir) if p.is_future_key \
+                    else (result.log_dir, future)
+    return infos
+
+
+def log_dir_move_states(targets: dict, infos: dict) -> dict:
+    """findLogDirMoveStates: {replica: target dir} and {replica: (current, future)} ->
+    {replica: state}."""
+    states = {}
+    for replica, target in targets.items():
+        if replica not in infos:
+            states[replica] = MissingReplicaMoveState(target)
+            continue
+        current, future = infos[replica]
+        if current is None:
+            states[replica] = MissingLogDirMoveState(target)
+        elif future is None:
+            states[replica] = CompletedMoveState(target) if current == target \
+                else CancelledMoveState(current, target)
+        else:
+            states[replica] = ActiveMoveState(current, target, future)
+    return states
+
+
+def replica_move_states_text(states: dict) -> str:
+    """replicaMoveStatesToString (empty without log-directory moves)."""
+    lines = []
+    for replica in sorted(states, key=replica_order):
+        state = states[replica]
+        tp, broker = replica
+        if isinstance(state, MissingLogDirMoveState):
+            lines.append(f"Partition {tp} is not found in any live log dir on broker {broker}. "
+                         "There is likely an offline log directory on the broker.")
+        elif isinstance(state, MissingReplicaMoveState):
+            lines.append(f"Partition {tp} cannot be found in any live log directory on broker "
+                         f"{broker}.")
+        elif isinstance(state, ActiveMoveState):
+            if state.target_log_dir == state.future_log_dir:
+                lines.append(f"Reassignment of replica {replica_name(replica)} is still in "
+                             "progress.")
+            else:
+                lines.append(f"Partition {tp} on broker {broker} is being moved to log dir "
+                             f"{state.future_log_dir} instead of {state.target_log_dir}.")
+        elif isinstance(state, CancelledMoveState):
+            lines.append(f"Partition {tp} on broker {broker} is not being moved from log dir "
+                         f"{state.current_log_dir} to {state.target_log_dir}.")
+        elif isinstance(state, CompletedMoveState):
+            lines.append(f"Reassignment of replica {replica_name(replica)} completed "
+                         "successfully.")
+    return "\n".join(lines)
+
+
+def started_moves(results: dict) -> list:
+    """alterReplicaLogDirs: the replicas whose move started (error NONE), in Kafka's order of
+    the results (a Java HashMap); REPLICA_NOT_AVAILABLE is left for a retry; any other error
+    (None: the broker's call failed) ends it all with "Failed to alter dir for ..."."""
+    started = []
+    for replica in java_hash_order(sorted(results, key=replica_order), java_replica_hash,
+                                   map_copy_capacity(len(results))):
+        code = results[replica]
+        if code == ErrorCode.NONE:
+            started.append(replica)
+        elif code != ErrorCode.REPLICA_NOT_AVAILABLE:
+            raise Failure(f"Failed to alter dir for {replica_name(replica)}")
+    return started
+
+
+def started_moves_text(started, moves: dict) -> str:
+    """executeMoves' lines for the moves just started (with Kafka's space before the newline)."""
+    return "".join(f"Successfully started moving log directory to {moves[replica]} for replica "
+                   f"{replica[0]} with broker {replica[1]} \n"
+                   for replica in sorted(started, key=replica_order))
+
+
+def moves_timed_out_text(pending) -> str:
+    return (f"Timed out before log directory move{'' if len(pending) == 1 else 's'} could be "
+            f"started for: {','.join(replica_name(r) for r in sorted(pending, key=replica_order))}")
+
+
 # --- the admin calls -----------------------------------------------------------------------------
 
 class Tool:
@@ -594,6 +769,47 @@ class Tool:
     async def alter_configs(self, resource_type: int, name: str, ops: list) -> None:
         await self._call(self.admin.incremental_alter_configs(resource_type, name, ops))
 
+    async def describe_replica_log_dirs(self, replicas) -> dict:
+        """Admin.describeReplicaLogDirs: {replica: (current dir, future dir)} of every replica
+        asked for, with DescribeLogDirs to each replica's broker."""
+        by_broker: dict = {}
+        for tp, broker in replicas:
+            by_broker.setdefault(broker, {}).setdefault(tp.topic, [])
+            if tp.partition not in by_broker[broker][tp.topic]:
+                by_broker[broker][tp.topic].append(tp.partition)
+
+        async def one(broker, topics):
+            try:
+                found = await self.admin.describe_log_dirs([broker], topics)
+                results = found[broker]
+            except KafkaError:              # a response-level error: no log dir in it (Kafka)
+                results = []
+            tps = [TopicPartition(t, p) for t, ps in topics.items() for p in ps]
+            return {(tp, broker): info
+                    for tp, info in replica_log_dirs(broker, tps, results).items()}
+        infos: dict = {}
+        for part in await asyncio.gather(*(one(b, t) for b, t in by_broker.items())):
+            infos.update(part)
+        return infos
+
+    async def alter_replica_log_dirs(self, moves: dict) -> dict:
+        """Admin.alterReplicaLogDirs: {replica: dir} -> {replica: error code}, with None for the
+        replicas of a broker whose call failed or that its response left out."""
+        by_broker: dict = {}
+        for (tp, broker), log_dir in moves.items():
+            by_broker.setdefault(broker, {})[tp] = log_dir
+
+        async def one(broker, tps):
+            try:
+                codes = await self.admin.alter_replica_log_dirs(broker, tps)
+            except (KafkaError, ClientError):
+                codes = {}
+            return {(tp, broker): codes.get(tp) for tp in tps}
+        results: dict = {}
+        for part in await asyncio.gather(*(one(b, t) for b, t in by_broker.items())):
+            results.update(part)
+        return results
+
     async def clear_all_throttles(self, target_parts: list) -> None:
         """clearAllThrottles: every broker-level throttle on every live broker and every broker
         of the plan, every topic-level one on the plan's topics."""
@@ -623,7 +839,9 @@ async def generate(tool: Tool, brokers: list, topics: list, rack_aware: bool) ->
 
 
 async def execute(tool: Tool, proposed: dict, additional: bool, throttle: int,
-                  log_dir_throttle: int) -> None:
+                  log_dir_throttle: int, log_dirs: dict | None = None,
+                  timeout_ms: int = 10000) -> None:
+    log_dirs = log_dirs or {}
     reassignments = await tool.list_reassignments()
     if not additional and reassignments:
         raise Terse(CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE)
@@ -649,7 +867,9 @@ async def execute(tool: Tool, proposed: dict, additional: bool, throttle: int,
                     (LEADER_RATE, OP_SET, str(throttle)), (FOLLOWER_RATE, OP_SET, str(throttle))])
             print(f"The inter-broker throttle limit was set to {throttle} B/s")
         if log_dir_throttle >= 0:
-            # Only brokers with a log-directory move get it; refuse_log_dirs left none.
+            for broker in moving_brokers(log_dirs):
+                await tool.alter_configs(RESOURCE_BROKER, str(broker), [
+                    (LOG_DIRS_RATE, OP_SET, str(log_dir_throttle))])
             print(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
     errors = await tool.alter_reassignments(proposed)
     if errors:
@@ -657,6 +877,34 @@ async def execute(tool: Tool, proposed: dict, additional: bool, throttle: int,
             f"{tp}: {errors[tp]}" for tp in sorted_tps(errors)))
     print(f"Successfully started partition reassignment{'' if len(proposed) == 1 else 's'} for "
           + ",".join(map(str, sorted_tps(proposed))))
+    if log_dirs:
+        await execute_moves(tool, log_dirs, timeout_ms)
+
+
+async def execute_moves(tool: Tool, moves: dict, timeout_ms: int, *, clock=time.monotonic,
+                        sleep=asyncio.sleep) -> None:
+    """executeMoves: AlterReplicaLogDirs for the pending replicas until every move started,
+    retrying every 100 ms until `timeout_ms` (a replica not on its new broker yet cannot start
+    moving)."""
+    start = clock()
+    pending = dict(moves)
+    while True:
+        started = started_moves(await tool.alter_replica_log_dirs(pending))
+        sys.stdout.write(started_moves_text(started, pending))
+        for replica in started:
+            del pending[replica]
+        if not pending:
+            return
+        if (clock() - start) * 1000 >= timeout_ms:
+            raise Terse(moves_timed_out_text(pending))
+        await sleep(0.1)
+
+
+async def find_move_states(tool: Tool, targets: dict) -> dict:
+    """findLogDirMoveStates: {replica: target dir} -> {replica: state}."""
+    if not targets:
+        return {}
+    return log_dir_move_states(targets, await tool.describe_replica_log_dirs(targets))
 
 
 def states_text(states: dict) -> str:
@@ -696,15 +944,19 @@ async def find_states(tool: Tool, targets: list) -> tuple[dict, bool]:
     return states, bool(reassignments)
 
 
-async def verify(tool: Tool, targets: list, preserve_throttles: bool) -> None:
+async def verify(tool: Tool, targets: list, preserve_throttles: bool,
+                 log_dirs: dict | None = None) -> None:
     states, ongoing = await find_states(tool, targets)
     print(states_text(states))
-    print("")                       # the (empty) report of log-directory moves
-    if not ongoing and not preserve_throttles:
+    move_states = await find_move_states(tool, log_dirs or {})
+    print(replica_move_states_text(move_states))
+    moves_ongoing = not all(state.done for state in move_states.values())
+    if not ongoing and not moves_ongoing and not preserve_throttles:
         await tool.clear_all_throttles(targets)
 
 
-async def cancel(tool: Tool, targets: list, preserve_throttles: bool) -> None:
+async def cancel(tool: Tool, targets: list, preserve_throttles: bool,
+                 log_dirs: dict | None = None, timeout_ms: int = 10000) -> None:
     listed = await tool.list_reassignments(list(dict.fromkeys(tp for tp, _ in targets)))
     # Kafka 3.9's condition, as it is (3.4's Scala tool tested "adding non-empty").
     active = [tp for tp, (_replicas, adding, removing) in listed.items()
@@ -718,7 +970,14 @@ async def cancel(tool: Tool, targets: list, preserve_throttles: bool) -> None:
               f"for: {','.join(map(str, sorted_tps(active)))}")
     else:
         print("None of the specified partition reassignments are active.")
-    sys.stdout.write("None of the specified partition moves are active.")   # no newline: Kafka's
+    # Kafka stops a move by moving the replica to the dir it is in: the future replica goes.
+    moving = {replica: state.current_log_dir
+              for replica, state in (await find_move_states(tool, log_dirs or {})).items()
+              if isinstance(state, ActiveMoveState)}
+    if moving:
+        await execute_moves(tool, moving, timeout_ms)
+    else:
+        sys.stdout.write("None of the specified partition moves are active.")  # no newline: Kafka's
     if not preserve_throttles:
         await tool.clear_all_throttles(targets)
 
@@ -795,9 +1054,7 @@ def build_parser() -> ToolParser:
                         "The value in this list can be either \"any\" or the absolution path of "
                         "the log directory on the broker. If absolute log directory path is "
                         "specified, the replica will be moved to the specified log directory on "
-                        "the broker. "
-                        "(This broker does not serve AlterReplicaLogDirs: only \"any\" is "
-                        "accepted.)")
+                        "the broker.")
     p.add_argument("--topics-to-move-json-file",
                    metavar="<String: topics to reassign json file path>",
                    help="Generate a reassignment configuration to move the partitions of the "
@@ -901,21 +1158,20 @@ async def run(opts, action: str) -> int:
                                               opts.broker_list)
     elif action == "execute":
         proposed, log_dirs = parse_execute_data(read_file(opts.reassignment_json_file))
-        refuse_log_dirs(log_dirs)
     elif action in ("verify", "cancel"):
         targets, log_dirs = parse_reassignment_data(read_file(opts.reassignment_json_file))
-        refuse_log_dirs(log_dirs)
     async with ClusterClient(opts.bootstrap_server, **kwargs) as cluster:
         tool = Tool(cluster)
         if action == "generate":
             await generate(tool, brokers, topics, not opts.disable_rack_aware)
         elif action == "execute":
             await execute(tool, proposed, opts.additional, opts.throttle_value,
-                          opts.replica_alter_log_dirs_throttle_value)
+                          opts.replica_alter_log_dirs_throttle_value, log_dirs,
+                          opts.timeout_value)
         elif action == "verify":
-            await verify(tool, targets, opts.preserve_throttles)
+            await verify(tool, targets, opts.preserve_throttles, log_dirs)
         elif action == "cancel":
-            await cancel(tool, targets, opts.preserve_throttles)
+            await cancel(tool, targets, opts.preserve_throttles, log_dirs, opts.timeout_value)
         else:
             print(reassignments_text(await tool.list_reassignments()))
     return 0

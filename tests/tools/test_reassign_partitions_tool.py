@@ -4,9 +4,12 @@ list (with and without racks), the option checks (from Kafka's ReassignPartition
 then against a real three-broker ZooKeeper cluster: generate a plan, execute it with a throttle
 (the throttle configs are set as Kafka sets them), verify until done (the throttles are cleared),
 the data is intact; and an in-flight reassignment held by a paused broker is listed, refused
-without --additional, and cancelled."""
+without --additional, and cancelled. Log-directory moves: Kafka's move states and texts, the
+retries of --execute and its timeout, --verify and --cancel over a fake admin, then against one
+broker with two log dirs: a throttled move in progress, cancelled, then run to completion."""
 import asyncio
 import json
+import os
 import pathlib
 import subprocess
 import time
@@ -300,6 +303,238 @@ def test_cancel_skips_pure_additions_as_kafka_39_does(capsys):
                                        "t-1,u-0\nNone of the specified partition moves are active.")
 
 
+# --- log-directory moves -------------------------------------------------------------------------
+
+def test_replica_move_states_text_is_kafkas():
+    # Kafka's ReassignPartitionsUnitTest.testReplicaMoveStatesToString
+    states = {(TP("bar", 0), 0): rp.CompletedMoveState("/tmp/kafka-logs0"),
+              (TP("foo", 0), 0): rp.ActiveMoveState("/tmp/kafka-logs0", "/tmp/kafka-logs1",
+                                                    "/tmp/kafka-logs1"),
+              (TP("foo", 1), 0): rp.CancelledMoveState("/tmp/kafka-logs0", "/tmp/kafka-logs1"),
+              (TP("quux", 0), 0): rp.MissingReplicaMoveState("/tmp/kafka-logs1"),
+              (TP("quux", 1), 1): rp.ActiveMoveState("/tmp/kafka-logs0", "/tmp/kafka-logs1",
+                                                     "/tmp/kafka-logs2"),
+              (TP("quux", 2), 1): rp.MissingLogDirMoveState("/tmp/kafka-logs1")}
+    assert rp.replica_move_states_text(states) == "\n".join([
+        "Reassignment of replica bar-0-0 completed successfully.",
+        "Reassignment of replica foo-0-0 is still in progress.",
+        "Partition foo-1 on broker 0 is not being moved from log dir /tmp/kafka-logs0 to "
+        "/tmp/kafka-logs1.",
+        "Partition quux-0 cannot be found in any live log directory on broker 0.",
+        "Partition quux-1 on broker 1 is being moved to log dir /tmp/kafka-logs2 instead of "
+        "/tmp/kafka-logs1.",
+        "Partition quux-2 is not found in any live log dir on broker 1. There is likely an "
+        "offline log directory on the broker."])
+    assert rp.replica_move_states_text({}) == ""
+    # sorted by broker first, then topic and partition
+    assert rp.replica_move_states_text({(TP("a", 0), 2): rp.CompletedMoveState("/d"),
+                                        (TP("b", 0), 1): rp.CompletedMoveState("/d")}) == (
+        "Reassignment of replica b-0-1 completed successfully.\n"
+        "Reassignment of replica a-0-2 completed successfully.")
+
+
+def test_log_dir_move_states_as_kafkas():
+    targets = {(TP("bar", 0), 0): "/l0", (TP("foo", 0), 0): "/l1", (TP("foo", 1), 0): "/l1",
+               (TP("quux", 1), 0): "/l1", (TP("quuz", 0), 0): "/l0", (TP("x", 0), 3): "/l1"}
+    infos = {(TP("bar", 0), 0): ("/l0", None), (TP("foo", 0), 0): ("/l0", "/l1"),
+             (TP("foo", 1), 0): ("/l0", None), (TP("quux", 1), 0): (None, None),
+             (TP("x", 0), 3): ("/l0", "/l2")}
+    states = rp.log_dir_move_states(targets, infos)
+    assert states == {(TP("bar", 0), 0): rp.CompletedMoveState("/l0"),
+                      (TP("foo", 0), 0): rp.ActiveMoveState("/l0", "/l1", "/l1"),
+                      (TP("foo", 1), 0): rp.CancelledMoveState("/l0", "/l1"),
+                      (TP("quux", 1), 0): rp.MissingLogDirMoveState("/l1"),
+                      (TP("quuz", 0), 0): rp.MissingReplicaMoveState("/l0"),
+                      (TP("x", 0), 3): rp.ActiveMoveState("/l0", "/l1", "/l2")}
+    assert {r for r, st in states.items() if st.done} == {(TP("bar", 0), 0), (TP("foo", 1), 0)}
+    assert rp.CompletedMoveState("/l0") != rp.MissingLogDirMoveState("/l0")
+    assert rp.moving_brokers(targets) == [0, 3]
+
+
+def test_replica_log_dirs_read_describe_log_dirs_as_kafkas_client():
+    from protocol.errors import ErrorCode
+    from protocol.messages.describe_log_dirs import DescribeLogDirsResponse as R
+
+    def result(log_dir, parts, error=0):
+        return R.DescribeLogDirsResult(error_code=error, log_dir=log_dir, topics=[
+            R.DescribeLogDirsTopic(name=t, partitions=[
+                R.DescribeLogDirsPartition(partition_index=p, is_future_key=future)])
+            for t, p, future in parts])
+    asked = [TP("t", 0), TP("t", 1), TP("t", 2), TP("u", 0)]
+    results = [result("/a", [("t", 0, False), ("t", 1, False), ("t", 9, False)]),
+               result("/b", [("t", 0, True), ("u", 0, False)]),
+               result("/c", [("t", 2, False)], error=ErrorCode.KAFKA_STORAGE_ERROR)]
+    assert rp.replica_log_dirs(1, asked, results) == {
+        TP("t", 0): ("/a", "/b"), TP("t", 1): ("/a", None), TP("t", 2): (None, None),
+        TP("u", 0): ("/b", None)}
+    with pytest.raises(rp.Failure) as e:
+        rp.replica_log_dirs(1, asked, [result("/x", [], error=ErrorCode.UNKNOWN_SERVER_ERROR)])
+    assert str(e.value) == ("java.lang.IllegalStateException: The error org.apache.kafka.common."
+                            "errors.UnknownServerException for log directory /x in the response "
+                            "from broker 1 is illegal")
+
+
+def test_started_moves_skip_unavailable_replicas_and_fail_on_other_errors():
+    from protocol.errors import ErrorCode
+    a, b, c = (TP("foo", 0), 0), (TP("quux", 1), 0), (TP("bar", 2), 1)
+    assert rp.started_moves({a: ErrorCode.NONE, b: ErrorCode.REPLICA_NOT_AVAILABLE}) == [a]
+    for failed in (ErrorCode.LOG_DIR_NOT_FOUND, ErrorCode.KAFKA_STORAGE_ERROR, None):
+        with pytest.raises(rp.Failure) as e:
+            rp.started_moves({a: ErrorCode.NONE, c: failed})
+        assert str(e.value) == "Failed to alter dir for bar-2-1"
+    # several failures: the first in the order of Kafka's result map (a Java HashMap) is named
+    assert rp.java_replica_hash(a) == (31 * (31 * (31 + rp.java_string_hash("foo"))) + 0)
+    order = rp.java_hash_order([a, b, c], rp.java_replica_hash, rp.map_copy_capacity(3))
+    with pytest.raises(rp.Failure) as e:
+        rp.started_moves({a: None, b: None, c: None})
+    assert str(e.value) == f"Failed to alter dir for {rp.replica_name(order[0])}"
+    assert [rp.map_copy_capacity(n) for n in (1, 2, 3, 6, 12, 13)] == [2, 4, 8, 16, 32, 32]
+
+
+class MoveTool:
+    """The admin side of the log-directory moves: AlterReplicaLogDirs answers scripted per call
+    (a replica missing from a script answers NONE), DescribeLogDirs answers fixed, config
+    changes recorded, plus what --execute and --cancel ask of the partitions."""
+
+    def __init__(self, alter_scripts=(), infos=None, listed=None):
+        self.alter_scripts, self.infos = list(alter_scripts), infos or {}
+        self.listed = listed or {}
+        self.altered, self.configs, self.cleared, self.reassigned = [], [], 0, None
+
+    async def alter_replica_log_dirs(self, moves):
+        self.altered.append(dict(moves))
+        script = self.alter_scripts.pop(0) if self.alter_scripts else {}
+        from protocol.errors import ErrorCode
+        return {r: script.get(r, ErrorCode.NONE) for r in moves}
+
+    async def describe_replica_log_dirs(self, replicas):
+        return {r: self.infos.get(r, (None, None)) for r in replicas}
+
+    async def list_reassignments(self, partitions=None):
+        return {tp: r for tp, r in self.listed.items() if partitions is None or tp in partitions}
+
+    async def nodes(self):
+        return [(0, None), (1, None), (2, None)]
+
+    async def assignment_for_partitions(self, partitions):
+        return {tp: [0, 1] for tp in partitions}
+
+    async def alter_configs(self, resource_type, name, ops):
+        self.configs.append((resource_type, name, ops))
+
+    async def alter_reassignments(self, targets):
+        self.reassigned = targets
+        return {}
+
+    async def clear_all_throttles(self, targets):
+        self.cleared += 1
+        print("Clearing ...")
+
+
+def test_execute_sets_the_log_dir_throttle_and_starts_the_moves_after_the_reassignment(capsys):
+    from protocol.errors import ErrorCode
+    unavailable = (TP("t", 0), 2)
+    moves = {(TP("t", 0), 1): "/d1", unavailable: "/d2", (TP("t", 1), 0): "/d1"}
+    fake = MoveTool(alter_scripts=[{unavailable: ErrorCode.REPLICA_NOT_AVAILABLE}] * 2)
+    asyncio.run(rp.execute(fake, {TP("t", 0): [1, 2], TP("t", 1): [0, 1]}, False, -1, 2000,
+                           moves, 10000))
+    # only the brokers with a log-directory move get the throttle
+    assert fake.configs == [(rp.RESOURCE_BROKER, str(b), [(rp.LOG_DIRS_RATE, rp.OP_SET, "2000")])
+                            for b in (0, 1, 2)]
+    assert fake.reassigned == {TP("t", 0): [1, 2], TP("t", 1): [0, 1]}
+    # t-0 on broker 2 is not there yet: retried until it is
+    assert fake.altered == [moves, {unavailable: "/d2"}, {unavailable: "/d2"}]
+    out = capsys.readouterr().out.split("\n")
+    assert out[5:] == [
+        rp.YOU_MUST_RUN_VERIFY_PERIODICALLY_MESSAGE,
+        "The replica-alter-dir throttle limit was set to 2000 B/s",
+        "Successfully started partition reassignments for t-0,t-1",
+        "Successfully started moving log directory to /d1 for replica t-1 with broker 0 ",
+        "Successfully started moving log directory to /d1 for replica t-0 with broker 1 ",
+        "Successfully started moving log directory to /d2 for replica t-0 with broker 2 ", ""]
+    # the throttle option with no log-directory move: only the message, as Kafka
+    fake = MoveTool()
+    asyncio.run(rp.execute(fake, {TP("t", 0): [1, 2]}, False, -1, 2000, {}, 10000))
+    assert fake.configs == [] and fake.altered == []
+    assert "The replica-alter-dir throttle limit was set to 2000 B/s" in capsys.readouterr().out
+
+
+def test_execute_moves_time_out_as_kafkas(capsys):
+    from protocol.errors import ErrorCode
+    a, b, c = (TP("t", 0), 1), (TP("t", 0), 2), (TP("s", 3), 2)
+    unavailable = {a: ErrorCode.REPLICA_NOT_AVAILABLE, b: ErrorCode.REPLICA_NOT_AVAILABLE}
+    fake = MoveTool(alter_scripts=[unavailable] * 100)
+    sleeps = [0]
+
+    async def sleep(seconds):
+        assert seconds == 0.1                       # Kafka's 100 ms between attempts
+        sleeps[0] += 1
+    with pytest.raises(rp.Terse) as e:
+        asyncio.run(rp.execute_moves(fake, {a: "/d", b: "/d", c: "/d"}, 1000,
+                                     clock=lambda: sleeps[0] / 10, sleep=sleep))
+    assert str(e.value) == ("Timed out before log directory moves could be started for: "
+                            "t-0-1,t-0-2")
+    # tried at 0, 100, ..., 1000 ms: the started one is not asked again
+    assert len(fake.altered) == 11 and fake.altered[1:] == [{a: "/d", b: "/d"}] * 10
+    assert capsys.readouterr().out == ("Successfully started moving log directory to /d for "
+                                       "replica s-3 with broker 2 \n")
+    fake = MoveTool(alter_scripts=[{a: ErrorCode.REPLICA_NOT_AVAILABLE}])
+    with pytest.raises(rp.Terse) as e:          # a timeout of 0: one attempt
+        asyncio.run(rp.execute_moves(fake, {a: "/d"}, 0, clock=lambda: 0.0, sleep=sleep))
+    assert str(e.value) == "Timed out before log directory move could be started for: t-0-1"
+    fake = MoveTool(alter_scripts=[{b: ErrorCode.LOG_DIR_NOT_FOUND}])
+    with pytest.raises(rp.Failure) as e:
+        asyncio.run(rp.execute_moves(fake, {a: "/d", b: "/x"}, 1000))
+    assert str(e.value) == "Failed to alter dir for t-0-2"
+
+
+def test_verify_reports_moves_and_clears_throttles_once_they_are_done(capsys):
+    target = (TP("t", 0), 1)
+    targets = [(TP("t", 0), [1])]
+    fake = MoveTool(infos={target: ("/d0", "/d1")})
+
+    async def find_states(tool, parts):
+        return {TP("t", 0): ([1], [1], True)}, False
+    original, rp.find_states = rp.find_states, find_states
+    try:
+        asyncio.run(rp.verify(fake, targets, False, {target: "/d1"}))
+        assert capsys.readouterr().out == (
+            "Status of partition reassignment:\nReassignment of partition t-0 is completed.\n"
+            "Reassignment of replica t-0-1 is still in progress.\n")
+        assert fake.cleared == 0                     # a move is in progress: throttles stay
+        fake.infos = {target: ("/d1", None)}
+        asyncio.run(rp.verify(fake, targets, False, {target: "/d1"}))
+        assert capsys.readouterr().out.endswith(
+            "Reassignment of replica t-0-1 completed successfully.\nClearing ...\n")
+        assert fake.cleared == 1
+        fake.infos = {target: ("/d0", None)}        # cancelled counts as done
+        asyncio.run(rp.verify(fake, targets, True, {target: "/d1"}))
+        assert capsys.readouterr().out.endswith(
+            "Partition t-0 on broker 1 is not being moved from log dir /d0 to /d1.\n")
+        assert fake.cleared == 1                     # --preserve-throttles
+    finally:
+        rp.find_states = original
+
+
+def test_cancel_moves_active_replicas_back_to_their_current_dir(capsys):
+    moving, done, missing = (TP("t", 0), 1), (TP("t", 1), 1), (TP("t", 2), 2)
+    fake = MoveTool(infos={moving: ("/d0", "/d1"), done: ("/d1", None)})
+    targets = [(TP("t", 0), [1]), (TP("t", 1), [1]), (TP("t", 2), [2])]
+    asyncio.run(rp.cancel(fake, targets, False, {moving: "/d1", done: "/d1", missing: "/d1"},
+                          10000))
+    assert fake.altered == [{moving: "/d0"}]
+    assert capsys.readouterr().out == (
+        "None of the specified partition reassignments are active.\n"
+        "Successfully started moving log directory to /d0 for replica t-0 with broker 1 \n"
+        "Clearing ...\n")
+    fake = MoveTool(infos={done: ("/d1", None)})
+    asyncio.run(rp.cancel(fake, targets, True, {done: "/d1"}, 10000))
+    assert fake.altered == []
+    assert capsys.readouterr().out == ("None of the specified partition reassignments are "
+                                       "active.\nNone of the specified partition moves are "
+                                       "active.")
+
+
 # --- options and input errors (no broker needed) --------------------------------------------------
 
 def write(tmp_path, name, text):
@@ -383,18 +618,6 @@ def test_input_errors_come_before_connecting(tool, tmp_path):
     assert r.err == f"Error: {tmp_path / 'missing.json'}: No such file or directory\n"
     r = tool("reassign_partitions", "--bootstrap-server", DEAD, "--list")
     assert r.code == 1 and r.err.startswith("Error: Could not connect") and r.err.count("\n") == 1
-
-
-def test_log_dirs_other_than_any_are_refused(tool, tmp_path):
-    plan = write(tmp_path, "plan.json", json.dumps({"version": 1, "partitions": [
-        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "/data/d2"]}]}))
-    expected = ('Error: log_dirs other than "any" are not supported (partition t-0 on broker 2: '
-                "/data/d2): moving a replica to a log directory needs AlterReplicaLogDirs, which "
-                "this broker does not serve\n")
-    for action in ("--execute", "--verify", "--cancel"):
-        r = tool("reassign_partitions", "--bootstrap-server", DEAD, action,
-                 "--reassignment-json-file", plan)
-        assert (r.code, r.out, r.err) == (1, "", expected), action
 
 
 # --- against a three-broker ZooKeeper cluster -----------------------------------------------------
@@ -609,3 +832,110 @@ def test_an_inflight_reassignment_is_listed_refused_and_cancelled(kafka_cluster,
                      "None of the specified partition moves are active.Clearing broker-level "
                      "throttles on brokers 0,1,2\nClearing topic-level throttles on topic held\n")
     assert len(consume(bootstrap, "held", 0, 500)) == 500
+
+
+def active_moves(bootstrap) -> dict:
+    """{(tp, broker 0): the dir of its future replica} from DescribeLogDirs on broker 0."""
+    results = admin_call(bootstrap, "describe_log_dirs", [0])[0]
+    return {(TP(t.name, p.partition_index), 0): r.log_dir for r in results for t in r.topics
+            for p in t.partitions if p.is_future_key}
+
+
+# --- against one broker with two log dirs ---------------------------------------------------------
+
+@pytest.mark.integration
+def test_a_plan_with_log_dirs_moves_the_replica_and_can_be_cancelled(broker_process, tool,
+                                                                     tmp_path):
+    from confluent_kafka import Producer
+    dir_a, dir_b = str(tmp_path / "dirA"), str(tmp_path / "dirB")
+    broker = broker_process(log_dirs=f"{dir_a},{dir_b}", num_partitions=1,
+                            log_segment_bytes=262144, log_segment_delete_delay_ms=500)
+    bootstrap = broker.bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "batch.size": 65536})      # batches must fit in a segment
+    failed = []
+    for i in range(2500):                           # 2.5 MB in ten 256 kB segments
+        producer.produce("disk", b"%05d" % i * 200, partition=0,
+                         on_delivery=lambda err, _msg: failed.append(err) if err else None)
+        producer.poll(0)
+    assert producer.flush(60) == 0 and failed == []
+    here = dir_a if (tmp_path / "dirA" / "disk-0").is_dir() else dir_b
+    there = dir_b if here == dir_a else dir_a
+
+    def plan(log_dir):
+        return write(tmp_path, "plan.json", json.dumps({"version": 1, "partitions": [
+            {"topic": "disk", "partition": 0, "replicas": [0], "log_dirs": [log_dir]}]}))
+
+    def run(*args):
+        return tool("reassign_partitions", "--bootstrap-server", bootstrap, *args)
+
+    def broker_configs():
+        return dynamic_configs(bootstrap, RESOURCE_BROKER, "0")
+
+    rollback = ("Current partition replica assignment\n\n"
+                '{"version":1,"partitions":[{"topic":"disk","partition":0,"replicas":[0],'
+                '"log_dirs":["any"]}]}\n\n'
+                "Save this to use as the --reassignment-json-file option during rollback\n")
+    started = "Successfully started partition reassignment for disk-0\n"
+
+    # A dir that is not one of the broker's log.dirs: Kafka's "Failed to alter dir".
+    r = run("--execute", "--reassignment-json-file", plan(str(tmp_path / "nowhere")))
+    assert (r.code, r.out, r.err) == (1, rollback + started,
+                                      "Error: Failed to alter dir for disk-0-0\n")
+
+    # A move held back by the throttle: in progress, then cancelled (back to its current dir).
+    target = plan(there)
+    r = run("--execute", "--reassignment-json-file", target,
+            "--replica-alter-log-dirs-throttle", "100000")
+    assert (r.code, r.err) == (0, ""), r
+    assert r.out == (rollback + rp.YOU_MUST_RUN_VERIFY_PERIODICALLY_MESSAGE + "\n"
+                     "The replica-alter-dir throttle limit was set to 100000 B/s\n" + started +
+                     f"Successfully started moving log directory to {there} for replica disk-0 "
+                     "with broker 0 \n")
+    assert broker_configs() == {rp.LOG_DIRS_RATE: "100000"}
+    # The broker answers AlterReplicaLogDirs before it has created the future log (unlike
+    # Kafka): a --verify at once could see no move ("not being moved") and clear the throttle.
+    deadline = time.monotonic() + 10
+    while (TP("disk", 0), 0) not in active_moves(bootstrap):
+        assert time.monotonic() < deadline, "no future replica"
+        time.sleep(0.05)
+    r = run("--verify", "--reassignment-json-file", target)
+    assert (r.code, r.out) == (0, "Status of partition reassignment:\nReassignment of partition "
+                                  "disk-0 is completed.\nReassignment of replica disk-0-0 is "
+                                  "still in progress.\n"), r
+    assert broker_configs() == {rp.LOG_DIRS_RATE: "100000"}       # kept while it moves
+    r = run("--cancel", "--reassignment-json-file", target)
+    assert (r.code, r.err) == (0, ""), r
+    assert r.out == ("None of the specified partition reassignments are active.\n"
+                     f"Successfully started moving log directory to {here} for replica disk-0 "
+                     "with broker 0 \n"
+                     "Clearing broker-level throttles on broker 0\n"
+                     "Clearing topic-level throttles on topic disk\n")
+    assert broker_configs() == {}
+    r = run("--verify", "--reassignment-json-file", target, "--preserve-throttles")
+    assert r.out == ("Status of partition reassignment:\nReassignment of partition disk-0 is "
+                     f"completed.\nPartition disk-0 on broker 0 is not being moved from log dir "
+                     f"{here} to {there}.\n")
+    assert not [n for n in os.listdir(there) if n.startswith("disk-0")]      # no future log left
+
+    # Unthrottled: --verify until it completed, then the throttles are cleared.
+    r = run("--execute", "--reassignment-json-file", target)
+    assert (r.code, r.err) == (0, ""), r
+    deadline = time.monotonic() + 30
+    while True:
+        r = run("--verify", "--reassignment-json-file", target)
+        assert (r.code, r.err) == (0, ""), r
+        if "completed successfully" in r.out:
+            break
+        assert "still in progress" not in r.out or "Clearing" not in r.out, r
+        assert time.monotonic() < deadline, r
+        time.sleep(0.2)
+    assert r.out == ("Status of partition reassignment:\n"
+                     "Reassignment of partition disk-0 is completed.\n"
+                     "Reassignment of replica disk-0-0 completed successfully.\n"
+                     "Clearing broker-level throttles on broker 0\n"
+                     "Clearing topic-level throttles on topic disk\n")
+    assert os.path.isdir(os.path.join(there, "disk-0"))
+    assert not os.path.isdir(os.path.join(here, "disk-0"))
+    values = consume(bootstrap, "disk", 0, 2500)
+    assert values == [b"%05d" % i * 200 for i in range(2500)]
