@@ -188,3 +188,30 @@ def test_legacy_message_sets(tmp_path, capsys):
     inner = [l for l in lines if l.startswith("| offset: 2 ") or l.startswith("| offset: 3 ")]
     assert inner[0].startswith("| offset: 2 CreateTime: 1000 keySize: 1 valueSize: 2 crc: ")
     assert inner[1].endswith("payload: v2")
+
+
+def test_a_cleaned_segment(tmp_path, capsys):
+    """What the log cleaner leaves: offset gaps, a tombstone's batch with its delete horizon
+    (negative timestamp deltas), the emptied last batch of a producer; all valid."""
+    from storage.cleaner import Cleaner
+    from storage.log import Log
+    from storage.log_config import LogConfig
+    now = 1_700_000_000_000
+    log_ = Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="compact", segment_ms=10**12),
+               time_ms=lambda: now)
+    for key, value, pid in ((b"a", b"1", 5), (b"a", b"2", -1), (b"b", None, -1)):
+        b = RecordBatchBuilder(producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                               base_sequence=0 if pid >= 0 else -1)
+        b.append(now - 5000, key, value)
+        log_.append_as_leader(b.build(), 0)
+    log_.roll()
+    log_.update_high_watermark(log_.log_end_offset)
+    Cleaner(dedupe_memory=1 << 20).clean(log_, 0, log_.active_segment.base_offset, now)
+    segment = log_.segments[0].path
+    code, out, _ = run_tool(capsys, "--files", segment, "--deep-iteration", "--print-data-log")
+    lines = out.splitlines()
+    assert code == 0 and "isvalid: false" not in out
+    assert "baseOffset: 0 lastOffset: 0 count: 0 " in lines[2] and "producerId: 5" in lines[2]
+    assert lines[3].startswith("baseOffset: 1 lastOffset: 1 count: 1 ")
+    assert f"deleteHorizonMs: OptionalLong[{now + 86400000}]" in lines[5]
+    assert f"| offset: 2 CreateTime: {now - 5000} keySize: 1 valueSize: -1" in lines[6]
