@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
+from protocol.messages import DescribeConfigsRequest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -64,6 +65,20 @@ def test_a_throttled_move_copies_at_the_rate_and_others_do_not_wait(kafka_cluste
         await a.incremental_alter_configs(RESOURCE_TOPIC, "big", [
             ("leader.replication.throttled.replicas", OP_SET, "0:0"),
             ("follower.replication.throttled.replicas", OP_SET, "0:1")])
+        # Config changes reach the other brokers through ZooKeeper notifications: start the
+        # move once both brokers apply the throttle (the tool has the same race in Kafka).
+        request = DescribeConfigsRequest(include_synonyms=False, resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=RESOURCE_TOPIC, resource_name="big", configuration_keys=None)])
+        deadline = time.monotonic() + 30
+        for b in (0, 1):
+            while True:
+                response = await a.cluster.send(b, request)
+                values = {c.name: c.value for c in response.results[0].configs}
+                if values.get("follower.replication.throttled.replicas") == "0:1":
+                    break
+                assert time.monotonic() < deadline, f"broker {b} never saw the throttle"
+                await asyncio.sleep(0.1)
         return await a.alter_partition_reassignments({TopicPartition("big", 0): [0, 1]})
     admin(bootstrap, throttle)
     started = time.monotonic()
