@@ -54,10 +54,21 @@ def java_executable() -> str:
     return java
 
 
+_GIVEN: set = set()          # ports free_port handed out in this process
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now and not handed out before by this process: the OS may give a
+    just-closed port twice, and a cluster picks its ZooKeeper's and its brokers' ports before
+    any of them binds (CI saw broker 0 get its ZooKeeper's port)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN:
+            break
+    _GIVEN.add(port)
+    return port
 
 
 def four_letter_word(port: int, word: str = "srvr", timeout: float = 2.0,
