@@ -664,7 +664,9 @@ _ABORT = None
 
 
 def init_worker(abort_event, niceness: int = 0) -> None:
-    """Worker process start: the cleaner's stop signal, and a lower priority than the broker."""
+    """Worker process start: the cleaner's stop signal, a lower priority than the broker, and a
+    watchdog that ends the worker when the broker is gone (``kill -9`` leaves no orphan: the
+    pool's queues cannot tell, as the worker holds both ends of its pipes)."""
     global _ABORT
     _ABORT = abort_event
     if niceness:
@@ -672,6 +674,17 @@ def init_worker(abort_event, niceness: int = 0) -> None:
             os.nice(niceness)
         except OSError:
             pass
+    parent = os.getppid()
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="parent-watchdog",
+                     daemon=True).start()
+
+
+def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
+    # Reparented (to init or a subreaper) once the broker dies. A clean cut short leaves only
+    # ``.cleaned`` files, which the next start-up drops.
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os._exit(1)
 
 
 def _check_worker_abort() -> None:

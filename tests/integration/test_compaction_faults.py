@@ -142,6 +142,29 @@ def overwrites(rng, round_, count):
     return out
 
 
+def children(pid):
+    """Pids of the live processes whose parent is ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def segment_files(directory, extra):
     return sorted(n for n in os.listdir(directory) if n.endswith(extra))
 
@@ -183,7 +206,12 @@ def test_kill_minus_9_during_cleaning_loses_and_invents_nothing(broker_process):
                  f"iteration {i}: the cleaner did not begin cleaning {TOPIC}-0")
         delay = rng.uniform(0, 1.5)
         time.sleep(delay)
+        workers = children(broker.proc.pid)
+        assert workers, f"iteration {i}: the cleaner runs with no worker process"
         broker.kill()
+        # The worker processes end with the broker, not later as orphans.
+        wait_for(lambda: not any(alive(pid) for pid in workers), 10,
+                 f"iteration {i}: cleaner worker processes {workers} outlived kill -9 of the broker")
         after = broker.output()[mark:]
         after = after[after.index(CLEAN_BEGIN):]
         print(f"[compaction-faults] iteration {i}: kill -9 {delay:.2f} s after 'Beginning "
