@@ -104,6 +104,10 @@ class Model:
             self.aborted.update(offsets)
 
     def cleaned(self, first_dirty, end, rewritten_batches, now):
+        # Records past the map's latest offset are kept as they are (Kafka's pastLatestOffset):
+        # with an empty dirty range the map is empty (latest offset -1) and no tombstone goes,
+        # whatever its horizon.
+        map_latest = end - 1 if end > first_dirty else -1
         latest = {}
         for offset, key, value, base, producer in self.records:
             if first_dirty <= offset < end and offset not in self.aborted:
@@ -111,7 +115,7 @@ class Model:
         kept = []
         for rec in self.records:
             offset, key, value, base, producer = rec
-            if base in rewritten_batches and offset < end:
+            if base in rewritten_batches and offset <= map_latest:
                 if offset in self.aborted or offset < latest.get(key, -1):
                     continue
                 horizon = self.horizon.get(base)
