@@ -195,7 +195,8 @@ class ClusterMembership:
 
     async def wait_for_metadata(self, timeout_s: float) -> bool:
         try:
-            await asyncio.wait_for(self._metadata_ready.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):       # not wait_for: it can swallow a cancel
+                await self._metadata_ready.wait()
             return True
         except asyncio.TimeoutError:
             return False

@@ -211,8 +211,8 @@ class ReplicaFetcher:
                           if not st.failed]
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(),
-                                           min(delays) if delays else None)
+                    async with asyncio.timeout(min(delays) if delays else None):
+                        await self._wake.wait()     # not wait_for: see BrokerConnection.send
                 except asyncio.TimeoutError:
                     pass
                 continue

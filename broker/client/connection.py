@@ -177,10 +177,12 @@ class BrokerConnection:
 
     async def connect(self) -> "BrokerConnection":
         try:
-            self._transport, self._protocol = await asyncio.wait_for(
-                asyncio.get_running_loop().create_connection(
-                    lambda: _ResponseReader(self.max_frame_size, self._on_frame, self._on_lost),
-                    self.host, self.port), self.connect_timeout)
+            async with asyncio.timeout(self.connect_timeout):
+                self._transport, self._protocol = \
+                    await asyncio.get_running_loop().create_connection(
+                        lambda: _ResponseReader(self.max_frame_size, self._on_frame,
+                                                self._on_lost),
+                        self.host, self.port)
         except (OSError, asyncio.TimeoutError) as e:
             raise KafkaConnectionError(f"Connection to node {self.node_id} ({self.host}:{self.port}) "
                                        f"could not be established: {e or 'timed out'}") from None
@@ -245,8 +247,13 @@ class BrokerConnection:
                 self._fail_all(KafkaConnectionError(f"write to {self.host}:{self.port} failed: {e}"))
             if future is None:
                 return None
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the answer instead
+            # of raising CancelledError when the cancel comes after the answer arrived and
+            # before this task resumed (CPython gh-86296), and a cancelled request loop (a
+            # replica fetcher being stopped) would go on.
             try:
-                return await asyncio.wait_for(asyncio.shield(future), timeout or self.request_timeout)
+                async with asyncio.timeout(timeout or self.request_timeout):
+                    return await future
             except asyncio.TimeoutError:
                 self._pending.pop(correlation_id, None)
                 raise KafkaTimeoutError(

@@ -202,7 +202,8 @@ class Producer:
                 continue
             self._wakeup.clear()
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):      # not wait_for: it can swallow a cancel
+                    await self._wakeup.wait()
             except asyncio.TimeoutError:
                 pass
 

@@ -231,7 +231,8 @@ class ClusterMetadataStore(MetadataStore):
         future = asyncio.get_running_loop().create_future()
         self._waiters.append((predicate, future))
         try:
-            return await asyncio.wait_for(future, timeout_s)
+            async with asyncio.timeout(timeout_s):       # not wait_for: it can swallow a cancel
+                return await future
         except asyncio.TimeoutError:
             return False
 
