@@ -98,7 +98,10 @@ class CachedPartition:
 
         `result` has error_code, high_watermark, last_stable_offset, log_start_offset and
         records_size (Kafka's CachedPartition.maybeUpdateResponseData)."""
-        respond = result.records_size > 0 or result.error_code != ErrorCode.NONE
+        # Always answered: new data, a preferred read replica, a diverging epoch (the follower
+        # must truncate) and an error.
+        respond = (result.records_size > 0 or result.preferred_read_replica >= 0
+                   or result.diverging_epoch is not None)
         if result.high_watermark != self.high_watermark:
             respond = True
             if update:
@@ -111,6 +114,10 @@ class CachedPartition:
             respond = True
             if update:
                 self.last_stable_offset = result.last_stable_offset
+        if result.error_code != ErrorCode.NONE:
+            respond = True
+            if update:
+                self.high_watermark = -1            # re-sent once the error goes away
         return respond
 
 

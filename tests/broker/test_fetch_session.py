@@ -70,6 +70,31 @@ def test_incremental_answers_only_changes():
     assert [p.key for p in ctx.partitions] == [parts[0].key, parts[2].key, parts[1].key]
 
 
+def test_incremental_always_answers_diverging_epochs_preferred_replicas_and_errors():
+    """Kafka's CachedPartition.maybeUpdateResponseData: a follower must hear its diverging
+    epoch even when nothing else changed (else it never truncates and acks=all writes stall
+    until the ISR shrinks), a consumer its preferred read replica, and a partition that had an
+    error is answered again once the error is gone."""
+    cache = FetchSessionCache(time=Clock())
+    parts = [part("a", 0), part("a", 1), part("a", 2)]
+    sid = open_session(cache, parts, hw=10)
+    unchanged = {p.key: result(10) for p in parts}
+    diverging = result(10)
+    diverging.diverging_epoch = (3, 10)
+    preferred = result(10)
+    preferred.preferred_read_replica = 2
+    ctx = cache.new_context(sid, 1, [], [], False)
+    assert ctx.response_keys({**unchanged, parts[0].key: diverging,
+                              parts[1].key: preferred}) == [parts[0].key, parts[1].key]
+    ctx = cache.new_context(sid, 2, [], [], False)
+    assert ctx.response_keys({**unchanged, parts[2].key: result(
+        10, error=ErrorCode.NOT_LEADER_OR_FOLLOWER)}) == [parts[2].key]
+    ctx = cache.new_context(sid, 3, [], [], False)
+    assert ctx.response_keys(unchanged) == [parts[2].key]      # the error went away
+    ctx = cache.new_context(sid, 4, [], [], False)
+    assert ctx.response_keys(unchanged) == []
+
+
 def test_incremental_updates_fetch_offset_and_forgets():
     cache = FetchSessionCache(time=Clock())
     parts = [part("a", 0), part("a", 1)]
