@@ -13,6 +13,7 @@ BENCHMARKS = {
     "transactions": "bench.txn_bench",
     "cleaner": "bench.cleaner_bench",
     "cluster": "bench.cluster_bench",
+    "reassign": "bench.reassign_bench",
     "embedded": "bench.embedded_bench",
     "spark": "bench.spark_bench",
 }

@@ -29,6 +29,29 @@ def _sleep_until(t: float) -> None:
         time.sleep(delay)
 
 
+def send_paced(producer, rate: int, produce, done, check_s: float = 0.05) -> int:
+    """Call `produce(i)` for message i at `rate` messages a second (catching up after a slow
+    poll), serving `producer`'s callbacks, until `done(elapsed s, sent)` holds (looked at every
+    `check_s`); a full producer queue skips to the next tick. Returns how many were sent."""
+    t0 = time.monotonic()
+    sent, next_check = 0, t0
+    while True:
+        now = time.monotonic()
+        if now >= next_check:
+            if done(now - t0, sent):
+                return sent
+            next_check = now + check_s
+        due = int((now - t0) * rate) + 1
+        while sent < due:
+            try:
+                produce(sent)
+            except BufferError:
+                break
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.0005)
+
+
 def payloads(size: int, count: int = PAYLOAD_VARIANTS, seed: int = 7) -> list[bytes]:
     """JSON-ish event records padded to `size` bytes: compressible the way application data is
     (lz4 roughly 2-3x), and distinct so the compressor cannot just dedupe one value."""

@@ -52,7 +52,7 @@ import sys
 import tempfile
 import time
 
-from bench import broker_bench
+from bench import broker_bench, broker_load
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
@@ -362,20 +362,9 @@ def measure_latency(broker: Broker, topic: str, seconds: float) -> dict:
     m0, q0 = _machine_busy(), _runqueue_wait(pid)
     t0 = time.monotonic()
     total = int(RATE * seconds)
-    sent = 0
-    while sent < total:
-        now = time.monotonic()
-        if now - t0 > seconds + 5:               # bounded even if produce() stalls
-            break
-        due = min(total, int((now - t0) * RATE) + 1)
-        while sent < due:
-            try:
-                producer.produce(topic, values[sent & 63], on_delivery=on_delivery)
-            except BufferError:
-                break
-            sent += 1
-        producer.poll(0)
-        time.sleep(0.0005)
+    sent = broker_load.send_paced(      # bounded even if produce() stalls
+        producer, RATE, lambda i: producer.produce(topic, values[i & 63], on_delivery=on_delivery),
+        lambda elapsed, sent: sent >= total or elapsed > seconds + 5)
     send_end = time.monotonic()
     left = producer.flush(30)
     wall = time.monotonic() - t0

@@ -457,23 +457,10 @@ def steady_producer(bootstrap: str, topic: str, rate: int, size: int, start_at: 
     acks.clear()
     broker_load._sleep_until(start_at)
     cpu0, t0 = broker_load._cpu(), time.monotonic()
-    sent, next_check = 0, t0
-    while True:
-        now = time.monotonic()
-        if now >= next_check:
-            if os.path.exists(stop_path) or now - t0 > max_s:
-                break
-            next_check = now + 0.05
-        due = int((now - t0) * rate) + 1
-        while sent < due:
-            try:
-                producer.produce(topic, values[sent & 63], key=keys[sent % GAP_KEYS],
-                                 on_delivery=on_delivery)
-            except BufferError:
-                break
-            sent += 1
-        producer.poll(0)
-        time.sleep(0.0005)
+    sent = broker_load.send_paced(
+        producer, rate, lambda i: producer.produce(topic, values[i & 63], key=keys[i % GAP_KEYS],
+                                                   on_delivery=on_delivery),
+        lambda elapsed, _: os.path.exists(stop_path) or elapsed > max_s)
     t_stop = time.monotonic()
     left = producer.flush(60)
     return {"acks": acks, "sent": sent, "left": left, "errors": errors[:3],
@@ -1040,33 +1027,49 @@ def run_big(cluster, cpu, opts, rows) -> None:
         failed(rows, "8", name, target, exc)
 
 
-def print_summary(rows, opts, started, single_note) -> bool:
-    print(f"\nCluster benchmark: 3 brokers + ZooKeeper on 127.0.0.1, "
-          f"zookeeper.session.timeout.ms={SESSION_MS} (2-core shared machine; indicative). "
-          f"{single_note}")
-    print("cpu in cores (user+sys s per wall s): b0/b1/b2 brokers, zk ZooKeeper, "
-          "load = load generator or this process as client")
-    header = f"{'#':2s} {'measurement':40s} {'result':36s} {'target':36s} {'':4s}  cpu"
-    print(header)
+def print_table(rows, started, heading: str, cpu_note: str, name_w: int = 40,
+                result_w: int = 36, target_w: int = 36, number_w: int = 2) -> bool:
+    """The summary table of a cluster benchmark (also bench.reassign_bench's); True if no
+    target was missed."""
+    print(heading)
+    print(cpu_note)
+    print(f"{'#':{number_w}s} {'measurement':{name_w}s} {'result':{result_w}s} "
+          f"{'target':{target_w}s} {'':4s}  cpu")
     print("-" * 140)
     ok = True
     for r in rows:
         ok &= r.met is not False
-        print(f"{r.number:2s} {r.name[:40]:40s} {r.short[:36]:36s} {r.target[:36]:36s} "
-              f"{r.verdict():4s}  {r.cpu_text()[4:]}")
+        print(f"{r.number:{number_w}s} {r.name[:name_w]:{name_w}s} {r.short[:result_w]:{result_w}s} "
+              f"{r.target[:target_w]:{target_w}s} {r.verdict():4s}  {r.cpu_text()[4:]}")
     print(f"total {time.monotonic() - started:.0f} s")
     return ok
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m bench.cluster_bench")
-    p.add_argument("--only", default=os.environ.get("CLUSTER_ONLY", ",".join(WORKLOADS)),
-                   help=f"comma list of {','.join(WORKLOADS)}")
+def print_summary(rows, opts, started, single_note) -> bool:
+    return print_table(
+        rows, started,
+        f"\nCluster benchmark: 3 brokers + ZooKeeper on 127.0.0.1, "
+        f"zookeeper.session.timeout.ms={SESSION_MS} (2-core shared machine; indicative). "
+        f"{single_note}",
+        "cpu in cores (user+sys s per wall s): b0/b1/b2 brokers, zk ZooKeeper, "
+        "load = load generator or this process as client")
+
+
+def parse_only(argv, prog: str, env: str, workloads) -> argparse.Namespace:
+    """The benchmark's flags: --only (or $`env`), a comma list of `workloads`."""
+    p = argparse.ArgumentParser(prog=prog)
+    p.add_argument("--only", default=os.environ.get(env, ",".join(workloads)),
+                   help=f"comma list of {','.join(workloads)}")
     opts = p.parse_args(argv)
     opts.only = set(filter(None, opts.only.split(",")))
-    unknown = opts.only - set(WORKLOADS)
+    unknown = opts.only - set(workloads)
     if unknown:
         p.error(f"unknown workload(s) {','.join(sorted(unknown))}")
+    return opts
+
+
+def parse_args(argv):
+    opts = parse_only(argv, "python -m bench.cluster_bench", "CLUSTER_ONLY", WORKLOADS)
     opts.produce_seconds = float(os.environ.get("CLUSTER_PRODUCE_SECONDS", 3))
     opts.latency_seconds = float(os.environ.get("CLUSTER_LATENCY_SECONDS", 8))
     opts.latency_rate = _env("CLUSTER_LATENCY_RATE", 10_000)
