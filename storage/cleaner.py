@@ -663,7 +663,7 @@ class LogView:
 _ABORT = None
 
 
-def init_worker(abort_event, niceness: int = 0) -> None:
+def init_worker(abort_event, niceness: int = 0, parent: int | None = None) -> None:
     """Worker process start: the cleaner's stop signal, a lower priority than the broker, and a
     watchdog that ends the worker when the broker is gone (``kill -9`` leaves no orphan: the
     pool's queues cannot tell, as the worker holds both ends of its pipes)."""
@@ -674,13 +674,15 @@ def init_worker(abort_event, niceness: int = 0) -> None:
             os.nice(niceness)
         except OSError:
             pass
-    parent = os.getppid()
+    if parent is None:
+        parent = os.getppid()
     threading.Thread(target=_exit_with_parent, args=(parent,), name="parent-watchdog",
                      daemon=True).start()
 
 
 def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
-    # Reparented (to init or a subreaper) once the broker dies. A clean cut short leaves only
+    # Reparented (to init or a subreaper) once the broker dies, maybe before this process got
+    # here: `parent` is the broker's pid as the broker saw it. A clean cut short leaves only
     # ``.cleaned`` files, which the next start-up drops.
     while os.getppid() == parent:
         time.sleep(interval)

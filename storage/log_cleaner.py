@@ -206,7 +206,7 @@ class LogCleaner:
             self._worker_abort.clear()
             pool = concurrent.futures.ProcessPoolExecutor(
                 1, mp_context=context, initializer=init_worker,
-                initargs=(self._worker_abort, self.config.worker_niceness))
+                initargs=(self._worker_abort, self.config.worker_niceness, os.getpid()))
             self._pools[thread] = pool
         return pool
 

@@ -204,8 +204,14 @@ def test_kill_minus_9_during_cleaning_loses_and_invents_nothing(broker_process):
         broker.restart()
         wait_for(lambda: CLEAN_BEGIN in broker.output()[mark:], 30,
                  f"iteration {i}: the cleaner did not begin cleaning {TOPIC}-0")
-        delay = rng.uniform(0, 1.5)
-        time.sleep(delay)
+        if i == 0:
+            # As soon as the worker process exists: it may not have started its watchdog yet.
+            wait_for(lambda: children(broker.proc.pid), 10,
+                     "the cleaner started no worker process")
+            delay = 0.0
+        else:
+            delay = rng.uniform(0, 1.5)
+            time.sleep(delay)
         workers = children(broker.proc.pid)
         assert workers, f"iteration {i}: the cleaner runs with no worker process"
         broker.kill()
