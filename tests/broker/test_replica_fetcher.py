@@ -1,0 +1,97 @@
+"""The follower fetcher's early next request: a replica catching up appends a large answer
+while its next Fetch is already out, and only where no leader decision rests on it."""
+import types
+
+from protocol.errors import ErrorCode
+
+from broker.replica_fetcher import DEFER_APPEND_BYTES, FetchSession, FetchState, ReplicaFetcher
+
+from tests.broker.test_replication_state import (Clock, append, leader_partition, no_fsync,
+                                                 open_log, replica_batch)
+
+__all__ = ["no_fsync"]          # the autouse fixture, imported to apply here too
+
+
+def records_of(base_offset, batches, per_batch, epoch=3):
+    """Leader-written batches from `base_offset`: (bytes, end offset)."""
+    out, offset = [], base_offset
+    for _ in range(batches):
+        out.append(replica_batch(offset, per_batch, epoch))
+        offset += per_batch
+    return b"".join(out), offset
+
+
+def answer(records, high_watermark, error=ErrorCode.NONE, diverging=None):
+    return types.SimpleNamespace(error_code=error, records=records,
+                                 high_watermark=high_watermark, diverging_epoch=diverging)
+
+
+def follower(tmp_path, leo=0):
+    log_ = open_log(tmp_path / "f-0", Clock())
+    if leo:
+        log_.append_as_follower(records_of(0, 1, leo)[0])
+    return types.SimpleNamespace(log=log_, topic="t", partition=0)
+
+
+def big(base_offset):
+    """An answer's records larger than DEFER_APPEND_BYTES (values of about 1 KiB each)."""
+    per_batch = 100
+    size = len(replica_batch(base_offset, per_batch, 3))
+    return records_of(base_offset, DEFER_APPEND_BYTES // size + 2, per_batch)
+
+
+def test_a_large_answer_below_the_high_watermark_is_appended_after_the_next_request(tmp_path):
+    part = follower(tmp_path)
+    records, end = big(0)
+    assert len(records) >= DEFER_APPEND_BYTES
+    assert ReplicaFetcher._deferrable(part, answer(records, end + 1)) == (end, 3)
+
+
+def test_answers_appended_before_the_next_request(tmp_path):
+    part = follower(tmp_path, leo=5)
+    records, end = big(5)
+    # Reaching the high watermark: the leader may take the replica into the ISR (or count it
+    # for the high watermark) from the next request's offset, so it must be written first.
+    assert ReplicaFetcher._deferrable(part, answer(records, end)) is None
+    assert ReplicaFetcher._deferrable(part, answer(records, end - 1)) is None
+    # Small answers: nothing to overlap.
+    small, small_end = records_of(5, 1, 3)
+    assert ReplicaFetcher._deferrable(part, answer(small, small_end + 100)) is None
+    # Errors, diverging epochs, no records, and records not at this log's end.
+    assert ReplicaFetcher._deferrable(part, answer(records, end + 1,
+                                                   ErrorCode.NOT_LEADER_OR_FOLLOWER)) is None
+    diverging = types.SimpleNamespace(epoch=2, end_offset=3)
+    assert ReplicaFetcher._deferrable(part, answer(records, end + 1, diverging=diverging)) is None
+    assert ReplicaFetcher._deferrable(part, answer(None, end + 1)) is None
+    elsewhere, elsewhere_end = big(50)
+    assert ReplicaFetcher._deferrable(part, answer(elsewhere, elsewhere_end + 1)) is None
+
+
+def test_the_leader_takes_no_decision_on_an_offset_below_its_high_watermark(tmp_path):
+    """What makes the early request safe, on the leader's side: an out-of-ISR replica that
+    reports an offset below the high watermark moves neither the high watermark nor the ISR."""
+    leader = leader_partition(tmp_path, replicas=(0, 1, 2), isr=(0, 1))
+    append(leader, 10)
+    leader.update_follower_fetch_state(1, 10)
+    assert leader.high_watermark == 10
+    assert not leader.update_follower_fetch_state(2, 9)
+    assert leader.high_watermark == 10 and leader.isr == {0, 1}
+    assert not leader.isr_expansion_candidate(2, {0, 1, 2})
+
+
+def fetcher_of(parts):
+    rm = types.SimpleNamespace(get_partition=lambda topic, p: parts.get((topic, p)))
+    return types.SimpleNamespace(broker=types.SimpleNamespace(replica_manager=rm),
+                                 session=FetchSession())
+
+
+def test_an_append_that_failed_after_the_early_request_is_not_built_on(tmp_path):
+    part = follower(tmp_path, leo=5)
+    ok, failed = FetchState(1), FetchState(1)
+    ok.ahead = (5, 3)                      # the append went through: the log is there
+    failed.ahead = (900, 3)                # the log stayed at 5
+    other = follower(tmp_path / "other", leo=0)
+    fetcher = fetcher_of({("t", 0): part, ("t", 1): other})
+    stale = ReplicaFetcher._settle_ahead(fetcher, {("t", 0): ok, ("t", 1): failed})
+    assert stale == {("t", 1)}
+    assert ok.ahead is None and failed.ahead is None
