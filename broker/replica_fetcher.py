@@ -3,7 +3,13 @@ ReplicaFetcherManager, AbstractFetcherThread, ReplicaFetcherThread).
 
 `num.replica.fetchers` fetchers per source broker, each one asyncio task with one connection
 on the inter-broker listener; a partition goes to fetcher `hash(topic, partition) %
-num.replica.fetchers` of its leader. A fetcher sends Kafka's follower Fetch (v17 when the
+num.replica.fetchers` of its leader. A partition this replica follows from outside the ISR (a
+reassignment's new replica, a broker back from a restart) goes to a catching-up twin of that
+fetcher (its own connection) until it reaches the leader's high watermark, then moves over:
+Kafka shares one fetcher thread, but there an in-sync partition's next fetch does not wait for
+the append of a 1 MB answer; here, sharing one request loop, acks=all writes to the partitions
+in sync backed up for seconds behind a large copy (p99 0.2-6 s during a 1 GiB reassignment on
+2 cores; 30-40 ms apart). A fetcher sends Kafka's follower Fetch (v17 when the
 leader speaks it and topic ids are known; its replica id in ReplicaState from v15, in
 replica_id before) in an incremental fetch session (KIP-227: after the first, full, request
 only the partitions whose state changed are named, and the leader answers only those with
@@ -134,20 +140,32 @@ class ReplicaFetcherManager:
     def has_partition(self, tp) -> bool:
         return tp in self._assigned
 
-    def add_partition(self, tp, leader_id: int, leader_epoch: int) -> None:
+    def add_partition(self, tp, leader_id: int, leader_epoch: int,
+                      catch_up: bool = False) -> None:
         """Fetch `tp` from `leader_id` from this replica's log end (a restart of its
-        fetching if it was fetching already)."""
+        fetching if it was fetching already). `catch_up`: this replica is out of the ISR, and
+        fetches with a fetcher of its own until it has caught up (see `caught_up`)."""
         self.remove_partition(tp)
         config = self.broker.config
         index = fetcher_index(tp[0], tp[1], config.get("num.replica.fetchers"))
-        key = (leader_id, index)
+        key = (leader_id, index, catch_up)
         fetcher = self._fetchers.get(key)
         if fetcher is None:
-            fetcher = self._fetchers[key] = ReplicaFetcher(self.broker, leader_id, index)
+            fetcher = self._fetchers[key] = ReplicaFetcher(self.broker, leader_id, index,
+                                                           catch_up)
         fetcher.add(tp, FetchState(leader_epoch))
         self._assigned[tp] = key
         log.debug("Follower of %s-%d fetching from broker %d at epoch %d", tp[0], tp[1],
                   leader_id, leader_epoch)
+
+    def caught_up(self, tp, fetcher: "ReplicaFetcher") -> None:
+        """A partition of a catching-up fetcher reached the leader's high watermark: it moves
+        to its leader's fetcher of replicas in sync."""
+        key = self._assigned.get(tp)
+        state = fetcher.partitions.get(tp)
+        if key is None or self._fetchers.get(key) is not fetcher or state is None:
+            return
+        self.add_partition(tp, fetcher.leader_id, state.leader_epoch)
 
     def remove_partition(self, tp) -> None:
         key = self._assigned.pop(tp, None)
@@ -176,11 +194,13 @@ class ReplicaFetcherManager:
 
 
 class ReplicaFetcher:
-    def __init__(self, broker, leader_id: int, index: int):
+    def __init__(self, broker, leader_id: int, index: int, catch_up: bool = False):
         self.broker = broker
         self.leader_id = leader_id
         self.index = index
-        self.name = f"ReplicaFetcherThread-{index}-{leader_id}"
+        self.catch_up = catch_up
+        self.name = f"ReplicaFetcherThread-{index}-{leader_id}" + ("-catch-up" if catch_up
+                                                                  else "")
         self.partitions: dict[tuple, FetchState] = {}
         self.lag: dict[tuple, int] = {}
         self._wake = asyncio.Event()
@@ -527,6 +547,9 @@ class ReplicaFetcher:
                     data.log_start_offset > log_.log_start_offset:
                 log_.delete_records_before(data.log_start_offset)
             self.lag[tp] = max(0, data.high_watermark - log_.log_end_offset)
+            if self.catch_up and self.lag[tp] == 0 and state.ahead is None:
+                asyncio.get_running_loop().call_soon(
+                    self.broker.replica_manager.fetchers.caught_up, tp, self)
             rm = self.broker.replica_manager
             rm.fetch_purgatory.notify(*tp)
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -236,7 +236,9 @@ class ReplicaManager:
                 if self.fetchers is not None:
                     if ps.leader in live_broker_ids:
                         if changed or not self.fetchers.has_partition(key):
-                            self.fetchers.add_partition(key, ps.leader, ps.leader_epoch)
+                            self.fetchers.add_partition(
+                                key, ps.leader, ps.leader_epoch,
+                                catch_up=self.broker_id not in ps.isr)
                     else:
                         self.fetchers.remove_partition(key)
             if tid is not None:

@@ -95,3 +95,41 @@ def test_an_append_that_failed_after_the_early_request_is_not_built_on(tmp_path)
     stale = ReplicaFetcher._settle_ahead(fetcher, {("t", 0): ok, ("t", 1): failed})
     assert stale == {("t", 1)}
     assert ok.ahead is None and failed.ahead is None
+
+
+class Config(dict):
+    def get(self, key, default=None):
+        return super().get(key, default)
+
+
+def test_a_replica_out_of_the_isr_fetches_apart_until_it_caught_up():
+    """Catching up (a reassignment's new replica, a restarted broker) goes through a fetcher of
+    its own, so the large answers it gets do not hold up the fetches of replicas in sync (whose
+    leader waits for them to acknowledge acks=all writes); once at the leader's high watermark
+    the partition moves to its leader's regular fetcher."""
+    import asyncio
+
+    from broker.replica_fetcher import ReplicaFetcherManager
+
+    async def scenario():
+        broker = types.SimpleNamespace(config=Config({
+            "num.replica.fetchers": 1, "replica.fetch.backoff.ms": 60_000}))
+        manager = ReplicaFetcherManager(broker)
+        try:
+            manager.add_partition(("t", 0), 1, 7, catch_up=True)
+            manager.add_partition(("t", 1), 1, 7)
+            catching_up = manager._fetchers[(1, 0, True)]
+            assert set(catching_up.partitions) == {("t", 0)}
+            assert set(manager._fetchers[(1, 0, False)].partitions) == {("t", 1)}
+            assert catching_up.name.endswith("-catch-up")
+            manager.caught_up(("t", 0), catching_up)
+            assert set(manager._fetchers) == {(1, 0, False)}
+            regular = manager._fetchers[(1, 0, False)]
+            assert set(regular.partitions) == {("t", 0), ("t", 1)}
+            assert regular.partitions[("t", 0)].leader_epoch == 7
+            # A late word from a fetcher that no longer has the partition changes nothing.
+            manager.caught_up(("t", 0), catching_up)
+            assert manager._assigned[("t", 0)] == (1, 0, False)
+        finally:
+            await manager.shutdown()
+    asyncio.run(scenario())

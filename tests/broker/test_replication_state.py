@@ -407,7 +407,7 @@ class FakeFetchers:
     def has_partition(self, tp):
         return tp in self.assigned
 
-    def add_partition(self, tp, leader_id, leader_epoch):
+    def add_partition(self, tp, leader_id, leader_epoch, catch_up=False):
         self.calls.append(("add", tp, leader_id, leader_epoch))
         self.assigned[tp] = (leader_id, leader_epoch)
 

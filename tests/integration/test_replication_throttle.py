@@ -27,7 +27,10 @@ def create(bootstrap, topic, assignment):
 
 
 def fill(bootstrap, topic, size):
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    # Batches of at most 16 KiB (the Java client's default; librdkafka's go up to 1 MB): a
+    # fetch may carry one whole first batch past replica.fetch.max.bytes, and past the limit.
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                         "batch.size": 16384})
     value = os.urandom(1000)
     for _ in range(size // 1000):
         producer.produce(topic, value)
