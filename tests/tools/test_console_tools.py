@@ -52,16 +52,19 @@ def test_partition_and_offset_selection(tools_broker, script):
 
 def test_missing_key_separator_and_bad_flags(tools_broker, script):
     b = tools_broker.bootstrap
-    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "single",
+    # Its own topic, so the test does not depend on others having run first.
+    assert script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "flags",
+                  stdin=b"x\n").code == 0
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "flags",
                "--property", "parse.key=true", stdin=b"no-separator-here\n")
     assert r.code != 0 and r.err == "Error: No key separator found on line number 1: 'no-separator-here'\n"
-    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--offset", "3", "--topic", "single")
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--offset", "3", "--topic", "flags")
     assert r.code != 0 and r.err == "Error: The partition is required when offset is specified.\n"
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b)
     assert r.code != 0 and r.err == "Error: Exactly one of include/topic is required.\n"
     # a failure before consuming starts is one line: no "Processed a total of 0 messages" after it
-    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "single", "--partition", 9)
-    assert r.code != 0 and r.err == "Error: Partition 9 of topic single does not exist\n"
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "flags", "--partition", 9)
+    assert r.code != 0 and r.err == "Error: Partition 9 of topic flags does not exist\n"
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--include", "(", "--timeout-ms", 100)
     assert r.code != 0 and len(r.err.splitlines()) == 1 and "Invalid regular expression" in r.err
 
