@@ -205,6 +205,7 @@ class ReplicaFetcher:
         self.lag: dict[tuple, int] = {}
         self._wake = asyncio.Event()
         self._connection: BrokerConnection | None = None
+        self._closing = None
         self.session = FetchSession()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -218,9 +219,18 @@ class ReplicaFetcher:
 
     def stop(self) -> None:
         self._task.cancel()
+        self._task.add_done_callback(self._stopped)
+
+    def _stopped(self, _task) -> None:
+        # A fetcher left without partitions is dropped unawaited: its connection goes with it.
+        conn, self._connection = self._connection, None
+        if conn is not None:
+            self._closing = asyncio.get_running_loop().create_task(conn.close())
 
     async def wait_stopped(self) -> None:
         await cancel_and_wait(self._task)
+        if self._closing is not None:
+            await self._closing
         if self._connection is not None:
             await self._connection.close()
             self._connection = None

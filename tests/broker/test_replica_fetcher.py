@@ -122,8 +122,17 @@ def test_a_replica_out_of_the_isr_fetches_apart_until_it_caught_up():
             assert set(catching_up.partitions) == {("t", 0)}
             assert set(manager._fetchers[(1, 0, False)].partitions) == {("t", 1)}
             assert catching_up.name.endswith("-catch-up")
+            closed = []
+
+            class Connection:
+                async def close(self):
+                    closed.append(True)
+            catching_up._connection = Connection()
             manager.caught_up(("t", 0), catching_up)
             assert set(manager._fetchers) == {(1, 0, False)}
+            for _ in range(3):
+                await asyncio.sleep(0)
+            assert closed == [True], "the emptied fetcher's connection stayed open"
             regular = manager._fetchers[(1, 0, False)]
             assert set(regular.partitions) == {("t", 0), ("t", 1)}
             assert regular.partitions[("t", 0)].leader_epoch == 7
