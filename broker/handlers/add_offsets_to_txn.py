@@ -23,6 +23,6 @@ async def handle(broker, ctx, request):
     if error == ErrorCode.NONE:
         error = await coordinator.execute("add_offsets", request.transactional_id,
                                           request.producer_id, request.producer_epoch,
-                                          request.group_id)
+                                          request.group_id, parked=True)
     return AddOffsetsToTxnResponse(throttle_time_ms=0,
                                    error_code=fenced_for(ctx.api_version, 2, error))

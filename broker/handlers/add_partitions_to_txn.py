@@ -56,7 +56,7 @@ async def _add(broker, version, transactional_id, producer_id, producer_epoch, t
     if missing:
         return not_attempted(partitions, missing)
     answer = await coordinator.execute("add_partitions", transactional_id, producer_id,
-                                       producer_epoch, partitions, verify_only)
+                                       producer_epoch, partitions, verify_only, parked=True)
     return {tp: fenced_for(version, 2, code) for tp, code in answer.items()}
 
 

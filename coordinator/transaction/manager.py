@@ -33,6 +33,14 @@ Complete* state, so every request for the id answers CONCURRENT_TRANSACTIONS, as
 EndTxn repeated for the same outcome answers CONCURRENT_TRANSACTIONS while Prepare* and NONE
 once Complete*. The response to EndTxn does not wait for the markers.
 
+One difference from Kafka, in timing only: AddPartitionsToTxn and AddOffsetsToTxn that would
+answer CONCURRENT_TRANSACTIONS wait (when the runtime passes a `token`) up to
+`TxnConfig.concurrent_wait_ms` for the write in flight or the markers to finish, and are then
+answered as if they had just arrived. A producer that commits and begins its next transaction
+at once otherwise meets the markers of the previous one and sleeps its retry backoff (20 ms in
+the Java client and librdkafka) after every few transactions; the answer it gets is the one its
+retry would get, only sooner. Past the wait it gets CONCURRENT_TRANSACTIONS, as from Kafka.
+
 Fencing (InitProducerId on an Ongoing transaction, and the transaction timeout) bumps the epoch
 in memory (PrepareEpochFence, never written) and writes PrepareAbort with the bumped epoch, so
 the old producer's requests are fenced and the markers carry the new epoch; InitProducerId then
@@ -59,6 +67,8 @@ Timers (keys the runtime passes back to `on_timer`; `start(now_ms)` arms the fir
                                     expiration.ms with no open transaction get a tombstone
     ("txn-complete-retry", id)      a CompleteCommit/CompleteAbort append that failed with
                                     COORDINATOR_NOT_AVAILABLE is tried again
+    ("txn-concurrent-wait", id)     an AddPartitionsToTxn / AddOffsetsToTxn waiting for the id's
+                                    transaction to settle is answered CONCURRENT_TRANSACTIONS
 
 Concurrency: on the loop (single-threaded); nothing here blocks. Logging at INFO uses Kafka's
 words (initialised ids, loading, unloading, rollbacks of timed-out transactions); it is the one
@@ -91,6 +101,7 @@ log = logging.getLogger(__name__)
 ABORT_TIMER = ("txn-abort-timed-out",)
 EXPIRE_TIMER = ("txn-expire-ids",)
 COMPLETE_RETRY = "txn-complete-retry"
+CONCURRENT_WAIT = "txn-concurrent-wait"
 # Tombstones per append: key bytes kept well under the default max.message.bytes (1 MiB), as
 # Kafka fills a batch only while it has room.
 _TOMBSTONE_APPEND_BYTES = 256 * 1024
@@ -123,6 +134,18 @@ class _PendingComplete:
     retry_deadline_ms: int = 0
 
 
+@dataclass(eq=False)
+class _Waiter:
+    """An AddPartitionsToTxn / AddOffsetsToTxn waiting for its transaction to settle (module
+    docstring); `token` is the runtime's handle for its answer."""
+    token: object
+    producer_id: int
+    producer_epoch: int
+    partitions: frozenset
+    respond: Callable
+    deadline_ms: int
+
+
 class TransactionManager:
     """All transactional ids of this coordinator. Concurrency: on the loop (single-threaded)."""
 
@@ -140,6 +163,7 @@ class TransactionManager:
         self._loading: dict[int, tuple[int, dict[str, TransactionMetadata]]] = {}
         self._pending_complete: dict[str, _PendingComplete] = {}
         self._complete_retries: dict[str, _PendingComplete] = {}
+        self._waiting: dict[str, list[_Waiter]] = {}
         self._abort_deadline_ms: int | None = None
         self._expire_deadline_ms: int | None = None
 
@@ -210,7 +234,7 @@ class TransactionManager:
                     metadata.complete_transition_to(transit)
             elif same and error not in retry_on:
                 metadata.pending_state = None
-            return then(error, now_ms)
+            return then(error, now_ms).absorb(self._wake(transactional_id, now_ms))
         return TxnResult(appends=[Append([transit_record(transactional_id, transit)],
                                          on_append)])
 
@@ -300,12 +324,15 @@ class TransactionManager:
 
     # ------------------------------------------------------------------ AddPartitionsToTxn
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions, verify_only: bool, now_ms: int) -> TxnResult:
+                       partitions, verify_only: bool, now_ms: int,
+                       token=None) -> TxnResult:
         """AddPartitionsToTxn for one transaction; `partitions` are (topic, partition) pairs
         that passed the handler's checks (see results.not_attempted). The response is
         {(topic, partition): error}: one coordinator error for all, or with `verify_only`
         (KIP-890, v4+ from brokers) NONE for partitions in the ongoing transaction and
-        TRANSACTION_ABORTABLE for the others, without any change."""
+        TRANSACTION_ABORTABLE for the others, without any change. With a `token`, a request
+        that would answer CONCURRENT_TRANSACTIONS may wait (module docstring): its answer then
+        comes later as a completion of the token."""
         partitions = frozenset(partitions)
 
         def respond(error):
@@ -314,15 +341,15 @@ class TransactionManager:
             return TxnResult(response=self._verify(transactional_id, producer_id,
                                                    producer_epoch, partitions, respond))
         return self._add_partitions(transactional_id, producer_id, producer_epoch, partitions,
-                                    respond, now_ms)
+                                    respond, now_ms, token)
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                    group_id: str, now_ms: int) -> TxnResult:
+                    group_id: str, now_ms: int, token=None) -> TxnResult:
         """AddOffsetsToTxn: adds the group's `__consumer_offsets` partition. The response is
-        an error code."""
+        an error code (waiting as add_partitions does, with a `token`)."""
         partition = (OFFSETS_TOPIC, self._offsets_partition_for(group_id))
         return self._add_partitions(transactional_id, producer_id, producer_epoch,
-                                    frozenset([partition]), lambda error: error, now_ms)
+                                    frozenset([partition]), lambda error: error, now_ms, token)
 
     def _verify(self, transactional_id, producer_id, producer_epoch, partitions, respond):
         """TransactionCoordinator.handleVerifyPartitionsInTransaction (pending states are not
@@ -342,10 +369,18 @@ class TransactionManager:
                 for tp in partitions}
 
     def _add_partitions(self, transactional_id, producer_id, producer_epoch, partitions,
-                        respond, now_ms) -> TxnResult:
-        """TransactionCoordinator.handleAddPartitionsToTransaction."""
+                        respond, now_ms, token=None, waiter=None) -> TxnResult:
+        """TransactionCoordinator.handleAddPartitionsToTransaction. `waiter`: a request that
+        waited (module docstring) and is answered now, through its token."""
+        if waiter is not None:
+            token = waiter.token
+
+        def answer(response) -> TxnResult:
+            if waiter is not None:
+                return TxnResult(completions=[(waiter.token, response)])
+            return TxnResult(response=response)
         if not transactional_id:
-            return TxnResult(response=respond(E.INVALID_REQUEST))
+            return answer(respond(E.INVALID_REQUEST))
         error, entry, md = self._lookup(transactional_id)
         if error == E.NONE:
             if md is None or md.producer_id != producer_id:
@@ -354,13 +389,44 @@ class TransactionManager:
                 error = E.PRODUCER_FENCED
             elif md.pending_transition_in_progress or md.state in PREPARE_STATES:
                 error = E.CONCURRENT_TRANSACTIONS
+                deadline = waiter.deadline_ms if waiter is not None else \
+                    now_ms + self.config.concurrent_wait_ms
+                if token is not None and now_ms < deadline:
+                    self._waiting.setdefault(transactional_id, []).append(_Waiter(
+                        token, producer_id, producer_epoch, partitions, respond, deadline))
+                    return TxnResult(timers=[((CONCURRENT_WAIT, transactional_id), deadline)])
             elif md.state is S.ONGOING and partitions <= md.partitions:
-                return TxnResult(response=respond(E.NONE))     # already in: nothing to write
+                return answer(respond(E.NONE))     # already in: nothing to write
             else:
                 transit = md.prepare_add_partitions(partitions, now_ms)
                 return self._append(transactional_id, entry.coordinator_epoch, md, transit,
-                                    lambda err, now: TxnResult(response=respond(err)))
-        return TxnResult(response=respond(error))
+                                    lambda err, now: answer(respond(err)))
+        return answer(respond(error))
+
+    def _wake(self, transactional_id: str, now_ms: int) -> TxnResult:
+        """The id's transaction changed: the requests waiting for it are tried again (those
+        still blocked wait on, up to their deadline)."""
+        result = TxnResult()
+        for w in self._waiting.pop(transactional_id, ()):
+            result.absorb(self._add_partitions(transactional_id, w.producer_id,
+                                               w.producer_epoch, w.partitions, w.respond,
+                                               now_ms, waiter=w))
+        return result
+
+    def _expire_waiters(self, transactional_id: str, now_ms: int) -> TxnResult:
+        """Waiters past their deadline are answered CONCURRENT_TRANSACTIONS, as Kafka answers
+        at once; the client retries after its backoff."""
+        result = TxnResult()
+        waiting = self._waiting.pop(transactional_id, [])
+        left = [w for w in waiting if w.deadline_ms > now_ms]
+        for w in waiting:
+            if w.deadline_ms <= now_ms:
+                result.completions.append((w.token, w.respond(E.CONCURRENT_TRANSACTIONS)))
+        if left:
+            self._waiting[transactional_id] = left
+            result.timers.append(((CONCURRENT_WAIT, transactional_id),
+                                  min(w.deadline_ms for w in left)))
+        return result
 
     # ------------------------------------------------------------------------------- EndTxn
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -575,6 +641,8 @@ class TransactionManager:
             return result
         if kind == COMPLETE_RETRY:
             return self._retry_completion(key[1], now_ms)
+        if kind == CONCURRENT_WAIT:
+            return self._expire_waiters(key[1], now_ms)
         raise ValueError(f"unknown timer {key!r}")
 
     def abort_timed_out_transactions(self, now_ms: int) -> TxnResult:
@@ -706,7 +774,9 @@ class TransactionManager:
     def unload(self, partition: int, coordinator_epoch: int | None = None) -> None:
         """This broker no longer leads the partition (onResignation): its ids are forgotten
         (NOT_COORDINATOR from now on), a load in progress at that epoch (or any, when None) is
-        cancelled, and follow-ups still in flight find nothing to change."""
+        cancelled, and follow-ups still in flight find nothing to change. Requests waiting
+        for a transaction of the partition are answered when their wait ends (a retry then
+        finds the new coordinator)."""
         loading = self._loading.get(partition)
         if loading is not None and (coordinator_epoch is None or loading[0] == coordinator_epoch):
             del self._loading[partition]

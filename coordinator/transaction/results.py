@@ -15,7 +15,8 @@ Every operation of `TransactionManager` takes its arguments plus `now_ms` and re
                 when every partition has its marker (or no longer exists), call
                 `manager.on_markers_written(...)`, which returns the CompleteCommit /
                 CompleteAbort append
-    completions unused here (nothing is parked), kept from Result for a shared runtime
+    completions (token, response): answers to AddPartitionsToTxn / AddOffsetsToTxn requests that
+                waited for their transaction to settle (the runtime's `parked=True`)
 
 Responses are coordinator-level dataclasses (or a bare error code / error map), independent
 of wire versions: the handlers map PRODUCER_FENCED to INVALID_PRODUCER_EPOCH for old request
@@ -46,6 +47,11 @@ class TxnConfig:
     # COORDINATOR_NOT_AVAILABLE waits before it is tried again. Kafka's marker sender thread
     # retries it on its next loop; a pure state machine needs a deadline instead.
     complete_retry_backoff_ms: int = 100
+    # Not a Kafka setting: how long AddPartitionsToTxn / AddOffsetsToTxn may wait for a
+    # transaction to settle before answering CONCURRENT_TRANSACTIONS (manager docstring): the
+    # clients' retry backoff for that error, so a request that waits in vain is answered no
+    # later than the client's retry would have been.
+    concurrent_wait_ms: int = 20
 
 
 _PROPERTIES = {

@@ -42,6 +42,7 @@ class Harness:
         self.epochs: dict[int, int] = {}         # coordinator epoch per partition
         self.delivered: dict[str, set] = {}      # partitions with markers, per transaction
         self.pid_error = None
+        self.answers: dict = {}                  # token -> answer of a request that waited
         for p in range(num_partitions):
             self.load(p)
         self.apply(self.manager.start(self.now))
@@ -56,6 +57,9 @@ class Harness:
         response = result.response
         for key, deadline in result.timers:
             self.timers[key] = min(deadline, self.timers.get(key, deadline))
+        for token, answer in result.completions:
+            assert token not in self.answers, "a request that waited is answered once"
+            self.answers[token] = answer
         for marker in result.markers:
             self.check_marker(marker)
             self.markers.append(marker)
@@ -422,6 +426,84 @@ def test_add_partitions_during_prepare_or_pending_write_is_concurrent_transactio
     h.end(TID, pid, epoch)
     assert h.add(TID, pid, epoch, [("t", 5)]) == {("t", 5): E.CONCURRENT_TRANSACTIONS}
     assert h.call("add_offsets", TID, pid, epoch, "g") == E.CONCURRENT_TRANSACTIONS
+
+
+def test_add_partitions_with_a_token_waits_for_the_markers_then_starts_the_next_transaction():
+    h = Harness()
+    pid, epoch = h.ongoing()
+    h.end(TID, pid, epoch)
+    token = object()
+    assert h.call("add_partitions", TID, pid, epoch, [("t", 5)], False, token=token) is None
+    h.advance(5)
+    assert token not in h.answers and h.state() is S.PREPARE_COMMIT
+    h.deliver()                       # markers written: CompleteCommit, then the waiting add
+    assert h.answers[token] == {("t", 5): E.NONE}
+    assert [r.state for r in h.records()][-2:] == [S.COMPLETE_COMMIT, S.ONGOING]
+    assert h.manager.metadata(TID).partitions == {("t", 5)}
+    h.advance(100)                    # its wait timer finds nothing left to answer
+    assert len(h.answers) == 1
+
+
+def test_add_offsets_with_a_token_waits_too_and_is_answered_with_an_error_code():
+    h = Harness()
+    pid, epoch = h.ongoing()
+    h.end(TID, pid, epoch, commit=False)
+    token = object()
+    assert h.call("add_offsets", TID, pid, epoch, "g", token=token) is None
+    h.deliver()
+    assert h.answers[token] == E.NONE
+    assert h.manager.metadata(TID).partitions == {(OFFSETS_TOPIC, partition_for("g", 50))}
+
+
+def test_a_waiting_add_is_answered_concurrent_transactions_when_its_wait_ends():
+    h = Harness()
+    pid, epoch = h.ongoing()
+    h.end(TID, pid, epoch)
+    token = object()
+    h.call("add_partitions", TID, pid, epoch, [("t", 5)], False, token=token)
+    h.advance(h.config.concurrent_wait_ms - 1)
+    assert token not in h.answers
+    h.advance(1)
+    assert h.answers[token] == {("t", 5): E.CONCURRENT_TRANSACTIONS}
+    h.deliver()                       # the transaction completes; nothing is added to it
+    assert h.state() is S.COMPLETE_COMMIT and h.records()[-1].state is S.COMPLETE_COMMIT
+
+
+def test_a_waiting_add_keeps_its_deadline_through_a_failed_completion_write():
+    h = Harness()
+    pid, epoch = h.ongoing()
+    h.end(TID, pid, epoch)
+    token = object()
+    h.call("add_partitions", TID, pid, epoch, [("t", 5)], False, token=token)
+    h.fail_next.append(E.NOT_ENOUGH_REPLICAS)     # CompleteCommit: COORDINATOR_NOT_AVAILABLE
+    h.deliver()
+    assert token not in h.answers and h.state() is S.PREPARE_COMMIT
+    h.advance(h.config.concurrent_wait_ms)
+    assert h.answers[token] == {("t", 5): E.CONCURRENT_TRANSACTIONS}
+    h.advance(h.config.complete_retry_backoff_ms)  # the completion is written on retry
+    assert h.state() is S.COMPLETE_COMMIT
+
+
+def test_a_waiting_add_is_answered_when_its_wait_ends_after_the_coordinator_moved():
+    h = Harness()
+    pid, epoch = h.ongoing()
+    h.end(TID, pid, epoch)
+    token = object()
+    h.call("add_partitions", TID, pid, epoch, [("t", 5)], False, token=token)
+    h.manager.unload(0)
+    h.advance(h.config.concurrent_wait_ms)
+    assert h.answers[token] == {("t", 5): E.CONCURRENT_TRANSACTIONS}   # the retry: elsewhere
+    assert h.add(TID, pid, epoch, [("t", 5)]) == {("t", 5): E.NOT_COORDINATOR}
+
+
+def test_add_partitions_without_a_token_or_with_verify_only_never_waits():
+    h = Harness()
+    pid, epoch = h.ongoing()
+    h.end(TID, pid, epoch)
+    assert h.add(TID, pid, epoch, [("t", 5)]) == {("t", 5): E.CONCURRENT_TRANSACTIONS}
+    assert h.call("add_partitions", TID, pid, epoch, [("t", 0)], True, token=object()) == \
+        {("t", 0): E.CONCURRENT_TRANSACTIONS}
+    assert not h.answers
 
 
 def test_add_partitions_after_complete_starts_a_new_transaction_with_a_new_start_time():
@@ -907,6 +989,7 @@ class TransactionMachine(RuleBasedStateMachine):
         self.producers: dict[tuple[str, int], tuple[int, int]] = {}
         self.max_epoch: dict[int, int] = {}          # producer id -> highest epoch seen
         self.checked = 0                             # log records already checked
+        self.waiting: dict = {}                      # token -> (deadline, partitions)
 
     def producer(self, tid, who):
         return self.producers.get((tid, who), (4242, 0))
@@ -945,6 +1028,19 @@ class TransactionMachine(RuleBasedStateMachine):
         answer = self.h.add(tid, pid, epoch, parts, verify_only=verify)
         assert answer is not None and set(answer) == set(parts)
 
+    @rule(tid=st.sampled_from(TIDS), who=WHO,
+          parts=st.lists(st.sampled_from(PARTS), min_size=1, max_size=3))
+    def add_partitions_waiting(self, tid, who, parts):
+        """As the broker's handler calls it: with a token, so it may wait."""
+        pid, epoch = self.producer(tid, who)
+        token = object()
+        answer = self.h.call("add_partitions", tid, pid, epoch, parts, False, token=token)
+        if answer is None:
+            self.waiting[token] = (self.h.now + self.h.config.concurrent_wait_ms, set(parts))
+        else:
+            assert set(answer) == set(parts) and \
+                set(answer.values()) != {E.CONCURRENT_TRANSACTIONS}
+
     @rule(tid=st.sampled_from(TIDS), who=WHO, group=st.sampled_from(["g1", "g2"]))
     def add_offsets(self, tid, who, group):
         pid, epoch = self.producer(tid, who)
@@ -974,6 +1070,15 @@ class TransactionMachine(RuleBasedStateMachine):
         self.h.reload(p)
 
     # ------------------------------------------------------------------------ invariants
+    @invariant()
+    def a_waiting_request_is_answered_by_its_deadline_for_its_partitions(self):
+        for token, (deadline, parts) in self.waiting.items():
+            answer = self.h.answers.get(token)
+            if answer is None:
+                assert self.h.now < deadline
+            else:
+                assert set(answer) == parts
+
     @invariant()
     def persisted_states_follow_the_transition_table_and_epochs_never_decrease(self):
         records = [r for p in sorted(self.h.log) for r in self.h.log[p]]
