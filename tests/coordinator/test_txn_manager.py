@@ -428,12 +428,19 @@ def test_add_partitions_during_prepare_or_pending_write_is_concurrent_transactio
     assert h.call("add_offsets", TID, pid, epoch, "g") == E.CONCURRENT_TRANSACTIONS
 
 
-def test_add_partitions_with_a_token_waits_for_the_markers_then_starts_the_next_transaction():
+def waiting_add():
+    """A committed transaction waiting for its markers, and an AddPartitionsToTxn of the next
+    one made with a token (as the broker's handler makes it): (harness, pid, epoch, token)."""
     h = Harness()
     pid, epoch = h.ongoing()
     h.end(TID, pid, epoch)
     token = object()
     assert h.call("add_partitions", TID, pid, epoch, [("t", 5)], False, token=token) is None
+    return h, pid, epoch, token
+
+
+def test_add_partitions_with_a_token_waits_for_the_markers_then_starts_the_next_transaction():
+    h, pid, epoch, token = waiting_add()
     h.advance(5)
     assert token not in h.answers and h.state() is S.PREPARE_COMMIT
     h.deliver()                       # markers written: CompleteCommit, then the waiting add
@@ -456,11 +463,7 @@ def test_add_offsets_with_a_token_waits_too_and_is_answered_with_an_error_code()
 
 
 def test_a_waiting_add_is_answered_concurrent_transactions_when_its_wait_ends():
-    h = Harness()
-    pid, epoch = h.ongoing()
-    h.end(TID, pid, epoch)
-    token = object()
-    h.call("add_partitions", TID, pid, epoch, [("t", 5)], False, token=token)
+    h, pid, epoch, token = waiting_add()
     h.advance(h.config.concurrent_wait_ms - 1)
     assert token not in h.answers
     h.advance(1)
@@ -470,11 +473,7 @@ def test_a_waiting_add_is_answered_concurrent_transactions_when_its_wait_ends():
 
 
 def test_a_waiting_add_keeps_its_deadline_through_a_failed_completion_write():
-    h = Harness()
-    pid, epoch = h.ongoing()
-    h.end(TID, pid, epoch)
-    token = object()
-    h.call("add_partitions", TID, pid, epoch, [("t", 5)], False, token=token)
+    h, pid, epoch, token = waiting_add()
     h.fail_next.append(E.NOT_ENOUGH_REPLICAS)     # CompleteCommit: COORDINATOR_NOT_AVAILABLE
     h.deliver()
     assert token not in h.answers and h.state() is S.PREPARE_COMMIT
@@ -485,11 +484,7 @@ def test_a_waiting_add_keeps_its_deadline_through_a_failed_completion_write():
 
 
 def test_a_waiting_add_is_answered_when_its_wait_ends_after_the_coordinator_moved():
-    h = Harness()
-    pid, epoch = h.ongoing()
-    h.end(TID, pid, epoch)
-    token = object()
-    h.call("add_partitions", TID, pid, epoch, [("t", 5)], False, token=token)
+    h, pid, epoch, token = waiting_add()
     h.manager.unload(0)
     h.advance(h.config.concurrent_wait_ms)
     assert h.answers[token] == {("t", 5): E.CONCURRENT_TRANSACTIONS}   # the retry: elsewhere
