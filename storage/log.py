@@ -56,7 +56,7 @@ from storage.record_batch import (MAGIC_V2, PARTITION_LEADER_EPOCH_OFFSET, Recor
                                   peek_batches)
 from storage.compression import CorruptRecordError
 from storage.segment import BatchInfo, LogSegment
-from storage.validation import ORIGIN_CLIENT, validate_and_assign_offsets
+from storage.validation import ORIGIN_CLIENT, Settings, validate_and_assign_offsets
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,7 @@ class Log:
         parsed = files.parse_partition_dir(name) or files.parse_future_dir(name)
         self.topic, self.partition = parsed if parsed else (os.path.basename(self.dir), 0)
         self.config = config
+        self._settings = (None, None)  # (config, its validation Settings): see append_as_leader
         self._time_ms = _time_ms_of(time_ms)
         self._lock = threading.RLock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -339,8 +340,12 @@ class Log:
             duplicate = self._find_duplicate(records) if origin == ORIGIN_CLIENT else None
             if duplicate is not None:
                 return duplicate
+            config, settings = self._settings
+            if config is not self.config:         # a new config object (dynamic change)
+                settings = Settings(self.config)
+                self._settings = (self.config, settings)
             result = validate_and_assign_offsets(records, self._log_end_offset, leader_epoch,
-                                                 now_ms, self.config, origin=origin,
+                                                 now_ms, settings, origin=origin,
                                                  produce_version=produce_version)
             batches = parse_batches(result.buffer)
             if not batches:
