@@ -12,8 +12,10 @@ config/server.properties) and confluent-kafka clients in this process.
             markers to the 6 partitions and CompleteCommit), p50/p99/max. Target p99 < 20 ms;
   consume   the transactional topic, plus a tenth of its transactions written again and aborted,
             read from the start by one consumer with isolation.level=read_committed, then one
-            with read_uncommitted (which also gets the aborted values): MB/s of values
-            delivered to the application. Target: read_committed >= 0.9x read_uncommitted.
+            with read_uncommitted (which also gets the aborted values), twice in turn, the better
+            of each pair kept (a read of one second is noisy, and the first one was up to a
+            sixth slower whichever level it used): MB/s of values delivered to the
+            application. Target: read_committed >= 0.9x read_uncommitted.
 
 Every figure comes with the broker's CPU and this process's (the clients) in cores, from
 /proc/<pid>/stat and os.times, so the bottleneck is visible. Sizes from the environment:
@@ -130,7 +132,8 @@ def consume(bootstrap: str, topic: str, isolation: str, expect: int) -> tuple:
     """(MB/s of values delivered, messages) reading from the start until `expect` messages
     or 5 s without news."""
     from confluent_kafka import Consumer
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{isolation}",
+    consumer = Consumer({"bootstrap.servers": bootstrap,
+                         "group.id": f"bench-{isolation}-{time.monotonic()}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          "isolation.level": isolation, "fetch.max.bytes": 52428800})
     consumer.subscribe([topic])
@@ -194,18 +197,25 @@ def main(argv=None) -> int:
                                   tid="bench-aborts")
             committed = size * 10 + len(latencies) * size
             broker_bench._settle_page_cache(drop=False)
-            with Cpu(broker) as rc_cpu:
-                rc, rc_got = consume(bootstrap, "txn", "read_committed", committed)
-            with Cpu(broker) as ru_cpu:
-                ru, ru_got = consume(bootstrap, "txn", "read_uncommitted",
-                                     committed + aborted_count)
+            reads = {"read_committed": [], "read_uncommitted": []}
+            for _ in range(2):
+                for isolation, expect in (("read_committed", committed),
+                                          ("read_uncommitted", committed + aborted_count)):
+                    with Cpu(broker) as cpu:
+                        mbs, got = consume(bootstrap, "txn", isolation, expect)
+                    reads[isolation].append((mbs, got, cpu))
+            (rc, rc_got, rc_cpu), (ru, ru_got, ru_cpu) = (
+                max(reads[level], key=lambda r: r[0])
+                for level in ("read_committed", "read_uncommitted"))
             ratio = rc / ru if ru else 0
-            met = ratio >= 0.9 and rc_got == committed
+            met = ratio >= 0.9 and all(got == committed for _, got, _ in reads["read_committed"])
             ok &= met
             print(f"3 consume read_committed {rc:.1f} MB/s ({rc_got} messages) "
                   f"[{rc_cpu.text()}]; read_uncommitted {ru:.1f} MB/s ({ru_got} messages, "
                   f"{aborted_count} of them aborted) [{ru_cpu.text()}]: {ratio:.2f}x "
-                  f"[target >= 0.9x {'PASS' if met else 'MISS'}]", flush=True)
+                  f"[target >= 0.9x {'PASS' if met else 'MISS'}] (each read, in turn: "
+                  + ", ".join(f"{level[5:]} {r[0]:.0f}" for pair in zip(*reads.values())
+                              for level, r in zip(reads, pair)) + ")", flush=True)
         finally:
             broker.stop()
     return 0 if ok else 1
