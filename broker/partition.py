@@ -326,7 +326,7 @@ class Partition:
     def append_records_to_leader(self, records, required_acks: int, now_ms: int | None = None,
                                  **validation):
         """Validate and append a producer's records; returns storage's LogAppendInfo.
-        `validation` goes to storage (origin, produce_version).
+        `validation` goes to storage (origin, produce_version, verification).
 
         Raises KafkaError (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, or storage's validation
         and producer-state errors). The HW moves here when the ISR allows it."""

@@ -316,18 +316,22 @@ class ReplicaManager:
     # -- produce -------------------------------------------------------------------------------
 
     def append_records(self, entries, required_acks: int, now_ms: int | None = None, *,
-                       produce_version: int | None = None, origin: str | None = None) -> dict:
+                       produce_version: int | None = None, origin: str | None = None,
+                       verification: dict | None = None) -> dict:
         """Append `{(topic, partition): records}`; returns `{(topic, partition): AppendResult}`.
 
         Never raises for Kafka errors: each lands in its partition's result. `produce_version`
         (from the Produce handler) lets validation apply per-version rules. `origin`
-        "coordinator" for the transaction coordinator's markers (internal topics always are)."""
+        "coordinator" for the transaction coordinator's markers (internal topics always are).
+        `verification`: {(topic, partition): guard} of the transactional writes the Produce
+        handler verified (Log.append_as_leader)."""
         if now_ms is None:
             now_ms = self.time.ms()
+        guards = verification or {}
         results = {}
         for key, records in entries.items():
             results[key] = self._append_one(key, records, required_acks, now_ms,
-                                            produce_version, origin)
+                                            produce_version, origin, guards.get(key))
         return results
 
     def rack_aware_reads(self) -> bool:
@@ -418,7 +422,7 @@ class ReplicaManager:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def _append_one(self, key, records, required_acks, now_ms, produce_version,
-                    origin=None) -> AppendResult:
+                    origin=None, verification=None) -> AppendResult:
         part = self._partitions.get(key)
         if part is None:
             return AppendResult(self.missing_partition_error(*key))
@@ -428,7 +432,8 @@ class ReplicaManager:
             origin = ORIGIN_COORDINATOR if key[0] in INTERNAL_TOPICS else ORIGIN_CLIENT
         try:
             info = part.append_records_to_leader(records, required_acks, now_ms,
-                                                 origin=origin, produce_version=produce_version)
+                                                 origin=origin, produce_version=produce_version,
+                                                 verification=verification)
         except KafkaError as exc:
             return AppendResult(_error_code_of(exc), exc.message,
                                 record_errors=getattr(exc, "record_errors", ()) or ())

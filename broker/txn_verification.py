@@ -18,10 +18,11 @@ answers for the producer:
   COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: NOT_ENOUGH_REPLICAS "Unable to verify the
   partition has been added to the transaction. Underlying error: ..." (retried by every client).
 
-Kafka also keeps a verification guard so that nothing else changes the producer's state between
-the check and the append; here the check and the append run on the same event loop with only
-the coordinator's answer awaited between them, and a marker arriving meanwhile is the case the
-guard exists for: it is not modelled (see the README's limits).
+The check and the append are tied by Kafka's verification guard (storage/producer_state.py,
+Verification): `start_verification` opens the producer's verification entry in the
+partition's producer state before the coordinator is asked, and the append carries it. A marker
+written meanwhile (the transaction aborted while the answer was on its way) drops the entry, and
+the write is then refused with INVALID_TXN_STATE rather than opening a hanging transaction.
 """
 import logging
 
@@ -37,8 +38,9 @@ VERIFY_VERSION = 4
 _RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
                         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                         ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
-# RecordBatch v2: producer id int64 at byte 43, producer epoch int16 at 51.
-_PID_POS, _EPOCH_POS = 43, 51
+# RecordBatch v2: producer id int64 at byte 43, producer epoch int16 at 51, base sequence
+# int32 at 53.
+_PID_POS, _EPOCH_POS, _SEQUENCE_POS = 43, 51, 53
 
 
 def producer_of(records) -> tuple[int, int]:
@@ -47,12 +49,18 @@ def producer_of(records) -> tuple[int, int]:
             int.from_bytes(view[_EPOCH_POS:_EPOCH_POS + 2], "big", signed=True))
 
 
-def needs_verification(part, producer_id: int, producer_epoch: int) -> bool:
-    """True unless the producer already has an open transaction at this epoch here."""
-    state = getattr(part.log, "producer_state", None) if part is not None else None
-    entry = state.manager.producers.get(producer_id) if state is not None else None
-    return not (entry is not None and entry.current_txn_first_offset is not None
-                and entry.producer_epoch == producer_epoch)
+def start_verification(part, records):
+    """The guard the append of this transactional write must carry (Log.
+    start_transaction_verification): NOT_VERIFYING when the producer's transaction is open here
+    already, else an entry to verify with the coordinator. None when this broker does not lead
+    the partition (the append answers that)."""
+    log_ = part.log if part is not None and part.is_leader else None
+    if log_ is None or log_.producer_state is None:
+        return None
+    view = memoryview(records)
+    producer_id, epoch = producer_of(view)
+    sequence = int.from_bytes(view[_SEQUENCE_POS:_SEQUENCE_POS + 4], "big", signed=True)
+    return log_.start_transaction_verification(producer_id, sequence, epoch)
 
 
 def map_error(code: int, produce_version: int) -> tuple[int, str | None]:

@@ -324,11 +324,24 @@ class Log:
 
     # -- append --------------------------------------------------------------------------------
 
+    def start_transaction_verification(self, producer_id: int, sequence: int,
+                                       epoch: int) -> object:
+        """The guard a producer's transactional write must carry to `append_as_leader`
+        (storage/producer_state.py, Verification): NOT_VERIFYING when its transaction is open
+        here, else the entry of a verification to ask the coordinator for."""
+        with self._lock:
+            return self.producer_state.manager.start_verification(producer_id, sequence, epoch,
+                                                                  self._time_ms())
+
     def append_as_leader(self, records, leader_epoch: int, now_ms: int | None = None, *,
-                         origin: str = ORIGIN_CLIENT, produce_version: int | None = None):
+                         origin: str = ORIGIN_CLIENT, produce_version: int | None = None,
+                         verification=None):
         """Validate producer `records` (storage/validation.py), assign offsets from the log
         end, stamp `leader_epoch`, append.  `origin="coordinator"` for the group/transaction
-        coordinators' own appends.
+        coordinators' own appends. `verification`: the guard from
+        start_transaction_verification when the broker verifies transactional writes (a
+        transactional batch is then refused unless its transaction is open here or the guard
+        is still the producer's); None checks nothing.
 
         Raises KafkaError with the validation's error code; a duplicate idempotent batch
         returns the offsets it was first written at and appends nothing.  Records with no
@@ -353,6 +366,8 @@ class Log:
                                      self._log_start_offset, 0, 0)
             if origin != ORIGIN_CLIENT and self.producer_state is not None:
                 self.producer_state.check_markers(batches, result.buffer)
+            elif verification is not None and self.producer_state is not None:
+                self.producer_state.check_verified(batches, result.buffer, verification)
             self.leader_epoch_cache.assign(leader_epoch, result.first_offset)
             self._append(result.buffer, batches, now_ms)
             self._update_producer_state(batches, result.buffer)

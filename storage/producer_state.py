@@ -16,6 +16,20 @@ marker offset)) until the high watermark passes the marker (`on_high_watermark`)
 unstable offset is the smallest first offset of either; the partition's last stable offset is
 that, capped by the high watermark, and read_committed consumers read below it.
 
+Verification (KIP-890 part 1, Kafka's VerificationStateEntry and VerificationGuard): before a
+producer's first transactional write to the partition, the leader asks the transaction
+coordinator whether the partition is in the producer's transaction. `start_verification` opens a
+`VerificationEntry` for the producer (or returns NOT_VERIFYING when its transaction is already
+open here); any transactional batch of the producer appended afterwards (its first write, or a
+marker) drops the entry. The write itself must carry its entry (`check_verified`): if a marker
+ended the transaction between the coordinator's answer and the append, the entry is gone and the
+write is refused (INVALID_TXN_STATE) instead of opening a transaction the coordinator does not
+know about, which would hold the last stable offset back for good (a hanging transaction). Each
+entry is a new object, so a stale answer cannot pass for a later verification (Kafka's ABA
+case). An entry also blocks sequences above the lowest one seen while verifying
+(OUT_OF_ORDER_SEQUENCE_NUMBER), and entries are forgotten with expired producers. In memory
+only, as in Kafka.
+
 Rules (Kafka 3.x, origin "client"):
 - Duplicate: same epoch and a retained batch with the same first and last sequence -> the
   append is skipped and the original offsets are returned (checked first).
@@ -72,6 +86,30 @@ _SNAP_COUNT = struct.Struct(">i")
 _SNAP_ENTRY = struct.Struct(">qhiqiqiq")
 
 
+class VerificationEntry:
+    """A producer's first transactional write here, being verified with the coordinator (the
+    module docstring); the object itself is Kafka's VerificationGuard."""
+    __slots__ = ("timestamp", "lowest_sequence", "epoch")
+
+    def __init__(self, timestamp, sequence, epoch):
+        self.timestamp = timestamp
+        self.lowest_sequence = sequence
+        self.epoch = epoch
+
+    def see(self, sequence, epoch):
+        """Another write needing verification: keep the lowest sequence of the newest epoch
+        (Kafka's maybeUpdateLowestSequenceAndEpoch)."""
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
+
+
+# The guard of a write whose producer had its transaction open here already (Kafka's
+# VerificationGuard.SENTINEL): allowed only while that transaction is still open.
+NOT_VERIFYING = object()
+
+
 def in_sequence(last_seq, next_seq):
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -120,12 +158,46 @@ class ProducerStateManager:
         self.map_end_offset = 0
         self.ongoing = {}             # first offset -> producer id
         self.unreplicated = {}        # first offset -> (producer id, marker offset)
+        self.verifying = {}           # producer id -> VerificationEntry
 
     def __len__(self):
         return len(self.producers)
 
     def last_entry(self, producer_id):
         return self.producers.get(producer_id)
+
+    # --- verification (module docstring) ---
+    def has_open_transaction(self, producer_id, epoch):
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None \
+            and entry.producer_epoch == epoch
+
+    def start_verification(self, producer_id, sequence, epoch, now_ms):
+        """The guard a producer's transactional write must carry: NOT_VERIFYING when its
+        transaction is open here already (nothing to ask the coordinator), else its
+        VerificationEntry, opened now or still waiting from an earlier write."""
+        if self.has_open_transaction(producer_id, epoch):
+            return NOT_VERIFYING
+        entry = self.verifying.get(producer_id)
+        if entry is None:
+            entry = self.verifying[producer_id] = VerificationEntry(now_ms, sequence, epoch)
+        else:
+            entry.see(sequence, epoch)
+        return entry
+
+    def check_verified(self, producer_id, epoch, first_seq, guard):
+        """Before a client's transactional data batch is appended with the `guard`
+        start_verification gave: raises KafkaError INVALID_TXN_STATE when its transaction is
+        not open here and the guard is not the producer's current entry, and
+        OUT_OF_ORDER_SEQUENCE_NUMBER for a sequence above the lowest one being verified."""
+        entry = self.verifying.get(producer_id)
+        if not self.has_open_transaction(producer_id, epoch) and guard is not entry:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                             "Record was not part of an ongoing transaction")
+        if entry is not None and first_seq > entry.lowest_sequence:
+            raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                             f"producer {producer_id}: sequence {first_seq} is above the "
+                             f"earliest one being verified, {entry.lowest_sequence}")
 
     # --- append path ---
     def check(self, producer_id, epoch, first_seq, last_seq):
@@ -187,15 +259,18 @@ class ProducerStateManager:
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset,
                                            timestamp))
         entry.last_timestamp = timestamp
-        if is_transactional and entry.current_txn_first_offset is None:
-            entry.current_txn_first_offset = first_offset
-            self.ongoing[first_offset] = producer_id
+        if is_transactional:
+            self.verifying.pop(producer_id, None)      # written: the open transaction rules
+            if entry.current_txn_first_offset is None:
+                entry.current_txn_first_offset = first_offset
+                self.ongoing[first_offset] = producer_id
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
 
     def complete_txn(self, producer_id, epoch, control_type, coordinator_epoch, marker_offset,
                      timestamp):
         """A COMMIT/ABORT marker was appended. Returns the CompletedTxn (first_offset None if
         no transaction of this producer was open: a marker written again after a failover)."""
+        self.verifying.pop(producer_id, None)          # the transaction ended
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(producer_id, epoch)
@@ -263,6 +338,9 @@ class ProducerStateManager:
                    and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
             del self.producers[pid]
+        for pid in [p for p, v in self.verifying.items()
+                    if now_ms - v.timestamp >= expiration_ms]:
+            del self.verifying[pid]      # a verification that never led to a write
         return expired
 
     def truncate_head(self, log_start_offset):
@@ -411,6 +489,16 @@ class LogProducerState:
                 if view.is_control:
                     self.manager.check_marker(view.producer_id, view.producer_epoch,
                                               _coordinator_epoch(view))
+
+    def check_verified(self, batches, buffer, guard):
+        """Before a client's append with a verification guard: every transactional data batch
+        among `batches` passes ProducerStateManager.check_verified."""
+        for b in batches:
+            if b[5] == MAGIC_V2:
+                view = RecordBatchView(buffer, b[0])
+                if view.is_transactional and not view.is_control:
+                    self.manager.check_verified(view.producer_id, view.producer_epoch,
+                                                view.base_sequence, guard)
 
     def update(self, batches, buffer, log=None):
         """After an append: `batches` are (position, size, base_offset, ...) summaries.

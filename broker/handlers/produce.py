@@ -27,7 +27,8 @@ Behaviour:
   to a partition in a transaction is verified with the coordinator first
   (transaction.partition.verification.enable, broker/txn_verification.py): INVALID_TXN_STATE
   when the partition is not in its transaction, NOT_ENOUGH_REPLICAS (retried) when the
-  coordinator cannot tell yet.
+  coordinator cannot tell yet, and INVALID_TXN_STATE too when a marker ended the transaction
+  between the coordinator's answer and the append (the verification guard).
 - Client quotas: the request's size counts against the producer_byte_rate quota of its (user,
   client id) (broker/quotas.py); over it, throttle_time_ms says how long the client must wait and
   the connection reads nothing more meanwhile (also with acks=0, which has no response; before
@@ -38,12 +39,13 @@ Behaviour:
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.produce import ProduceResponse
+from storage.producer_state import NOT_VERIFYING
 
 from coordinator.internal_topics import INTERNAL_TOPICS
 
 from broker.context import CloseConnection
 from broker.replica_manager import AppendResult
-from broker.txn_verification import needs_verification, producer_of, verify
+from broker.txn_verification import producer_of, start_verification, verify
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0
@@ -85,12 +87,14 @@ async def handle(broker, ctx, request):
                     early[key] = ErrorCode.CORRUPT_MESSAGE
                 else:
                     entries[key] = partition_data.records
-    unverified = {}
+    unverified, guards = {}, {}
     if entries and request.transactional_id is not None:
-        unverified = await _verify(broker, request.transactional_id, entries, ctx.api_version)
+        unverified, guards = await _verify(broker, request.transactional_id, entries,
+                                           ctx.api_version)
         for key in unverified:
             del entries[key]
-    results = (replica_manager.append_records(entries, acks, produce_version=ctx.api_version)
+    results = (replica_manager.append_records(entries, acks, produce_version=ctx.api_version,
+                                              verification=guards)
                if entries else {})
     for key, (code, message) in unverified.items():
         results[key] = AppendResult(code, message)
@@ -109,23 +113,28 @@ async def handle(broker, ctx, request):
     return response
 
 
-async def _verify(broker, transactional_id, entries, version) -> dict:
-    """The transactional partitions that failed verification: {key: (code, message)}."""
+async def _verify(broker, transactional_id, entries, version) -> tuple[dict, dict]:
+    """({key: (code, message)} of the transactional partitions that failed verification,
+    {key: guard} for the appends of the others: broker/txn_verification.py)."""
     config = getattr(broker, "config", None)
     if config is None or not config.get("transaction.partition.verification.enable") or \
             getattr(broker, "txn_coordinator", None) is None:
-        return {}
+        return {}, {}
+    guards = {}
     by_producer: dict[tuple, list] = {}
     for key, records in entries.items():
         if not _has_transactional_batch(records):
             continue
-        producer = producer_of(records)
-        if needs_verification(broker.replica_manager.get_partition(*key), *producer):
-            by_producer.setdefault(producer, []).append(key)
+        guard = start_verification(broker.replica_manager.get_partition(*key), records)
+        if guard is None:
+            continue
+        guards[key] = guard
+        if guard is not NOT_VERIFYING:
+            by_producer.setdefault(producer_of(records), []).append(key)
     failed = {}
     for (producer_id, epoch), keys in by_producer.items():
         failed.update(await verify(broker, transactional_id, producer_id, epoch, keys, version))
-    return failed
+    return failed, guards
 
 
 def _add_leader_hints(broker, ctx, response) -> None:

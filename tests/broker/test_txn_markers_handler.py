@@ -126,9 +126,16 @@ def test_verification_answers_as_kafkas_replica_manager_maps_them():
 
 
 def test_only_a_first_write_in_a_transaction_needs_verification(broker):
-    from broker.txn_verification import needs_verification
+    from broker.txn_verification import start_verification
+    from storage.producer_state import NOT_VERIFYING, VerificationEntry
     part = broker.replica_manager.get_partition("t", 0)
-    assert needs_verification(part, 5, 0)
+
+    def first(epoch, seq=0):
+        b = RecordBatchBuilder(producer_id=5, producer_epoch=epoch, base_sequence=seq,
+                               is_transactional=True)
+        b.append(NOW, b"k", b"v")
+        return start_verification(part, b.build())
+    assert isinstance(first(0), VerificationEntry)
     send(broker, 0, pid=5, epoch=0, seq=0)
-    assert not needs_verification(part, 5, 0)
-    assert needs_verification(part, 5, 1)            # a new epoch: a new transaction
+    assert first(0, seq=2) is NOT_VERIFYING
+    assert isinstance(first(1), VerificationEntry)   # a new epoch: a new transaction

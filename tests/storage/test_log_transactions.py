@@ -4,12 +4,16 @@ hypothesis model of both against interleaved transactions of several producers."
 import os
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from protocol.errors import ErrorCode, KafkaError
 
 from storage import files
 from storage.log import Log
 from storage.log_config import LogConfig
+from storage.producer_state import NOT_VERIFYING, VerificationEntry
 from storage.record_batch import ControlRecordType, RecordBatchBuilder, build_control_batch
 from storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
@@ -220,3 +224,92 @@ def test_model_of_lso_and_aborted_transactions(tmp_path_factory, steps, segment_
             # Nothing that ends before the range is reported.
             assert all(any(pid == t[0] and f == t[1] and t[2] >= start for t in txns)
                        for pid, f in got)
+
+
+# -- verification guard (KIP-890 part 1): the write a coordinator's answer let through ---------
+def verified(log_, producer, n=1, guard=None):
+    """A transactional write appended as the Produce handler appends it: with the guard
+    start_transaction_verification gave (taken now unless given)."""
+    batch = producer.batch(n)
+    if guard is None:
+        guard = log_.start_transaction_verification(producer.pid, producer.seq - n,
+                                                    producer.epoch)
+    return log_.append_as_leader(batch, 0, verification=guard)
+
+
+def refused(log_, producer, guard, code):
+    end_before = log_.log_end_offset
+    with pytest.raises(KafkaError) as caught:
+        log_.append_as_leader(producer.batch(1), 0, verification=guard)
+    producer.seq -= 1                          # not written: the client sends it again
+    assert caught.value.error_code == code
+    assert log_.log_end_offset == end_before
+
+
+def test_a_verified_first_write_opens_the_transaction_and_drops_its_verification(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    guard = log_.start_transaction_verification(1, 0, 0)
+    assert isinstance(guard, VerificationEntry)
+    verified(log_, a, 2, guard)
+    assert not log_.producer_state.manager.verifying
+    assert log_.start_transaction_verification(1, 2, 0) is NOT_VERIFYING
+    verified(log_, a, 1)                       # the later writes of the transaction
+    log_.update_high_watermark(log_.log_end_offset)
+    assert log_.last_stable_offset == 0
+
+
+def test_a_marker_between_the_answer_and_the_append_refuses_the_write(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    guard = log_.start_transaction_verification(1, 0, 0)
+    end(log_, a, commit=False)                 # the coordinator aborted the transaction
+    refused(log_, a, guard, ErrorCode.INVALID_TXN_STATE)
+    log_.update_high_watermark(log_.log_end_offset)
+    assert log_.last_stable_offset == log_.log_end_offset      # nothing left hanging
+
+
+def test_a_stale_guard_cannot_pass_for_a_later_verification(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    stale = log_.start_transaction_verification(1, 0, 0)
+    end(log_, a, commit=False)
+    fresh = log_.start_transaction_verification(1, 0, 0)       # the next transaction's
+    assert fresh is not stale
+    refused(log_, a, stale, ErrorCode.INVALID_TXN_STATE)
+    verified(log_, a, 1, fresh)
+
+
+def test_a_write_that_found_its_transaction_open_is_refused_once_a_marker_ended_it(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    verified(log_, a, 1)
+    guard = log_.start_transaction_verification(1, a.seq, 0)
+    assert guard is NOT_VERIFYING
+    end(log_, a, commit=False)
+    refused(log_, a, guard, ErrorCode.INVALID_TXN_STATE)
+
+
+def test_sequences_above_the_lowest_one_being_verified_wait_for_it(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    guard = log_.start_transaction_verification(1, 0, 0)
+    assert log_.start_transaction_verification(1, 5, 0) is guard
+    later = Producer(1)
+    later.seq = 5
+    refused(log_, later, guard, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    verified(log_, a, 5, guard)
+    verified(log_, later, 1)
+
+
+def test_appends_without_a_guard_are_not_checked_and_old_verifications_expire(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    log_.start_transaction_verification(1, 0, 0)
+    end(log_, a, commit=False)
+    send(log_, a, 1)                           # verification off: written as before
+    log_.start_transaction_verification(2, 0, 0)
+    manager = log_.producer_state.manager
+    assert set(manager.verifying) == {2}
+    manager.remove_expired_producers(NOW + 10, expiration_ms=10)
+    assert not manager.verifying
