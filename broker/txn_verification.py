@@ -12,7 +12,8 @@ coordinator is this broker). Kafka's ReplicaManager and AddPartitionsToTxnManage
 answers for the producer:
 
 - partition not in the transaction: INVALID_TXN_STATE "Partition was not added to the
-  transaction" (TRANSACTION_ABORTABLE itself only for Produce v11+ clients, which know it);
+  transaction" (TRANSACTION_ABORTABLE itself only for clients that know it: Produce v11+,
+  TxnOffsetCommit v4+);
 - PRODUCER_FENCED: INVALID_PRODUCER_EPOCH;
 - CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
   COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: NOT_ENOUGH_REPLICAS "Unable to verify the
@@ -49,25 +50,28 @@ def producer_of(records) -> tuple[int, int]:
             int.from_bytes(view[_EPOCH_POS:_EPOCH_POS + 2], "big", signed=True))
 
 
-def start_verification(part, records):
-    """The guard the append of this transactional write must carry (Log.
-    start_transaction_verification): NOT_VERIFYING when the producer's transaction is open here
-    already, else an entry to verify with the coordinator. None when this broker does not lead
-    the partition (the append answers that)."""
+def sequence_of(records) -> int:
+    view = memoryview(records)
+    return int.from_bytes(view[_SEQUENCE_POS:_SEQUENCE_POS + 4], "big", signed=True)
+
+
+def start_verification(part, producer_id: int, sequence: int, epoch: int):
+    """The guard the append of a producer's transactional write must carry (Log.
+    start_transaction_verification): NOT_VERIFYING when its transaction is open here already,
+    else an entry to verify with the coordinator. None when this broker does not lead the
+    partition (the append answers that)."""
     log_ = part.log if part is not None and part.is_leader else None
     if log_ is None or log_.producer_state is None:
         return None
-    view = memoryview(records)
-    producer_id, epoch = producer_of(view)
-    sequence = int.from_bytes(view[_SEQUENCE_POS:_SEQUENCE_POS + 4], "big", signed=True)
     return log_.start_transaction_verification(producer_id, sequence, epoch)
 
 
-def map_error(code: int, produce_version: int) -> tuple[int, str | None]:
-    """The verification's answer as the producer gets it (module docstring)."""
+def map_error(code: int, abortable: bool) -> tuple[int, str | None]:
+    """The verification's answer as the producer gets it (module docstring); `abortable`:
+    the request's version knows TRANSACTION_ABORTABLE."""
     if code == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH, None
-    if code == ErrorCode.TRANSACTION_ABORTABLE and produce_version <= 10:
+    if code == ErrorCode.TRANSACTION_ABORTABLE and not abortable:
         code = ErrorCode.INVALID_TXN_STATE
     if code == ErrorCode.INVALID_TXN_STATE:
         return code, "Partition was not added to the transaction"
@@ -79,16 +83,16 @@ def map_error(code: int, produce_version: int) -> tuple[int, str | None]:
 
 
 async def verify(broker, transactional_id: str, producer_id: int, producer_epoch: int,
-                 partitions: list, produce_version: int) -> dict:
+                 partitions: list, abortable: bool) -> dict:
     """{(topic, partition): (error code, message)} for the partitions that failed; the others
-    may be appended."""
+    may be appended. `abortable` as map_error."""
     codes = await _ask_coordinator(broker, transactional_id, producer_id, producer_epoch,
                                    partitions)
     failed = {}
     for tp in partitions:
         code = codes.get(tp, ErrorCode.NETWORK_EXCEPTION)
         if code != ErrorCode.NONE:
-            failed[tp] = map_error(code, produce_version)
+            failed[tp] = map_error(code, abortable)
     return failed
 
 

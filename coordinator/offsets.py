@@ -149,11 +149,12 @@ class OffsetOperations:
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                            member_id: str, group_instance_id: str | None, generation_id: int,
                            offsets: list[tuple[str, int, int, int, str | None]],
-                           now_ms: int) -> Result:
+                           now_ms: int, verification=None) -> Result:
         """TxnOffsetCommit: like commit_offsets, but the offsets count only once the
         transaction commits. The member checks apply only when the request names a member,
         an instance or a generation (KIP-447; older clients send none), as Kafka's
-        validateOffsetCommit for transactional commits."""
+        validateOffsetCommit for transactional commits. `verification`: the guard of the
+        broker's check with the transaction coordinator, carried by the append."""
         def all_fail(error):
             return Result(response={(t, p): error for t, p, *_ in offsets})
         group = self.groups.get(group_id)
@@ -170,6 +171,7 @@ class OffsetOperations:
         result = self._store_offsets(group, offsets, now_ms, -1, [], producer_id)
         for append in result.appends:
             append.producer_id, append.producer_epoch = producer_id, producer_epoch
+            append.verification = verification
         return result
 
     def complete_txn_offsets(self, producer_id: int, partitions, committed: bool,

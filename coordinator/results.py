@@ -51,6 +51,10 @@ class Append:
     # this producer, so its COMMIT or ABORT marker decides them.
     producer_id: int = -1
     producer_epoch: int = -1
+    # Its verification guard when the broker verified the transaction first (TxnOffsetCommit,
+    # KIP-890; broker/txn_verification.py): the append is refused if a marker ended the
+    # transaction meanwhile.
+    verification: object = None
 
 
 @dataclass

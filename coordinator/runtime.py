@@ -330,13 +330,19 @@ class CoordinatorRuntime:
         # partition -> producer (a transaction's offsets: its own batch; else (-1, -1)) ->
         # [(index of the append in `pending`, its records for that partition)]
         by_partition: dict[int, dict[tuple, list[tuple[int, list]]]] = {}
+        # An append carrying a verification guard goes alone: if a marker ended its
+        # transaction meanwhile, its refusal must not fail the appends batched with it.
+        verified = []
         for i, (append, _) in enumerate(pending):
             per: dict[int, list] = {}
             for record in append.records:
                 per.setdefault(self.partition_for(self.key_of(record)), []).append(record)
             producer = (append.producer_id, append.producer_epoch)
             for p, records in per.items():
-                by_partition.setdefault(p, {}).setdefault(producer, []).append((i, records))
+                if append.verification is not None:
+                    verified.append((i, p, producer, records, append.verification))
+                else:
+                    by_partition.setdefault(p, {}).setdefault(producer, []).append((i, records))
         errors = [ErrorCode.NONE] * len(pending)
         acked: dict = {}                   # (topic, p) -> the last successful AppendResult
         entries, members, overflow = {}, {}, []
@@ -353,10 +359,15 @@ class CoordinatorRuntime:
             if batches:                    # one append of this partition's batches
                 entries[(self.topic, p)] = b"".join(batches)
                 members[(self.topic, p)] = indices
-        calls = [(entries, members)] if entries else []
-        calls += [({key: batch}, {key: indices}) for key, (indices, batch) in overflow]
-        for call_entries, call_members in calls:
-            results = self.replica_manager.append_records(call_entries, -1, now)
+        calls = [(entries, members, None)] if entries else []
+        calls += [({key: batch}, {key: indices}, None) for key, (indices, batch) in overflow]
+        for i, p, producer, records, guard in verified:
+            key = (self.topic, p)
+            calls.append(({key: self._build(records, now, producer)}, {key: [i]},
+                          {key: {producer[0]: guard}}))
+        for call_entries, call_members, verification in calls:
+            results = self.replica_manager.append_records(call_entries, -1, now,
+                                                          verification=verification)
             for key, r in results.items():
                 if r.error_code != ErrorCode.NONE:
                     log.warning("Appending to %s-%d failed: %s", key[0], key[1],

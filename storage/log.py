@@ -341,7 +341,8 @@ class Log:
         coordinators' own appends. `verification`: the guard from
         start_transaction_verification when the broker verifies transactional writes (a
         transactional batch is then refused unless its transaction is open here or the guard
-        is still the producer's); None checks nothing.
+        is still the producer's), or {producer id: guard} for a coordinator's append; None
+        checks nothing.
 
         Raises KafkaError with the validation's error code; a duplicate idempotent batch
         returns the offsets it was first written at and appends nothing.  Records with no
@@ -366,8 +367,9 @@ class Log:
                                      self._log_start_offset, 0, 0)
             if origin != ORIGIN_CLIENT and self.producer_state is not None:
                 self.producer_state.check_markers(batches, result.buffer)
-            elif verification is not None and self.producer_state is not None:
-                self.producer_state.check_verified(batches, result.buffer, verification)
+            if verification is not None and self.producer_state is not None:
+                self.producer_state.check_verified(batches, result.buffer, verification,
+                                                   sequences=origin == ORIGIN_CLIENT)
             self.leader_epoch_cache.assign(leader_epoch, result.first_offset)
             self._append(result.buffer, batches, now_ms)
             self._update_producer_state(batches, result.buffer)

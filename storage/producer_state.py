@@ -189,12 +189,13 @@ class ProducerStateManager:
         """Before a client's transactional data batch is appended with the `guard`
         start_verification gave: raises KafkaError INVALID_TXN_STATE when its transaction is
         not open here and the guard is not the producer's current entry, and
-        OUT_OF_ORDER_SEQUENCE_NUMBER for a sequence above the lowest one being verified."""
+        OUT_OF_ORDER_SEQUENCE_NUMBER for a sequence above the lowest one being verified (None:
+        no sequence check)."""
         entry = self.verifying.get(producer_id)
         if not self.has_open_transaction(producer_id, epoch) and guard is not entry:
             raise KafkaError(ErrorCode.INVALID_TXN_STATE,
                              "Record was not part of an ongoing transaction")
-        if entry is not None and first_seq > entry.lowest_sequence:
+        if entry is not None and first_seq is not None and first_seq > entry.lowest_sequence:
             raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                              f"producer {producer_id}: sequence {first_seq} is above the "
                              f"earliest one being verified, {entry.lowest_sequence}")
@@ -490,15 +491,25 @@ class LogProducerState:
                     self.manager.check_marker(view.producer_id, view.producer_epoch,
                                               _coordinator_epoch(view))
 
-    def check_verified(self, batches, buffer, guard):
-        """Before a client's append with a verification guard: every transactional data batch
-        among `batches` passes ProducerStateManager.check_verified."""
+    def check_verified(self, batches, buffer, guard, sequences=True):
+        """Before an append with a verification guard (or {producer id: guard}, for a
+        coordinator's: producers without one are not checked): every transactional data batch
+        among `batches` passes ProducerStateManager.check_verified. `sequences`: the sequence
+        check too (client appends only, as Kafka's checkSequence)."""
         for b in batches:
             if b[5] == MAGIC_V2:
                 view = RecordBatchView(buffer, b[0])
-                if view.is_transactional and not view.is_control:
-                    self.manager.check_verified(view.producer_id, view.producer_epoch,
-                                                view.base_sequence, guard)
+                if not view.is_transactional or view.is_control:
+                    continue
+                pid = view.producer_id
+                if type(guard) is dict:
+                    if pid not in guard:
+                        continue
+                    own = guard[pid]
+                else:
+                    own = guard
+                self.manager.check_verified(pid, view.producer_epoch,
+                                            view.base_sequence if sequences else None, own)
 
     def update(self, batches, buffer, log=None):
         """After an append: `batches` are (position, size, base_offset, ...) summaries.

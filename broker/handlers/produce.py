@@ -45,7 +45,7 @@ from coordinator.internal_topics import INTERNAL_TOPICS
 
 from broker.context import CloseConnection
 from broker.replica_manager import AppendResult
-from broker.txn_verification import producer_of, start_verification, verify
+from broker.txn_verification import producer_of, sequence_of, start_verification, verify
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0
@@ -125,15 +125,18 @@ async def _verify(broker, transactional_id, entries, version) -> tuple[dict, dic
     for key, records in entries.items():
         if not _has_transactional_batch(records):
             continue
-        guard = start_verification(broker.replica_manager.get_partition(*key), records)
+        producer_id, epoch = producer_of(records)
+        guard = start_verification(broker.replica_manager.get_partition(*key), producer_id,
+                                   sequence_of(records), epoch)
         if guard is None:
             continue
         guards[key] = guard
         if guard is not NOT_VERIFYING:
-            by_producer.setdefault(producer_of(records), []).append(key)
+            by_producer.setdefault((producer_id, epoch), []).append(key)
     failed = {}
     for (producer_id, epoch), keys in by_producer.items():
-        failed.update(await verify(broker, transactional_id, producer_id, epoch, keys, version))
+        failed.update(await verify(broker, transactional_id, producer_id, epoch, keys,
+                                   version >= 11))
     return failed, guards
 
 

@@ -11,12 +11,25 @@ id, group instance id and generation (KIP-447): when any is set they must match 
 (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION), so a zombie consumer cannot commit.
 Partitions this cluster does not have answer UNKNOWN_TOPIC_OR_PARTITION and are not stored;
 OFFSET_METADATA_TOO_LARGE is per partition.
+
+As Kafka 3.9 (KIP-890 part 1), the group's `__consumer_offsets` partition is first verified
+with the transaction coordinator, like a produce's first write in a transaction
+(broker/txn_verification.py): every offset then answers INVALID_TXN_STATE when the partition
+was not added to the transaction (AddOffsetsToTxn; TRANSACTION_ABORTABLE from v4), and
+COORDINATOR_NOT_AVAILABLE (retried) when the coordinator cannot tell yet. The append carries
+the verification's guard, so a marker ending the transaction meanwhile refuses it
+(INVALID_TXN_STATE) instead of leaving offsets in a transaction the coordinator forgot.
 """
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.txn_offset_commit import TxnOffsetCommitResponse
+from storage.producer_state import NO_SEQUENCE, NOT_VERIFYING
 
 from coordinator.handler_support import check_group, offsets_to_commit
+from coordinator.offsets import map_append_error
+from coordinator.partitioning import OFFSETS_TOPIC
+
+from broker.txn_verification import start_verification, verify
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 MIN_VERSION = 0
@@ -33,14 +46,36 @@ async def handle(broker, ctx, request):
         error = ErrorCode.INVALID_PRODUCER_ID_MAPPING
     errors, offsets = offsets_to_commit(broker, request.topics, error, version >= 2)
     if offsets:
+        guard, error = await _verify(broker, coordinator, request, version)
+        if error != ErrorCode.NONE:
+            errors.update({(t, p): error for t, p, *_ in offsets})
+            return _response(request, errors)
         answer = await coordinator.execute(
             "txn_commit_offsets", request.group_id, request.producer_id,
             request.producer_epoch,
             request.member_id if version >= 3 else "",
             request.group_instance_id if version >= 3 else None,
-            request.generation_id if version >= 3 else -1, offsets)
+            request.generation_id if version >= 3 else -1, offsets, verification=guard)
         errors.update(answer)
     return _response(request, errors)
+
+
+async def _verify(broker, coordinator, request, version) -> tuple:
+    """(the guard for the offsets' append or None, the error every offset answers)."""
+    config = getattr(broker, "config", None)
+    if config is None or not config.get("transaction.partition.verification.enable") or \
+            getattr(broker, "txn_coordinator", None) is None:
+        return None, ErrorCode.NONE
+    tp = (OFFSETS_TOPIC, coordinator.partition_for(request.group_id))
+    guard = start_verification(broker.replica_manager.get_partition(*tp), request.producer_id,
+                               NO_SEQUENCE, request.producer_epoch)
+    if guard is None or guard is NOT_VERIFYING:
+        return guard, ErrorCode.NONE
+    failed = await verify(broker, request.transactional_id, request.producer_id,
+                          request.producer_epoch, [tp], version >= 4)
+    if tp in failed:
+        return None, map_append_error(failed[tp][0], for_offsets=True)
+    return guard, ErrorCode.NONE
 
 
 def _response(request, errors) -> TxnOffsetCommitResponse:

@@ -116,12 +116,13 @@ async def test_unknown_partitions_fail_alone(broker):
 
 def test_verification_answers_as_kafkas_replica_manager_maps_them():
     from broker.txn_verification import map_error
-    assert map_error(ErrorCode.TRANSACTION_ABORTABLE, 10)[0] == ErrorCode.INVALID_TXN_STATE
-    assert map_error(ErrorCode.TRANSACTION_ABORTABLE, 11)[0] == ErrorCode.TRANSACTION_ABORTABLE
-    assert map_error(ErrorCode.PRODUCER_FENCED, 11)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert map_error(ErrorCode.TRANSACTION_ABORTABLE, False)[0] == ErrorCode.INVALID_TXN_STATE
+    assert map_error(ErrorCode.TRANSACTION_ABORTABLE, True)[0] == \
+        ErrorCode.TRANSACTION_ABORTABLE
+    assert map_error(ErrorCode.PRODUCER_FENCED, True)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
     for retriable in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-        code, message = map_error(retriable, 9)
+        code, message = map_error(retriable, False)
         assert code == ErrorCode.NOT_ENOUGH_REPLICAS and retriable.name in message
 
 
@@ -131,10 +132,7 @@ def test_only_a_first_write_in_a_transaction_needs_verification(broker):
     part = broker.replica_manager.get_partition("t", 0)
 
     def first(epoch, seq=0):
-        b = RecordBatchBuilder(producer_id=5, producer_epoch=epoch, base_sequence=seq,
-                               is_transactional=True)
-        b.append(NOW, b"k", b"v")
-        return start_verification(part, b.build())
+        return start_verification(part, 5, seq, epoch)
     assert isinstance(first(0), VerificationEntry)
     send(broker, 0, pid=5, epoch=0, seq=0)
     assert first(0, seq=2) is NOT_VERIFYING

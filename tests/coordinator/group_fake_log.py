@@ -51,7 +51,7 @@ class FakeReplicaManager:
     def get_partition(self, topic, p):
         return self.parts.get((topic, p))
 
-    def append_records(self, entries, required_acks, now_ms=None):
+    def append_records(self, entries, required_acks, now_ms=None, verification=None):
         results = {}
         for key, records in entries.items():
             self.appends += 1

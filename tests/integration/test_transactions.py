@@ -312,56 +312,106 @@ def test_bad_transaction_requests_get_kafkas_errors(kafka_broker):
     asyncio.run(scenario())
 
 
+def on_connection(bootstrap, scenario) -> None:
+    """Runs `await scenario(conn)` on a raw protocol connection to the broker."""
+    from broker.client.connection import BrokerConnection
+
+    async def main():
+        host, port = bootstrap.split(":")
+        conn = await BrokerConnection(host, int(port)).connect()
+        try:
+            await scenario(conn)
+        finally:
+            await conn.close()
+    asyncio.run(main())
+
+
+async def init_transactional(conn, tid) -> tuple:
+    """FindCoordinator and InitProducerId for `tid`, as a producer starts: (id, epoch)."""
+    from protocol.messages.find_coordinator import FindCoordinatorRequest
+    from protocol.messages.init_producer_id import InitProducerIdRequest
+    assert (await conn.send(FindCoordinatorRequest(key=tid, key_type=1), 3)).error_code == 0
+    init = await conn.send(InitProducerIdRequest(transactional_id=tid,
+                                                 transaction_timeout_ms=60000), 4)
+    assert init.error_code == 0
+    return init.producer_id, init.producer_epoch
+
+
 def test_a_write_outside_the_transaction_is_refused_not_left_hanging(kafka_broker):
     """KIP-890 verification: a transactional batch for a partition that was not added to the
     producer's transaction (a late write after an abort, say) is refused with
     INVALID_TXN_STATE and not appended, so no hanging transaction holds read_committed back."""
     from protocol.errors import ErrorCode as E
     from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
-    from protocol.messages.init_producer_id import InitProducerIdRequest
     from protocol.messages.produce import ProduceRequest
     from storage.record_batch import RecordBatchBuilder
-    from broker.client.connection import BrokerConnection
     bootstrap = kafka_broker.bootstrap
     create_topic(bootstrap, "late")
 
-    async def scenario():
-        host, port = bootstrap.split(":")
-        conn = await BrokerConnection(host, int(port)).connect()
-        try:
-            from protocol.messages.find_coordinator import FindCoordinatorRequest
-            assert (await conn.send(FindCoordinatorRequest(key="late-tx", key_type=1),
-                                    3)).error_code == 0
-            init = await conn.send(InitProducerIdRequest(transactional_id="late-tx",
-                                                         transaction_timeout_ms=60000), 4)
-            pid, epoch = init.producer_id, init.producer_epoch
+    async def scenario(conn):
+        pid, epoch = await init_transactional(conn, "late-tx")
 
-            def produce(seq):
-                batch = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch,
-                                           base_sequence=seq, is_transactional=True)
-                batch.append(0, None, b"late")
-                return conn.send(ProduceRequest(transactional_id="late-tx", acks=-1,
-                                                timeout_ms=10000, topic_data=[
-                    ProduceRequest.TopicProduceData(name="late", partition_data=[
-                        ProduceRequest.PartitionProduceData(index=0,
-                                                            records=batch.build())])]), 9)
+        def produce(seq):
+            batch = RecordBatchBuilder(producer_id=pid, producer_epoch=epoch,
+                                       base_sequence=seq, is_transactional=True)
+            batch.append(0, None, b"late")
+            return conn.send(ProduceRequest(transactional_id="late-tx", acks=-1,
+                                            timeout_ms=10000, topic_data=[
+                ProduceRequest.TopicProduceData(name="late", partition_data=[
+                    ProduceRequest.PartitionProduceData(index=0,
+                                                        records=batch.build())])]), 9)
 
-            def code(response):
-                return response.responses[0].partition_responses[0].error_code
-            refused = await produce(0)
-            assert code(refused) == E.INVALID_TXN_STATE
-            assert refused.responses[0].partition_responses[0].error_message == \
-                "Partition was not added to the transaction"
-            added = await conn.send(AddPartitionsToTxnRequest(
-                v3_and_below_transactional_id="late-tx", v3_and_below_producer_id=pid,
-                v3_and_below_producer_epoch=epoch,
-                v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
-                    name="late", partitions=[0])]), 3)
-            assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
-                .partition_error_code == 0
-            accepted = await produce(0)
-            assert code(accepted) == 0 and \
-                accepted.responses[0].partition_responses[0].base_offset == 0
-        finally:
-            await conn.close()
-    asyncio.run(scenario())
+        def code(response):
+            return response.responses[0].partition_responses[0].error_code
+        refused = await produce(0)
+        assert code(refused) == E.INVALID_TXN_STATE
+        assert refused.responses[0].partition_responses[0].error_message == \
+            "Partition was not added to the transaction"
+        added = await conn.send(AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="late-tx", v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                name="late", partitions=[0])]), 3)
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+            .partition_error_code == 0
+        accepted = await produce(0)
+        assert code(accepted) == 0 and \
+            accepted.responses[0].partition_responses[0].base_offset == 0
+    on_connection(bootstrap, scenario)
+
+
+def test_offsets_outside_the_transaction_are_refused(kafka_broker):
+    """KIP-890 verification of TxnOffsetCommit (Kafka 3.9): offsets sent before
+    AddOffsetsToTxn put the group's partition in the transaction are refused
+    (INVALID_TXN_STATE; TRANSACTION_ABORTABLE from v4, which knows it) and not stored; after
+    it they are accepted."""
+    from protocol.errors import ErrorCode as E
+    from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+    from protocol.messages.find_coordinator import FindCoordinatorRequest
+    from protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, "source")
+
+    async def scenario(conn):
+        assert (await conn.send(FindCoordinatorRequest(key="offsets-group", key_type=0),
+                                3)).error_code == 0
+        pid, epoch = await init_transactional(conn, "offsets-tx")
+
+        async def commit(version):
+            Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+            Partition = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
+            answer = await conn.send(TxnOffsetCommitRequest(
+                transactional_id="offsets-tx", group_id="offsets-group", producer_id=pid,
+                producer_epoch=epoch, generation_id=-1, member_id="",
+                topics=[Topic(name="source", partitions=[Partition(
+                    partition_index=0, committed_offset=42, committed_leader_epoch=-1,
+                    committed_metadata="")])]), version)
+            return answer.topics[0].partitions[0].error_code
+        assert await commit(3) == E.INVALID_TXN_STATE
+        assert await commit(4) == E.TRANSACTION_ABORTABLE
+        added = await conn.send(AddOffsetsToTxnRequest(
+            transactional_id="offsets-tx", producer_id=pid, producer_epoch=epoch,
+            group_id="offsets-group"), 3)
+        assert added.error_code == 0
+        assert await commit(3) == 0
+    on_connection(bootstrap, scenario)

@@ -313,3 +313,18 @@ def test_appends_without_a_guard_are_not_checked_and_old_verifications_expire(tm
     assert set(manager.verifying) == {2}
     manager.remove_expired_producers(NOW + 10, expiration_ms=10)
     assert not manager.verifying
+
+
+def test_a_coordinators_append_checks_the_guards_of_the_producers_it_names(tmp_path):
+    """TxnOffsetCommit: the group coordinator's append carries {producer id: guard}; no
+    sequence check (the coordinators write every batch at sequence 0)."""
+    log_ = open_log(tmp_path / "t-0")
+    a, b = Producer(1), Producer(2)
+    stale = log_.start_transaction_verification(1, -1, 0)
+    end(log_, a, commit=False)
+    with pytest.raises(KafkaError) as caught:
+        log_.append_as_leader(a.batch(1), 0, origin="coordinator", verification={1: stale})
+    assert caught.value.error_code == ErrorCode.INVALID_TXN_STATE
+    fresh = log_.start_transaction_verification(1, -1, 0)
+    log_.append_as_leader(a.batch(1), 0, origin="coordinator", verification={1: fresh})
+    log_.append_as_leader(b.batch(1), 0, origin="coordinator", verification={1: fresh})
