@@ -378,9 +378,12 @@ class Partition:
         result = ReadResult(ErrorCode.NONE, high_watermark, self.last_stable_offset, log_start,
                             records)
         if isolation_level == READ_COMMITTED and not from_follower:
-            # Every abort that overlaps [fetch_offset, upper): at least those of the records
-            # returned, so the client can drop them (it ignores the ones past its records).
-            result.aborted_transactions = log.collect_aborted_transactions(fetch_offset, upper) \
+            # The aborts overlapping the records returned, so the client can drop them: up to
+            # an offset past their end, as Kafka bounds them (not up to the last stable offset:
+            # every fetch of a long log then listed every abort after it, and the client
+            # worked through all of them each time).
+            result.aborted_transactions = log.collect_aborted_transactions(
+                fetch_offset, min(upper, log.fetch_upper_bound_offset(info))) \
                 if len(records) else []
         return result
 

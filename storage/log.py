@@ -293,6 +293,20 @@ class Log:
             if self.producer_state is not None else None
         return hw if unstable is None or unstable > hw else unstable
 
+    def fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
+        """An offset at or past the end of the records a read returned (Kafka's
+        LocalLog.addAbortedTransactions bound): from the offset index of their segment, else
+        the next segment's base or the log end."""
+        segments, bases = self._view
+        i = bisect.bisect_left(bases, info.segment_base_offset)
+        if i == len(bases) or bases[i] != info.segment_base_offset:
+            return self._log_end_offset
+        region = info.records
+        found = segments[i].offset_index.upper_bound_offset(region.position + region.length)
+        if found is not None:
+            return found
+        return bases[i + 1] if i + 1 < len(bases) else self._log_end_offset
+
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
         """The aborted transactions (producer_id, first_offset) a read_committed fetch of
         [fetch_offset, upper_bound) must be told about, from the ``.txnindex`` of the segment

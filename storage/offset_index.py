@@ -47,6 +47,17 @@ class OffsetIndex(IndexBase):
             return self.base_offset, 0
         return self.entry(i)
 
+    def upper_bound_offset(self, position: int) -> int | None:
+        """The offset of the first entry at or past byte `position`, or None when every entry
+        is before it (Kafka's fetchUpperBoundOffset: no record at or past `position` has a
+        smaller offset than that entry's batch)."""
+        i = self._search(position, 1)
+        if i < 0 or self._entry(i)[1] < position:
+            i += 1
+        if i >= self.entries:
+            return None
+        return self.entry(i)[0]
+
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 

@@ -328,3 +328,27 @@ def test_a_coordinators_append_checks_the_guards_of_the_producers_it_names(tmp_p
     fresh = log_.start_transaction_verification(1, -1, 0)
     log_.append_as_leader(a.batch(1), 0, origin="coordinator", verification={1: fresh})
     log_.append_as_leader(b.batch(1), 0, origin="coordinator", verification={1: fresh})
+
+
+def test_a_read_committed_fetch_lists_the_aborts_of_its_records_not_every_later_one(tmp_path):
+    log_ = open_log(tmp_path / "t-0", index_interval_bytes=1)
+    a, b, plain = Producer(1), Producer(2), Producer(3)
+    send(log_, a, 2)                           # 0-1
+    end(log_, a, commit=False)                 # 2
+    for _ in range(20):
+        log_.append_as_leader(plain.batch(5, transactional=False), 0)     # 3-102
+    send(log_, b, 2)                           # 103-104
+    end(log_, b, commit=False)                 # 105
+    log_.update_high_watermark(log_.log_end_offset)
+
+    def aborts(offset, max_bytes):
+        info = log_.read(offset, max_bytes)
+        bound = log_.fetch_upper_bound_offset(info)
+        return bound, log_.collect_aborted_transactions(offset, bound)
+    bound, found = aborts(0, 300)
+    assert bound < 103 and found == [(1, 0)]
+    bound, found = aborts(3, 300)
+    assert bound < 103 and found == []
+    assert aborts(90, 10**6) == (106, [(2, 103)])
+    whole = log_.read(0, 10**6)
+    assert log_.fetch_upper_bound_offset(whole) == log_.log_end_offset
