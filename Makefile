@@ -10,14 +10,16 @@ STAMP        := $(VENV)/.installed
 # (ZooKeeper 3.8's jars, for ZooKeeper mode and bin/zookeeper-*.sh; it depends on default-jre,
 # so it brings Java too, and it starts no service).
 APT_PACKAGES := kcat zookeeper
+# Node.js clients the integration tests run (kafkajs), pinned in tests/js/package-lock.json.
+JS_STAMP := tests/js/node_modules/.installed
 
-.PHONY: help install install-broker run test soak bench clean generate system-deps
+.PHONY: help install install-broker run test soak bench clean generate system-deps js-deps
 
 help:
 	@echo "make run             install the broker's dependencies into .venv and start a broker"
 	@echo "                     with config/server.properties (127.0.0.1:9092, data in /tmp/kafka-logs)"
-	@echo "make test            install everything (also Debian's kcat and zookeeper via apt-get) and run"
-	@echo "                     the tests"
+	@echo "make test            install everything (also Debian's kcat, zookeeper and, when npm is missing,"
+	@echo "                     nodejs via apt-get; kafkajs via npm) and run the tests"
 	@echo "make soak            the cluster fault run (kill -9, SIGSTOP, SIGTERM) for longer than make test's,"
 	@echo "                     and a crash at every filesystem step of a log clean"
 	@echo "make install         install everything into .venv: broker, Spark jobs, test clients"
@@ -50,11 +52,22 @@ system-deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  echo "installing Debian packages: nodejs npm"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; \
+	fi
+
+js-deps: $(JS_STAMP)
+
+$(JS_STAMP): tests/js/package.json tests/js/package-lock.json | system-deps
+	npm ci --prefix tests/js --no-audit --no-fund --silent
+	@touch $@
 
 run: install-broker
 	bin/kafka-server-start.sh config/server.properties
 
-test: install system-deps
+test: install system-deps js-deps
 	$(PY) -m pytest
 
 # The replication fault test of `make test`, for KBROKER_FAULT_ROUNDS rounds of its schedule.
@@ -73,5 +86,5 @@ generate: install
 	$(PY) -m protocol.codegen protocol/spec
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis tests/js/node_modules
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
