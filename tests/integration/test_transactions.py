@@ -424,24 +424,36 @@ def test_kafkajs_transactions_commit_abort_and_send_offsets(kafka_broker):
     """kafkajs (Node.js), as its documentation uses transactions: committed transactions are
     read by read_committed consumers, aborted ones only by read_uncommitted ones, and the
     offsets sent in a transaction are the group's once it commits."""
-    from confluent_kafka import Consumer, TopicPartition
-    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
-        pytest.fail("kafkajs is not installed: run `make test` (or `make js-deps`)")
     bootstrap = kafka_broker.bootstrap
     create_topic(bootstrap, "js-txn", partitions=3)
-    done = subprocess.run(["node", str(JS_DIR / "transactions.js"), bootstrap, "js-txn",
-                           "js-tx", "js-group"], cwd=JS_DIR, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
+    run_kafkajs_transactions(bootstrap, "js-txn")
     committed = consume_all(bootstrap, "js-txn", "read_committed")     # until quiet
     everything = consume_all(bootstrap, "js-txn", "read_uncommitted", expect=25)
-    assert sorted(committed) == sorted(
-        [f"committed-{t}-{i}" for t in (0, 2) for i in range(6)] + ["with-offsets"])
+    assert sorted(committed) == KAFKAJS_COMMITTED
     assert sorted(v for v in everything if v.startswith("aborted")) == sorted(
         f"aborted-{t}-{i}" for t in (1, 3) for i in range(6))
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "js-group"})
+    assert kafkajs_group_offset(bootstrap, "js-txn") == 5
+
+
+# What tests/js/transactions.js commits (sorted), and the offset it sends for its group.
+KAFKAJS_COMMITTED = sorted([f"committed-{t}-{i}" for t in (0, 2) for i in range(6)]
+                           + ["with-offsets"])
+
+
+def run_kafkajs_transactions(bootstrap, topic) -> None:
+    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
+        pytest.fail("kafkajs is not installed: run `make test` (or `make js-deps`)")
+    done = subprocess.run(["node", str(JS_DIR / "transactions.js"), bootstrap, topic,
+                           f"{topic}-tx", f"{topic}-group"], cwd=JS_DIR, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
+
+
+def kafkajs_group_offset(bootstrap, topic) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-group"})
     try:
-        [offset] = consumer.committed([TopicPartition("js-txn", 0)], 10)
-        assert offset.offset == 5
+        [offset] = consumer.committed([TopicPartition(topic, 0)], 10)
+        return offset.offset
     finally:
         consumer.close()

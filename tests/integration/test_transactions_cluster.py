@@ -109,3 +109,22 @@ def test_kill_9_of_a_partition_leader_mid_transaction(kafka_cluster):
     producer.commit_transaction(90)
     got = read_committed(bootstrap, "ptx", 60)
     assert sorted(got) == sorted(f"v{i}" for i in range(60))
+
+
+@pytest.mark.kafka_cluster_config(**CONFIG)
+def test_kafkajs_transactions_across_the_cluster(kafka_cluster):
+    """kafkajs commits and aborts over partitions led by three brokers and sends a group's
+    offsets: the markers go between brokers, and the first writes and the TxnOffsetCommit are
+    verified with a coordinator that may be another broker (AddPartitionsToTxn v4)."""
+    from tests.integration.test_transactions import (KAFKAJS_COMMITTED, kafkajs_group_offset,
+                                                     run_kafkajs_transactions)
+    bootstrap = kafka_cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("js-ctx", 3, 3, config={
+            "min.insync.replicas": "2"})]).values():
+        future.result(30)
+    assert len({kafka_cluster.leader("js-ctx", p) for p in range(3)}) > 1
+    run_kafkajs_transactions(bootstrap, "js-ctx")
+    assert sorted(read_committed(bootstrap, "js-ctx", expect=len(KAFKAJS_COMMITTED) + 1,
+                                 timeout=10)) == KAFKAJS_COMMITTED
+    assert kafkajs_group_offset(bootstrap, "js-ctx") == 5

@@ -1,10 +1,10 @@
 // A kafkajs transactional producer, as its documentation shows one: four transactions over
 // three partitions, committed and aborted in turn, then one that also commits a consumer
-// group's offset (sendOffsets). Usage: node transactions.js BOOTSTRAP TOPIC TRANSACTIONAL_ID GROUP
+// group's offset (sendOffsets). Usage: node transactions.js BOOTSTRAP[,...] TOPIC TRANSACTIONAL_ID GROUP
 const { Kafka, logLevel } = require('kafkajs');
 
 const [bootstrap, topic, transactionalId, group] = process.argv.slice(2);
-const kafka = new Kafka({ clientId: 'kbroker-test', brokers: [bootstrap], logLevel: logLevel.ERROR });
+const kafka = new Kafka({ clientId: 'kbroker-test', brokers: bootstrap.split(','), logLevel: logLevel.ERROR });
 
 async function main() {
   const producer = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
