@@ -1,6 +1,7 @@
 """The asyncio runtime: futures for parked requests, real timers, appends to the offsets log,
 loading on start-up. Uses an in-memory replica manager (tests/coordinator/group_fake_log.py)."""
 import asyncio
+from types import SimpleNamespace
 
 from protocol.errors import ErrorCode as E
 
@@ -219,3 +220,40 @@ def test_unloading_a_partition_answers_parked_requests_and_reload_rebuilds_the_g
         assert group.offsets[("t", 0)].offset == 42
         c.shutdown()
     run(scenario())
+
+
+def test_a_verified_txn_offset_commit_is_appended_alone():
+    """A TxnOffsetCommit carrying a verification guard goes in its own append: the log may
+    refuse it (a marker ended its transaction meanwhile) without failing the commits that the
+    same loop turn batched for the same partition."""
+    stale = object()
+
+    class Refusing(FakeReplicaManager):
+        def __init__(self):
+            super().__init__(range(50))
+            self.calls = []
+
+        def append_records(self, entries, required_acks, now_ms=None, verification=None):
+            self.calls.append((sorted(entries), verification))
+            if verification and any(stale in guards.values() for guards in verification.values()):
+                return {key: SimpleNamespace(error_code=E.INVALID_TXN_STATE, last_offset=-1)
+                        for key in entries}
+            return super().append_records(entries, required_acks, now_ms)
+    rm = Refusing()
+
+    async def scenario():
+        c = coordinator(rm)
+        await c.startup()
+        rm.calls.clear()
+        answers = await asyncio.gather(
+            c.execute("commit_offsets", "g", "", None, -1, [("t", 0, 1, -1, "")]),
+            c.execute("txn_commit_offsets", "g", 7, 0, "", None, -1, [("t", 1, 2, -1, "")],
+                      verification=stale),
+            c.execute("txn_commit_offsets", "g", 8, 0, "", None, -1, [("t", 2, 3, -1, "")]))
+        c.shutdown()
+        return answers
+    plain, refused, other = run(scenario())
+    assert plain == {("t", 0): E.NONE} and other == {("t", 2): E.NONE}
+    assert refused == {("t", 1): E.INVALID_TXN_STATE}
+    key = ("__consumer_offsets", partition_for("g", 50))
+    assert rm.calls == [([key], None), ([key], {key: {7: stale}})]
