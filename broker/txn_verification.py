@@ -50,6 +50,14 @@ def producer_of(records) -> tuple[int, int]:
             int.from_bytes(view[_EPOCH_POS:_EPOCH_POS + 2], "big", signed=True))
 
 
+def enabled(broker) -> bool:
+    """transaction.partition.verification.enable, on a broker that coordinates
+    transactions."""
+    config = getattr(broker, "config", None)
+    return config is not None and bool(config.get("transaction.partition.verification.enable")) \
+        and getattr(broker, "txn_coordinator", None) is not None
+
+
 def sequence_of(records) -> int:
     view = memoryview(records)
     return int.from_bytes(view[_SEQUENCE_POS:_SEQUENCE_POS + 4], "big", signed=True)

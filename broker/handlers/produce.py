@@ -45,7 +45,7 @@ from coordinator.internal_topics import INTERNAL_TOPICS
 
 from broker.context import CloseConnection
 from broker.replica_manager import AppendResult
-from broker.txn_verification import producer_of, sequence_of, start_verification, verify
+from broker.txn_verification import enabled, producer_of, sequence_of, start_verification, verify
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0
@@ -116,9 +116,7 @@ async def handle(broker, ctx, request):
 async def _verify(broker, transactional_id, entries, version) -> tuple[dict, dict]:
     """({key: (code, message)} of the transactional partitions that failed verification,
     {key: guard} for the appends of the others: broker/txn_verification.py)."""
-    config = getattr(broker, "config", None)
-    if config is None or not config.get("transaction.partition.verification.enable") or \
-            getattr(broker, "txn_coordinator", None) is None:
+    if not enabled(broker):
         return {}, {}
     guards = {}
     by_producer: dict[tuple, list] = {}

@@ -29,7 +29,7 @@ from coordinator.handler_support import check_group, offsets_to_commit
 from coordinator.offsets import map_append_error
 from coordinator.partitioning import OFFSETS_TOPIC
 
-from broker.txn_verification import start_verification, verify
+from broker.txn_verification import enabled, start_verification, verify
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 MIN_VERSION = 0
@@ -62,9 +62,7 @@ async def handle(broker, ctx, request):
 
 async def _verify(broker, coordinator, request, version) -> tuple:
     """(the guard for the offsets' append or None, the error every offset answers)."""
-    config = getattr(broker, "config", None)
-    if config is None or not config.get("transaction.partition.verification.enable") or \
-            getattr(broker, "txn_coordinator", None) is None:
+    if not enabled(broker):
         return None, ErrorCode.NONE
     tp = (OFFSETS_TOPIC, coordinator.partition_for(request.group_id))
     guard = start_verification(broker.replica_manager.get_partition(*tp), request.producer_id,
