@@ -8,16 +8,20 @@ last stable offset back for every read_committed consumer). So before appending 
 transactional batch to a partition where that producer has no open transaction at that epoch,
 the leader asks the transaction coordinator whether the partition is in the producer's ongoing
 transaction: AddPartitionsToTxn with `verify_only` (v4, between brokers; a direct call when the
-coordinator is this broker). Kafka's ReplicaManager and AddPartitionsToTxnManager map the
-answers for the producer:
+coordinator is this broker). Kafka's AddPartitionsToTxnManager hands the coordinator's answer
+on with two changes (`coordinator_answer`): PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, and
+TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE for clients that do not know it (Produce
+before v11, TxnOffsetCommit before v4); a coordinator it cannot reach is NETWORK_EXCEPTION.
+Each request then answers in its own words. Produce, as Kafka's ReplicaManager
+(`produce_error`):
 
 - partition not in the transaction: INVALID_TXN_STATE "Partition was not added to the
-  transaction" (TRANSACTION_ABORTABLE itself only for clients that know it: Produce v11+,
-  TxnOffsetCommit v4+);
-- PRODUCER_FENCED: INVALID_PRODUCER_EPOCH;
+  transaction";
 - CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
   COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: NOT_ENOUGH_REPLICAS "Unable to verify the
   partition has been added to the transaction. Underlying error: ..." (retried by every client).
+
+TxnOffsetCommit as Kafka's group coordinator (broker/handlers/txn_offset_commit.py).
 
 The check and the append are tied by Kafka's verification guard (storage/producer_state.py,
 Verification): `start_verification` opens the producer's verification entry in the
@@ -74,13 +78,18 @@ def start_verification(part, producer_id: int, sequence: int, epoch: int):
     return log_.start_transaction_verification(producer_id, sequence, epoch)
 
 
-def map_error(code: int, abortable: bool) -> tuple[int, str | None]:
-    """The verification's answer as the producer gets it (module docstring); `abortable`:
-    the request's version knows TRANSACTION_ABORTABLE."""
+def coordinator_answer(code: int, abortable: bool) -> int:
+    """The coordinator's answer for a partition as AddPartitionsToTxnManager hands it on;
+    `abortable`: the request's version knows TRANSACTION_ABORTABLE."""
     if code == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH, None
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     if code == ErrorCode.TRANSACTION_ABORTABLE and not abortable:
-        code = ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.INVALID_TXN_STATE
+    return code
+
+
+def produce_error(code: int) -> tuple[int, str | None]:
+    """A failed verification as a Produce partition answers it (module docstring)."""
     if code == ErrorCode.INVALID_TXN_STATE:
         return code, "Partition was not added to the transaction"
     if code in _RETRIABLE:
@@ -92,15 +101,15 @@ def map_error(code: int, abortable: bool) -> tuple[int, str | None]:
 
 async def verify(broker, transactional_id: str, producer_id: int, producer_epoch: int,
                  partitions: list, abortable: bool) -> dict:
-    """{(topic, partition): (error code, message)} for the partitions that failed; the others
-    may be appended. `abortable` as map_error."""
+    """{(topic, partition): error code} for the partitions that failed (coordinator_answer);
+    the others may be appended."""
     codes = await _ask_coordinator(broker, transactional_id, producer_id, producer_epoch,
                                    partitions)
     failed = {}
     for tp in partitions:
         code = codes.get(tp, ErrorCode.NETWORK_EXCEPTION)
         if code != ErrorCode.NONE:
-            failed[tp] = map_error(code, abortable)
+            failed[tp] = coordinator_answer(code, abortable)
     return failed
 
 

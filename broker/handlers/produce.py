@@ -45,7 +45,8 @@ from coordinator.internal_topics import INTERNAL_TOPICS
 
 from broker.context import CloseConnection
 from broker.replica_manager import AppendResult
-from broker.txn_verification import enabled, producer_of, sequence_of, start_verification, verify
+from broker.txn_verification import (enabled, produce_error, producer_of, sequence_of,
+                                     start_verification, verify)
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0
@@ -133,8 +134,9 @@ async def _verify(broker, transactional_id, entries, version) -> tuple[dict, dic
             by_producer.setdefault((producer_id, epoch), []).append(key)
     failed = {}
     for (producer_id, epoch), keys in by_producer.items():
-        failed.update(await verify(broker, transactional_id, producer_id, epoch, keys,
-                                   version >= 11))
+        answers = await verify(broker, transactional_id, producer_id, epoch, keys,
+                               version >= 11)
+        failed.update((key, produce_error(code)) for key, code in answers.items())
     return failed, guards
 
 

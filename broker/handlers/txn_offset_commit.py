@@ -15,8 +15,11 @@ OFFSET_METADATA_TOO_LARGE is per partition.
 As Kafka 3.9 (KIP-890 part 1), the group's `__consumer_offsets` partition is first verified
 with the transaction coordinator, like a produce's first write in a transaction
 (broker/txn_verification.py): every offset then answers INVALID_TXN_STATE when the partition
-was not added to the transaction (AddOffsetsToTxn; TRANSACTION_ABORTABLE from v4), and
-COORDINATOR_NOT_AVAILABLE (retried) when the coordinator cannot tell yet. The append carries
+was not added to the transaction (AddOffsetsToTxn; TRANSACTION_ABORTABLE from v4). Other
+answers of the transaction coordinator reach the client as Kafka's GroupCoordinator passes them
+(maybeConvertOffsetCommitError): CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE and
+NOT_COORDINATOR as they are, a coordinator that could not be reached as
+COORDINATOR_LOAD_IN_PROGRESS (all retried). The append carries
 the verification's guard, so a marker ending the transaction meanwhile refuses it
 (INVALID_TXN_STATE) instead of leaving offsets in a transaction the coordinator forgot.
 """
@@ -72,8 +75,17 @@ async def _verify(broker, coordinator, request, version) -> tuple:
     failed = await verify(broker, request.transactional_id, request.producer_id,
                           request.producer_epoch, [tp], version >= 4)
     if tp in failed:
-        return None, map_append_error(failed[tp][0], for_offsets=True)
+        return None, verification_error(failed[tp])
     return guard, ErrorCode.NONE
+
+
+def verification_error(code: int) -> int:
+    """A failed verification as every offset answers it (Kafka's maybeConvertOffsetCommitError
+    of AddPartitionsToTxnManager's answer): an unreachable coordinator is
+    COORDINATOR_LOAD_IN_PROGRESS, the rest as an append error of the offsets."""
+    if code == ErrorCode.NETWORK_EXCEPTION:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return map_append_error(code, for_offsets=True)
 
 
 def _response(request, errors) -> TxnOffsetCommitResponse:

@@ -115,14 +115,18 @@ async def test_unknown_partitions_fail_alone(broker):
 
 
 def test_verification_answers_as_kafkas_replica_manager_maps_them():
-    from broker.txn_verification import map_error
-    assert map_error(ErrorCode.TRANSACTION_ABORTABLE, False)[0] == ErrorCode.INVALID_TXN_STATE
-    assert map_error(ErrorCode.TRANSACTION_ABORTABLE, True)[0] == \
+    from broker.txn_verification import coordinator_answer, produce_error
+    assert coordinator_answer(ErrorCode.TRANSACTION_ABORTABLE, False) == \
+        ErrorCode.INVALID_TXN_STATE
+    assert coordinator_answer(ErrorCode.TRANSACTION_ABORTABLE, True) == \
         ErrorCode.TRANSACTION_ABORTABLE
-    assert map_error(ErrorCode.PRODUCER_FENCED, True)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert coordinator_answer(ErrorCode.PRODUCER_FENCED, True) == \
+        ErrorCode.INVALID_PRODUCER_EPOCH
+    assert produce_error(ErrorCode.INVALID_TXN_STATE) == (
+        ErrorCode.INVALID_TXN_STATE, "Partition was not added to the transaction")
     for retriable in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
-                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-        code, message = map_error(retriable, False)
+                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION):
+        code, message = produce_error(retriable)
         assert code == ErrorCode.NOT_ENOUGH_REPLICAS and retriable.name in message
 
 
@@ -137,3 +141,18 @@ def test_only_a_first_write_in_a_transaction_needs_verification(broker):
     send(broker, 0, pid=5, epoch=0, seq=0)
     assert first(0, seq=2) is NOT_VERIFYING
     assert isinstance(first(1), VerificationEntry)   # a new epoch: a new transaction
+
+
+def test_txn_offset_commit_answers_a_failed_verification_as_kafkas_group_coordinator():
+    """maybeConvertOffsetCommitError: the transaction coordinator's retriable answers reach a
+    TxnOffsetCommit as they are (kafkajs retries NOT_COORDINATOR by looking the coordinator up
+    again), an unreachable one as COORDINATOR_LOAD_IN_PROGRESS; never Produce's
+    NOT_ENOUGH_REPLICAS, which a TxnOffsetCommit client does not know."""
+    from broker.handlers.txn_offset_commit import verification_error
+    for code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NOT_COORDINATOR,
+                 ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                 ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE,
+                 ErrorCode.INVALID_PRODUCER_EPOCH):
+        assert verification_error(code) == code
+    assert verification_error(ErrorCode.NETWORK_EXCEPTION) == \
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
