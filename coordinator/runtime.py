@@ -236,8 +236,10 @@ class CoordinatorRuntime:
         if part is None and self._refresh_partition_count():
             return self.coordinator_error(key)
         if part is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE if not self.topic_exists() \
-                else ErrorCode.NOT_COORDINATOR
+            # Kafka: a partition this broker does not own is NOT_COORDINATOR, also while
+            # the topic is being created (a client told of the new leader by another
+            # broker's metadata before this one's LeaderAndIsr arrived looks it up again).
+            return ErrorCode.NOT_COORDINATOR
         if not getattr(part, "is_leader", True):
             return ErrorCode.NOT_COORDINATOR         # a follower replica (or unloaded)
         # Became leader after start-up (the topic was just created): load now.
