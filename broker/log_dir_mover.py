@@ -9,10 +9,14 @@ log meanwhile. When the future log is within one chunk of the end, the last batc
 and the logs swapped on the event loop thread, where appends run, so none can slip in between;
 the old log is then deleted as a deleted partition's is.
 
-A truncation of the current log (a follower's) or its retention moving the log start past the
-copy makes the copy start again; the partition leaving the broker, its dir failing or a new
-move to another dir abandon the future log. A restart also abandons it (the leftover
-``-future`` folder is removed at start-up; run the move again).
+Before each chunk the future log is cut back to where it still agrees with the current log,
+judged by leader epochs as a follower truncates against its leader (`_align`): a current log
+(a follower's) truncated, and maybe written again by a new leader, since the last chunk. Its
+retention moving the log start past the copy makes the copy start again. The partition
+leaving the broker, its dir failing or a new move to another dir abandon the future log. A
+restart does not, as in Kafka: the broker stops copying and keeps the future log (closed with
+the others on a clean shutdown), loads it again at start-up (storage/log_manager.py) and
+resumes the move when the partition is hosted again (`resume`), from where the copy got to.
 """
 import asyncio
 import logging
@@ -27,12 +31,10 @@ LONG_MAX = 2**63 - 1
 
 def _copy_chunk(current, future, max_bytes: int) -> int:
     """Append to `future` the current log's batches from its end, up to about `max_bytes`.
-    Returns the bytes copied (0: caught up). Restarts `future` when the current log no longer
-    holds its end (truncated, or its start moved past it). Blocking."""
+    Returns the bytes copied (0: caught up). First cuts `future` back to what the current log
+    still holds (`_align`). Blocking."""
+    _align(current, future)
     end = future.log_end_offset
-    if end > current.log_end_offset or end < current.log_start_offset:
-        future.truncate_fully_and_start_at(current.log_start_offset)
-        end = future.log_end_offset
     if end >= current.log_end_offset:
         return 0
     info = current.read(end, max_bytes)
@@ -57,10 +59,39 @@ def _complete_prefix(data: bytes) -> int:
     return pos
 
 
+def _align(current, future) -> None:
+    """Cut `future` back to where it agrees with the current log, or start it again at the
+    current log's start when nothing of it is left there (retention moved past it)."""
+    end = _agreeing_end(current, future)
+    if end < max(current.log_start_offset, future.log_start_offset):
+        future.truncate_fully_and_start_at(current.log_start_offset)
+    elif end < future.log_end_offset:
+        future.truncate_to(end)
+
+
+def _agreeing_end(current, future) -> int:
+    """How far `future` holds the current log's records: its end, cut back where the leader
+    epochs say the two part (Kafka's follower truncation, with the current log as the leader).
+    Recorded without epochs (old message formats): its end, if the current log reaches it.
+    Below the current log's start: copy again from there."""
+    end = future.log_end_offset
+    epoch = future.leader_epoch_cache.latest_epoch
+    if epoch is None:
+        return end if end <= current.log_end_offset else -1
+    found, found_end = current.leader_epoch_cache.end_offset_for(epoch)
+    if found < 0:
+        return -1                               # nothing in common known: copy again
+    if found != epoch:
+        _, future_end = future.leader_epoch_cache.end_offset_for(found)
+        return min(end, found_end, future_end)
+    return min(end, found_end, current.log_end_offset)
+
+
 class LogDirMover:
     def __init__(self, replica_manager):
         self.rm = replica_manager
         self._tasks: dict = {}                   # (topic, partition) -> (dir, task)
+        self._stopping = False                   # shutting down: future logs are kept
 
     def moving(self) -> dict:
         return {tp: d for tp, (d, _) in self._tasks.items()}
@@ -82,6 +113,34 @@ class LogDirMover:
             tp[0], tp[1], log_dir, current.config, current.log_start_offset, part.topic_id)
         task = asyncio.get_running_loop().create_task(self._run(tp, log_dir, current, future))
         self._tasks[tp] = (log_dir, task)
+
+    def resume(self, tp) -> None:
+        """Go on with a move a restart interrupted: the future log loaded at start-up is
+        copied into from its end, once cut back to where it agrees with the current log. A
+        future log in the current log's own dir, or in a dir that failed, is dropped."""
+        lm = self.rm.log_manager
+        found = lm.future_logs.get(tp)
+        part = self.rm.get_partition(*tp)
+        if found is None or part is None or tp in self._tasks or self._stopping:
+            return
+        log_dir, future = found
+        current = part.log
+        if log_dir == lm.log_dir_of(*tp) or log_dir in lm.offline_dirs:
+            lm.abandon_future_log(tp)
+            return
+        _align(current, future)
+        log.info("Resuming the move of %s-%d to log dir %s from offset %d", tp[0], tp[1],
+                 log_dir, future.log_end_offset)
+        task = asyncio.get_running_loop().create_task(self._run(tp, log_dir, current, future))
+        self._tasks[tp] = (log_dir, task)
+
+    def stop(self) -> None:
+        """The broker shuts down: the copying stops, the future logs stay for the restart
+        (the log manager closes them with the others)."""
+        self._stopping = True
+        for tp in list(self._tasks):
+            _, task = self._tasks.pop(tp)
+            task.cancel()
 
     def cancel(self, tp) -> None:
         found = self._tasks.pop(tp, None)
@@ -121,9 +180,12 @@ class LogDirMover:
             rm.fetch_purgatory.notify(*tp)
             log.info("The replica of %s-%d is now in log dir %s", tp[0], tp[1], log_dir)
         except asyncio.CancelledError:
-            lm.abandon_future_log(tp, only=future)
+            if not self._stopping:
+                lm.abandon_future_log(tp, only=future)
             raise
         except Exception:
+            if self._stopping:
+                return
             log.exception("Moving %s-%d to %s failed", tp[0], tp[1], log_dir)
             lm.abandon_future_log(tp, only=future)
         finally:

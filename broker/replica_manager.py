@@ -351,6 +351,8 @@ class ReplicaManager:
         if self.metadata_cache is not None:
             part.is_alive = self._is_alive
         self._partitions[(topic, partition)] = part
+        if (topic, partition) in getattr(self.log_manager, "future_logs", {}):
+            self.log_dir_mover.resume((topic, partition))      # a restart interrupted it
         return part
 
     def _is_alive(self, broker_id: int) -> bool:
@@ -672,9 +674,8 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         """Release every waiting request (they answer with what they have); moves between
-        log dirs stop (their future logs go)."""
-        for tp in list(self.log_dir_mover.moving()):
-            self.log_dir_mover.cancel(tp)
+        log dirs stop, their future logs kept for the restart to resume."""
+        self.log_dir_mover.stop()
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()
 

@@ -111,7 +111,7 @@ class LogManager:
         self.lock_log_dirs()
         self.verify_meta_properties(cluster_id, broker_id)     # every dir, before any write
         self._write_meta_properties(cluster_id, broker_id)
-        jobs = []
+        jobs, futures = [], []
         for log_dir in self.log_dirs:
             marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
             clean = os.path.exists(marker)
@@ -126,10 +126,13 @@ class LogManager:
                 if files.parse_delete_dir(name):
                     self._pending_dir_deletes.append((0, path, None))
                     continue
-                if files.parse_future_dir(name):
-                    log.warning("Removing %s: a move between log dirs that a restart "
-                                "interrupted (AlterReplicaLogDirs again to redo it)", path)
-                    self._pending_dir_deletes.append((0, path, None))
+                future_key = files.parse_future_dir(name)
+                if future_key:
+                    # A move between log dirs that a restart interrupted: loaded, and resumed
+                    # once the partition is hosted (broker/log_dir_mover.py).
+                    futures.append((log_dir, tuple(future_key[:2]), path, dict(
+                        recovery_point=recovery_points.get(tuple(future_key[:2]), 0),
+                        had_clean_shutdown=clean)))
                     continue
                 key = files.parse_partition_dir(name)
                 if key is None:
@@ -145,11 +148,13 @@ class LogManager:
         def load(job):
             log_dir, key, path, kwargs = job
             return log_dir, key, Log(path, config_for(key[0]), time_ms=self._time_ms, **kwargs)
-        if self.recovery_threads > 1 and len(jobs) > 1:
+        if self.recovery_threads > 1 and len(jobs) + len(futures) > 1:
             with concurrent.futures.ThreadPoolExecutor(self.recovery_threads) as pool:
                 loaded = list(pool.map(load, jobs))
+                loaded_futures = list(pool.map(load, futures))
         else:
             loaded = [load(job) for job in jobs]
+            loaded_futures = [load(job) for job in futures]
         with self._lock:
             for log_dir, key, log_ in loaded:
                 if key in self._logs:
@@ -157,6 +162,8 @@ class LogManager:
                                        f"{self._log_dir_of[key]} and {log_dir}")
                 self._logs[key] = log_
                 self._log_dir_of[key] = log_dir
+            for log_dir, key, future in loaded_futures:
+                self._adopt_future_log(log_dir, key, future)
         for log_dir in self.log_dirs:
             marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker):
@@ -285,6 +292,29 @@ class LogManager:
             self.future_logs[key] = (log_dir, future)
         return future
 
+    def _adopt_future_log(self, log_dir: str, key, future: Log) -> None:
+        """Start-up, under the lock: a future log found on disk becomes the partition's move
+        in progress, unless there is nothing to move (no current log, or one in that same
+        dir) or the partition has one already; those are removed."""
+        why = None
+        if key not in self._logs:
+            why = "the partition has no log on this broker"
+        elif self._log_dir_of[key] == log_dir:
+            why = "the partition's log is in that dir already"
+        elif key in self.future_logs:
+            why = f"a second one ({self.future_logs[key][1].dir} is kept)"
+        if why is None:
+            self.future_logs[key] = (log_dir, future)
+            log.info("Loaded %s, a move of %s-%d to %s that a restart interrupted (at offset "
+                     "%d): it resumes once the partition is hosted", future.dir, key[0],
+                     key[1], log_dir, future.log_end_offset)
+            return
+        log.warning("Removing %s, a move between log dirs that a restart interrupted: %s",
+                    future.dir, why)
+        future.mark_deleted()
+        future.close_files()
+        self._pending_dir_deletes.append((0, future.dir, None))
+
     def abandon_future_log(self, key, only=None) -> None:
         """Drop a move in progress: its future log's folder goes (with `only`, just when that
         Log is still the partition's future log)."""
@@ -396,6 +426,7 @@ class LogManager:
         `cleanup_deleted` after file.delete.delay.ms, so a fetch response already holding one
         of its FileRegions can still be sent.  Loop.  False if there was no log."""
         key = (topic, partition)
+        self.abandon_future_log(key)             # a move to another dir goes with it
         with self._lock:
             doomed = self._logs.pop(key, None)
             log_dir = self._log_dir_of.pop(key, None)
@@ -461,12 +492,15 @@ class LogManager:
 
     # -- checkpoints ---------------------------------------------------------------------------
 
-    def _write_checkpoint(self, name: str, value_of) -> None:
+    def _write_checkpoint(self, name: str, value_of, futures: bool = False) -> None:
+        """With `futures`, the future logs too, in their own dirs' files (Kafka's
+        recovery-point checkpoint has them: a partition is only once in a dir)."""
         with self._lock:
-            items = list(self._logs.items())
-            dirs = dict(self._log_dir_of)
+            items = [(key, self._log_dir_of[key], l) for key, l in self._logs.items()]
+            if futures:
+                items += [(key, d, l) for key, (d, l) in self.future_logs.items()]
         for log_dir in self.online_dirs():
-            offsets = {key: value_of(l) for key, l in items if dirs[key] == log_dir}
+            offsets = {key: value_of(l) for key, d, l in items if d == log_dir}
             try:
                 checkpoints.write_offsets(os.path.join(log_dir, name), offsets)
             except OSError as exc:
@@ -474,7 +508,8 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         """Blocking (fsync)."""
-        self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, lambda l: l.recovery_point)
+        self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, lambda l: l.recovery_point,
+                               futures=True)
 
     def checkpoint_high_watermarks(self) -> None:
         """Blocking (fsync)."""
@@ -498,12 +533,14 @@ class LogManager:
             if self.cleaner is not None:
                 self.cleaner.shutdown()          # aborts a clean; writes its checkpoints
                 self.cleaner = None
-            for log_ in self.logs():
+            with self._lock:
+                moving = [future for _, future in self.future_logs.values()]
+            for log_ in self.logs() + moving:
                 log_.flush()
             self.checkpoint_recovery_points()
             self.checkpoint_high_watermarks()
             self.checkpoint_log_start_offsets()
-            for log_ in self.logs():
+            for log_ in self.logs() + moving:        # a future log is resumed at restart
                 log_.close()
             for _, _, deleted_log in self._pending_dir_deletes:
                 if deleted_log is not None:
@@ -516,6 +553,7 @@ class LogManager:
             with self._lock:
                 self._logs.clear()
                 self._log_dir_of.clear()
+                self.future_logs.clear()
             self.loaded = False
         finally:
             # Also after a failed step (no marker then: the next start recovers): a broker

@@ -5,6 +5,7 @@ targets get Kafka's errors."""
 import asyncio
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -97,3 +98,64 @@ def test_a_replica_moves_to_another_log_dir_under_load(tmp_path, broker_process)
                                    TopicPartition("nope", 0): here})
     assert got == {TopicPartition("disk", 0): ErrorCode.LOG_DIR_NOT_FOUND,
                    TopicPartition("nope", 0): ErrorCode.REPLICA_NOT_AVAILABLE}
+
+
+def future_dirs(log_dir):
+    return [n for n in os.listdir(log_dir) if n.startswith("disk-0.") and n.endswith("-future")]
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "kill -9"])
+def test_a_move_interrupted_by_a_restart_resumes_and_completes(tmp_path, broker_process, stop):
+    """As Kafka: the future replica stays over a restart (a clean stop or kill -9) and the
+    broker goes on copying into it from where it got to, then swaps; nothing is lost."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    broker = broker_process(log_dirs=f"{a},{b}", num_partitions=1,
+                            log_segment_bytes=1048576, log_segment_delete_delay_ms=500,
+                            replica_alter_log_dirs_io_max_bytes_per_second=2000000)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    acked = []
+    value = os.urandom(1000)
+    for i in range(12000):                        # 12 MB: 6 s at 2 MB/s
+        producer.produce("disk", value, key=b"%d" % i,
+                         on_delivery=lambda err, msg: acked.append(msg.offset())
+                         if err is None else None)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    here = a if os.path.isdir(os.path.join(a, "disk-0")) else b
+    there = b if here == a else a
+    assert alter(broker.bootstrap, {TopicPartition("disk", 0): there}) == \
+        {TopicPartition("disk", 0): ErrorCode.NONE}
+    time.sleep(1.5)                               # some of it copied, most of it not
+    [name] = future_dirs(there)
+    copied = sum(os.path.getsize(os.path.join(there, name, f))
+                 for f in os.listdir(os.path.join(there, name)) if f.endswith(".log"))
+    assert 0 < copied < 10_000_000
+    if stop == "sigterm":
+        assert broker.stop() == 0
+    else:
+        broker.kill()
+    broker.start()
+    assert future_dirs(there) == [name], "the move was dropped at the restart"
+    assert (there, "disk-0", True) in describe(broker.bootstrap)
+    deadline = time.monotonic() + 60
+    while (there, "disk-0", False) not in describe(broker.bootstrap):
+        assert time.monotonic() < deadline, "the move did not complete"
+        time.sleep(0.5)
+    assert "disk-0" not in os.listdir(here) and not future_dirs(there)
+    # It went on from where it was, not from the start.
+    resumed = re.search(r"Resuming the move of disk-0 to log dir \S+ from offset (\d+)",
+                        broker.output())
+    assert resumed and int(resumed.group(1)) > 0, broker.output()[-3000:]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check",
+                         "enable.auto.commit": False})
+    consumer.assign([CTP("disk", 0, 0)])
+    offsets = []
+    deadline = time.monotonic() + 60
+    while len(offsets) < len(acked) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            assert msg.value() == value
+            offsets.append(msg.offset())
+    consumer.close()
+    assert offsets == sorted(acked) == list(range(12000))

@@ -195,3 +195,60 @@ def test_a_refused_start_writes_to_no_dir(tmp_path):
         manager.startup(cluster_id="C", broker_id=0)
     manager.shutdown()
     assert os.listdir(new) == [".lock"]
+
+
+def _copy_into(future, current):
+    region = current.read(future.log_end_offset, 1 << 20).records
+    future.append_as_follower(os.pread(region.file.fileno(), region.length, region.position))
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_move_between_dirs_is_loaded_again_at_restart(tmp_path, clean):
+    """A future log (a replica being moved to another dir) is kept over a restart, clean or
+    not, with what it had copied, for the broker to resume the move (Kafka's future logs)."""
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    config = LogConfig(segment_ms=10**12)
+    manager = LogManager(dirs, config)
+    manager.startup(cluster_id="c", broker_id=0)
+    current = manager.get_or_create_log("t", 0, config)
+    for i in range(5):
+        current.append_as_leader(batch([b"%d" % i]), 0)
+    here = manager.log_dir_of("t", 0)
+    there = dirs[1] if here == dirs[0] else dirs[0]
+    future = manager.create_future_log("t", 0, there, config)
+    _copy_into(future, current)
+    assert future.log_end_offset == 5
+    if clean:
+        manager.shutdown()
+    else:
+        future.flush()
+        manager.checkpoint_recovery_points()
+        manager.release_locks()                  # as a kill -9 leaves them
+    manager = LogManager(dirs, config)
+    manager.startup(cluster_id="c", broker_id=0)
+    log_dir, loaded = manager.future_logs[("t", 0)]
+    assert log_dir == there and os.path.dirname(loaded.dir) == there
+    assert loaded.log_end_offset == 5 and loaded.recovery_point == 5
+    assert manager.log_dir_of("t", 0) == here
+    check_log(loaded)
+    manager.shutdown()
+
+
+def test_a_future_log_with_nothing_to_move_is_removed_at_restart(tmp_path):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    config = LogConfig(segment_ms=10**12)
+    manager = LogManager(dirs, config)
+    manager.startup(cluster_id="c", broker_id=0)
+    orphan = manager.create_future_log("gone", 0, dirs[1], config)   # no current log
+    current = manager.get_or_create_log("t", 0, config)
+    here = manager.log_dir_of("t", 0)
+    same_dir = manager.create_future_log("t", 0, here, config)       # nothing to move
+    paths = [orphan.dir, same_dir.dir]
+    manager.shutdown()
+    manager = LogManager(dirs, config)
+    manager.startup(cluster_id="c", broker_id=0)
+    assert manager.future_logs == {}
+    manager.cleanup_deleted()
+    assert not any(os.path.exists(p) for p in paths)
+    assert manager.get_log("t", 0).dir == current.dir
+    manager.shutdown()
