@@ -39,6 +39,39 @@ def describe(bootstrap):
             for b in doc["brokers"] for d in b["logDirs"] for p in d["partitions"]}
 
 
+def fill(producer, value, acked, count=12000) -> None:
+    """`count` records of `value` to disk-0, their offsets into `acked`."""
+    for i in range(count):
+        producer.produce("disk", value, key=b"%d" % i,
+                         on_delivery=lambda err, msg: acked.append(msg.offset())
+                         if err is None else None)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def read_offsets(bootstrap, count, value=None) -> list:
+    """The offsets of disk-0 from its start (up to `count`), each record's value checked."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check",
+                         "enable.auto.commit": False})
+    consumer.assign([CTP("disk", 0, 0)])
+    offsets = []
+    deadline = time.monotonic() + 60
+    while len(offsets) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            assert value is None or msg.value() == value
+            offsets.append(msg.offset())
+    consumer.close()
+    return offsets
+
+
+def wait_moved(bootstrap, there) -> None:
+    deadline = time.monotonic() + 60
+    while (there, "disk-0", False) not in describe(bootstrap):
+        assert time.monotonic() < deadline, "the move did not complete"
+        time.sleep(0.5)
+
+
 def test_a_replica_moves_to_another_log_dir_under_load(tmp_path, broker_process):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     broker = broker_process(log_dirs=f"{a},{b}", num_partitions=1,
@@ -48,12 +81,7 @@ def test_a_replica_moves_to_another_log_dir_under_load(tmp_path, broker_process)
                          "enable.idempotence": True, "linger.ms": 5})
     acked, stop = [], threading.Event()
     value = os.urandom(1000)
-    for i in range(12000):                        # 12 MB before the move starts
-        producer.produce("disk", value, key=b"%d" % i,
-                         on_delivery=lambda err, msg: acked.append(msg.offset())
-                         if err is None else None)
-        producer.poll(0)
-    assert producer.flush(60) == 0
+    fill(producer, value, acked)                  # 12 MB before the move starts
     here = a if os.path.isdir(os.path.join(a, "disk-0")) else b
     there = b if here == a else a
 
@@ -71,25 +99,13 @@ def test_a_replica_moves_to_another_log_dir_under_load(tmp_path, broker_process)
         assert got == {TopicPartition("disk", 0): ErrorCode.NONE}
         seen = describe(broker.bootstrap)
         assert (there, "disk-0", True) in seen and (here, "disk-0", False) in seen
-        deadline = time.monotonic() + 60
-        while (there, "disk-0", False) not in describe(broker.bootstrap):
-            assert time.monotonic() < deadline, "the move did not complete"
-            time.sleep(0.5)
+        wait_moved(broker.bootstrap, there)
     finally:
         stop.set()
         writer.join()
     assert producer.flush(60) == 0
     assert (here, "disk-0", False) not in describe(broker.bootstrap)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check",
-                         "enable.auto.commit": False})
-    consumer.assign([CTP("disk", 0, 0)])
-    offsets = []
-    deadline = time.monotonic() + 60
-    while len(offsets) < len(acked) and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and not msg.error():
-            offsets.append(msg.offset())
-    consumer.close()
+    offsets = read_offsets(broker.bootstrap, len(acked))
     assert offsets == sorted(acked) == list(range(len(acked)))
     assert "disk-0" not in os.listdir(here)            # renamed -delete, removed later
     assert [n for n in os.listdir(here) if n.startswith("disk-0.") and n.endswith("-delete")]
@@ -116,12 +132,7 @@ def test_a_move_interrupted_by_a_restart_resumes_and_completes(tmp_path, broker_
                          "enable.idempotence": True, "linger.ms": 5})
     acked = []
     value = os.urandom(1000)
-    for i in range(12000):                        # 12 MB: 6 s at 2 MB/s
-        producer.produce("disk", value, key=b"%d" % i,
-                         on_delivery=lambda err, msg: acked.append(msg.offset())
-                         if err is None else None)
-        producer.poll(0)
-    assert producer.flush(60) == 0
+    fill(producer, value, acked)                  # 12 MB: 6 s at 2 MB/s
     here = a if os.path.isdir(os.path.join(a, "disk-0")) else b
     there = b if here == a else a
     assert alter(broker.bootstrap, {TopicPartition("disk", 0): there}) == \
@@ -138,24 +149,11 @@ def test_a_move_interrupted_by_a_restart_resumes_and_completes(tmp_path, broker_
     broker.start()
     assert future_dirs(there) == [name], "the move was dropped at the restart"
     assert (there, "disk-0", True) in describe(broker.bootstrap)
-    deadline = time.monotonic() + 60
-    while (there, "disk-0", False) not in describe(broker.bootstrap):
-        assert time.monotonic() < deadline, "the move did not complete"
-        time.sleep(0.5)
+    wait_moved(broker.bootstrap, there)
     assert "disk-0" not in os.listdir(here) and not future_dirs(there)
     # It went on from where it was, not from the start.
     resumed = re.search(r"Resuming the move of disk-0 to log dir \S+ from offset (\d+)",
                         broker.output())
     assert resumed and int(resumed.group(1)) > 0, broker.output()[-3000:]
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "check",
-                         "enable.auto.commit": False})
-    consumer.assign([CTP("disk", 0, 0)])
-    offsets = []
-    deadline = time.monotonic() + 60
-    while len(offsets) < len(acked) and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and not msg.error():
-            assert msg.value() == value
-            offsets.append(msg.offset())
-    consumer.close()
-    assert offsets == sorted(acked) == list(range(12000))
+    assert read_offsets(broker.bootstrap, len(acked), value) == sorted(acked) == \
+        list(range(12000))
