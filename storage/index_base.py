@@ -13,6 +13,13 @@ Life cycle (Kafka's `AbstractIndex`):
 * `trim()` shrinks the file to its entries when the segment stops being active or closes;
   `resize()` grows it again when truncation makes an old segment active again.
 
+A full disk must not kill the broker: storing into a page of a sparse file that the file
+system cannot back is SIGBUS, not an error. So the blocks under the entries are reserved
+(`posix_fallocate`) ahead of them, RESERVE_BYTES at a time, before an entry is stored there;
+a full disk is then an OSError (ENOSPC) from the append, which takes the log dir offline as
+any write error does, while the preallocated length stays sparse (10,000 idle partitions do not
+hold 10 MB of disk each).
+
 Resizing goes through `mmap.resize` (ftruncate and mremap together), or unmaps first when the
 file shrinks to nothing: touching a map past the end of its file is SIGBUS.  The file
 descriptor is closed right after mapping (the map keeps its own), so an open index costs one
@@ -26,6 +33,8 @@ import os
 import threading
 
 from storage import files
+
+RESERVE_BYTES = 64 * 1024      # blocks reserved ahead of the entries (8,192 offset entries)
 
 
 class IndexBase:
@@ -48,6 +57,8 @@ class IndexBase:
             # An existing file keeps its length (an empty trimmed index stays empty) until the
             # segment becomes active and `resize()` grows it.
             self.entries = length // self._entry_size if existed else 0
+            # Written entries have their blocks (a recovered index may have a sparse tail).
+            self._reserved = self.size_in_bytes // mmap.PAGESIZE * mmap.PAGESIZE
             self._map(fd, length)
         finally:
             os.close(fd)        # the map holds its own descriptor: one fd per index, not two
@@ -88,6 +99,7 @@ class IndexBase:
         with self._lock:
             if self._closed or new_length == self._length:
                 return
+            self._reserved = min(self._reserved, new_length)
             if self._mm is not None and new_length > 0:
                 self._mm.resize(new_length)        # ftruncate + mremap on the map's own fd
                 self._length = new_length
@@ -109,8 +121,22 @@ class IndexBase:
     def _put(self, values) -> None:
         if self.entries >= self.max_entries:
             raise OverflowError(f"index {self.path} is full ({self.entries} entries)")
-        self.ENTRY.pack_into(self._mm, self.entries * self._entry_size, *values)
+        position = self.entries * self._entry_size
+        if position + self._entry_size > self._reserved:
+            self._reserve(position + self._entry_size)
+        self.ENTRY.pack_into(self._mm, position, *values)
         self.entries += 1
+
+    def _reserve(self, end: int) -> None:
+        """Allocate the file's blocks up to `end` and a little beyond (module docstring).
+        Raises OSError (ENOSPC) when the disk is full."""
+        upto = min(self._length, -(-end // RESERVE_BYTES) * RESERVE_BYTES)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self._reserved, upto - self._reserved)
+        finally:
+            os.close(fd)
+        self._reserved = upto
 
     def _search(self, target: int, field: int) -> int:
         """Index of the last entry whose `field` <= target, or -1 (entries sorted on `field`)."""

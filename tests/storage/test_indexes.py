@@ -108,3 +108,53 @@ def test_segment_index_sanity_check_reports_a_wrong_entry(tmp_path):
     struct.pack_into(">ii", segment.offset_index._mm, 8, 5, 100)    # a torn/wrong entry
     errors = segment.index_sanity_errors()
     assert errors and all("entry 1 " in e for e in errors)
+
+
+_FILL_THEN_INDEX = """
+import errno, os, sys
+from storage.offset_index import OffsetIndex
+from storage.time_index import TimeIndex
+disk = sys.argv[1]
+indexes = [OffsetIndex(os.path.join(disk, "0.index"), 0, max_index_size=10 * 1024 * 1024),
+           TimeIndex(os.path.join(disk, "0.timeindex"), 0, max_index_size=10 * 1024 * 1024)]
+with open(os.path.join(disk, "filler"), "wb") as fh:   # the disk fills up
+    try:
+        while True:
+            fh.write(b"x" * 65536)
+            fh.flush()
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+for index in indexes:
+    try:
+        for i in range(200_000):
+            if isinstance(index, OffsetIndex):
+                index.append(i * 10, i * 4096)
+            else:
+                index.maybe_append(1_700_000_000_000 + i, i * 10)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+        print("ENOSPC", type(index).__name__, index.entries)
+"""
+
+
+def test_an_index_on_a_full_disk_fails_with_enospc_not_sigbus(tmp_path):
+    """The preallocated index is sparse; storing into a page the disk cannot back used to kill
+    the process (SIGBUS). Its blocks are reserved ahead now, so the append raises ENOSPC,
+    which the broker handles as a failed log dir. Needs root (a small tmpfs)."""
+    import subprocess
+    import sys
+    disk = tmp_path / "small"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill up: {mounted.stderr.strip()}")
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        done = subprocess.run([sys.executable, "-c", _FILL_THEN_INDEX, str(disk)], cwd=root,
+                              capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, PYTHONPATH=root))
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.split("\n")[:2] == ["ENOSPC OffsetIndex 0", "ENOSPC TimeIndex 0"]
