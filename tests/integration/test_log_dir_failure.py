@@ -16,15 +16,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    path = tmp_path / "small"
-    path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(path)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs to fill up: {mounted.stderr.strip()}")
-    yield path
-    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+def small_disk(small_tmpfs):
+    return small_tmpfs("3m")
 
 
 def create(bootstrap, topic, assignment, config=None):

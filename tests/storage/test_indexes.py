@@ -137,24 +137,16 @@ for index in indexes:
 """
 
 
-def test_an_index_on_a_full_disk_fails_with_enospc_not_sigbus(tmp_path):
+def test_an_index_on_a_full_disk_fails_with_enospc_not_sigbus(small_tmpfs):
     """The preallocated index is sparse; storing into a page the disk cannot back used to kill
     the process (SIGBUS). Its blocks are reserved ahead now, so the append raises ENOSPC,
     which the broker handles as a failed log dir. Needs root (a small tmpfs)."""
     import subprocess
     import sys
-    disk = tmp_path / "small"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs to fill up: {mounted.stderr.strip()}")
-    try:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        done = subprocess.run([sys.executable, "-c", _FILL_THEN_INDEX, str(disk)], cwd=root,
-                              capture_output=True, text=True, timeout=60,
-                              env=dict(os.environ, PYTHONPATH=root))
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    disk = small_tmpfs("256k")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", _FILL_THEN_INDEX, str(disk)], cwd=root,
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=root))
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.split("\n")[:2] == ["ENOSPC OffsetIndex 0", "ENOSPC TimeIndex 0"]
