@@ -3,7 +3,6 @@ handles it: the broker stops serving that dir's partitions, tells the controller
 /log_dir_event_notification, leadership moves to another in-sync replica, acknowledged records
 stay readable, and the broker's other log dir serves on. Needs root to mount the tmpfs."""
 import os
-import subprocess
 import time
 
 import pytest
