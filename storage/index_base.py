@@ -28,6 +28,7 @@ descriptor.
 `flush()`, which a flush thread calls while the loop appends; appends and lookups run on the
 loop thread only and take no lock.
 """
+import errno
 import mmap
 import os
 import threading
@@ -57,8 +58,10 @@ class IndexBase:
             # An existing file keeps its length (an empty trimmed index stays empty) until the
             # segment becomes active and `resize()` grows it.
             self.entries = length // self._entry_size if existed else 0
-            # Written entries have their blocks (a recovered index may have a sparse tail).
-            self._reserved = self.size_in_bytes // mmap.PAGESIZE * mmap.PAGESIZE
+            # Nothing is taken as reserved, not even an existing file's entries: after a crash
+            # they include the preallocated sparse tail (reserving allocated blocks again is
+            # cheap).
+            self._reserved = 0
             self._map(fd, length)
         finally:
             os.close(fd)        # the map holds its own descriptor: one fd per index, not two
@@ -134,6 +137,11 @@ class IndexBase:
         fd = os.open(self.path, os.O_RDWR)
         try:
             os.posix_fallocate(fd, self._reserved, upto - self._reserved)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # A file system that cannot allocate ahead (EINVAL, EOPNOTSUPP): store as before.
+            upto = self._length
         finally:
             os.close(fd)
         self._reserved = upto

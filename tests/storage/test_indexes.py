@@ -150,3 +150,20 @@ def test_an_index_on_a_full_disk_fails_with_enospc_not_sigbus(small_tmpfs):
                           env=dict(os.environ, PYTHONPATH=root))
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.split("\n")[:2] == ["ENOSPC OffsetIndex 0", "ENOSPC TimeIndex 0"]
+
+
+def test_a_recovered_index_reserves_its_blocks_again(tmp_path):
+    """After a crash the active index still has its preallocated (sparse) length, which its
+    entry count includes: nothing of it may be taken as reserved, or the rebuild would store
+    into unbacked pages again."""
+    path = str(tmp_path / "0.index")
+    index = OffsetIndex(path, 0, max_index_size=1024 * 1024)
+    for i in range(3):
+        index.append(i, i * 100)
+    index.close(trim=False)                      # as a kill -9 leaves it
+    reopened = OffsetIndex(path, 0, max_index_size=1024 * 1024)
+    assert reopened.entries == 1024 * 1024 // 8 and reopened._reserved == 0
+    reopened.reset()
+    reopened.append(0, 0)
+    assert 0 < reopened._reserved <= 64 * 1024
+    assert os.stat(path).st_blocks * 512 < 512 * 1024      # still sparse beyond
