@@ -19,6 +19,7 @@ the others on a clean shutdown), loads it again at start-up (storage/log_manager
 resumes the move when the partition is hosted again (`resume`), from where the copy got to.
 """
 import asyncio
+import concurrent.futures
 import logging
 import os
 
@@ -27,12 +28,15 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 4 * 1024 * 1024        # copied per executor call
 FINAL_BYTES = 1024 * 1024            # what is left for the loop thread to copy before the swap
 LONG_MAX = 2**63 - 1
+RETRY = -1                           # _copy_chunk: nothing copied, try again
 
 
 def _copy_chunk(current, future, max_bytes: int) -> int:
     """Append to `future` the current log's batches from its end, up to about `max_bytes`.
-    Returns the bytes copied (0: caught up). First cuts `future` back to what the current log
-    still holds (`_align`). Blocking."""
+    Returns the bytes copied (0: caught up; RETRY: the current log was truncated while its
+    bytes were read, nothing appended). First cuts `future` back to what the current log still
+    holds (`_align`). Blocking: an executor thread, or the loop for the last chunks."""
+    generation = current.generation
     _align(current, future)
     end = future.log_end_offset
     if end >= current.log_end_offset:
@@ -42,6 +46,8 @@ def _copy_chunk(current, future, max_bytes: int) -> int:
     if not len(region):
         return 0
     data = os.pread(region.file.fileno(), region.length, region.position)
+    if current.generation != generation:
+        return RETRY            # truncated on the loop meanwhile: the bytes may be another's
     complete = _complete_prefix(data)
     if complete == 0:
         return 0
@@ -70,21 +76,32 @@ def _align(current, future) -> None:
 
 
 def _agreeing_end(current, future) -> int:
-    """How far `future` holds the current log's records: its end, cut back where the leader
-    epochs say the two part (Kafka's follower truncation, with the current log as the leader).
-    Recorded without epochs (old message formats): its end, if the current log reaches it.
-    Below the current log's start: copy again from there."""
+    """How far `future` holds the current log's records, by their leader epochs (both came
+    from the same leaders, so an epoch that starts at the same offset in both holds the same
+    records as far as both reach): the end of the latest such epoch, else -1 (copy again from
+    the current log's start). An epoch the current log no longer has (truncated away), or one
+    that starts elsewhere in it (truncated and written again), ends the agreement at its
+    start. Epoch starts below the copy's first offset count as that offset. Records without
+    epochs (old message formats): the future log's end, if the current log reaches it."""
     end = future.log_end_offset
-    epoch = future.leader_epoch_cache.latest_epoch
-    if epoch is None:
+    f_entries = future.leader_epoch_cache.entries()
+    if not f_entries:
         return end if end <= current.log_end_offset else -1
-    found, found_end = current.leader_epoch_cache.end_offset_for(epoch)
-    if found < 0:
-        return -1                               # nothing in common known: copy again
-    if found != epoch:
-        _, future_end = future.leader_epoch_cache.end_offset_for(found)
-        return min(end, found_end, future_end)
-    return min(end, found_end, current.log_end_offset)
+    c_entries = current.leader_epoch_cache.entries()
+    c_index = {epoch: i for i, (epoch, _) in enumerate(c_entries)}
+    first = future.log_start_offset
+    cap = end
+    for i in range(len(f_entries) - 1, -1, -1):
+        epoch, f_start = f_entries[i]
+        j = c_index.get(epoch)
+        c_start = c_entries[j][1] if j is not None else None
+        if j is None or max(c_start, first) != max(f_start, first):
+            cap = min(cap, max(f_start, first), max(c_start, first) if j is not None else cap)
+            continue
+        f_end = f_entries[i + 1][1] if i + 1 < len(f_entries) else end
+        c_end = c_entries[j + 1][1] if j + 1 < len(c_entries) else current.log_end_offset
+        return min(cap, f_end, c_end)
+    return -1
 
 
 class LogDirMover:
@@ -92,6 +109,9 @@ class LogDirMover:
         self.rm = replica_manager
         self._tasks: dict = {}                   # (topic, partition) -> (dir, task)
         self._stopping = False                   # shutting down: future logs are kept
+        self._keep: set = set()                  # paused moves: their future logs are kept
+        self._running: set = set()               # chunks being copied (concurrent futures)
+        self._executor = None
 
     def moving(self) -> dict:
         return {tp: d for tp, (d, _) in self._tasks.items()}
@@ -106,7 +126,7 @@ class LogDirMover:
                 return
             self.cancel(tp)
         part = self.rm.get_partition(*tp)
-        if part is None:
+        if part is None or self._stopping:
             return
         current = part.log
         future = self.rm.log_manager.create_future_log(
@@ -128,7 +148,17 @@ class LogDirMover:
         if log_dir == lm.log_dir_of(*tp) or log_dir in lm.offline_dirs:
             lm.abandon_future_log(tp)
             return
-        _align(current, future)
+        if future.topic_id is not None and current.topic_id is not None \
+                and future.topic_id != current.topic_id:
+            log.warning("Dropping %s: a move of an earlier topic named %s", future.dir, tp[0])
+            lm.abandon_future_log(tp)
+            return
+        try:
+            _align(current, future)
+        except Exception:                                       # noqa: BLE001
+            log.exception("Cannot resume the move of %s-%d to %s", tp[0], tp[1], log_dir)
+            lm.abandon_future_log(tp)
+            return
         log.info("Resuming the move of %s-%d to log dir %s from offset %d", tp[0], tp[1],
                  log_dir, future.log_end_offset)
         task = asyncio.get_running_loop().create_task(self._run(tp, log_dir, current, future))
@@ -142,45 +172,71 @@ class LogDirMover:
             _, task = self._tasks.pop(tp)
             task.cancel()
 
+    def pause(self, tp) -> None:
+        """The broker stops hosting the partition without deleting it (StopReplica with
+        delete=false, as in a controlled shutdown): the copying stops and the future log stays,
+        to resume if the partition comes back (Kafka keeps it too)."""
+        found = self._tasks.pop(tp, None)
+        if found is not None:
+            self._keep.add(tp)
+            found[1].cancel()
+
     def cancel(self, tp) -> None:
         found = self._tasks.pop(tp, None)
         if found is not None:
             found[1].cancel()
         self.rm.log_manager.abandon_future_log(tp)
 
-    async def shutdown(self) -> None:
-        for tp in list(self._tasks):
-            _, task = self._tasks.pop(tp)
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):          # noqa: BLE001
-                pass
+    async def drain(self, timeout: float = 30.0) -> None:
+        """After `stop()`: wait for the chunks still being copied in the executor, so the log
+        manager closes no future log under them."""
+        pending = [f for f in self._running if not f.done()]
+        if pending:
+            await asyncio.get_running_loop().run_in_executor(
+                None, concurrent.futures.wait, pending, timeout)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    async def _copy_in_executor(self, current, future) -> int:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                2, thread_name_prefix="log-dir-mover")
+        chunk = self._executor.submit(_copy_chunk, current, future, CHUNK_BYTES)
+        self._running.add(chunk)
+        chunk.add_done_callback(self._running.discard)
+        return await asyncio.wrap_future(chunk)
 
     async def _run(self, tp, log_dir: str, current, future) -> None:
-        loop = asyncio.get_running_loop()
         rm = self.rm
         lm = rm.log_manager
         try:
             log.info("Moving %s-%d to log dir %s", tp[0], tp[1], log_dir)
             while True:
-                part = rm.get_partition(*tp)
-                if part is None or part.log is not current or log_dir in lm.offline_dirs:
-                    raise asyncio.CancelledError
-                copied = await loop.run_in_executor(None, _copy_chunk, current, future,
-                                                    CHUNK_BYTES)
-                if copied == 0 or current.size_in_bytes - future.size_in_bytes < FINAL_BYTES:
+                while True:
+                    part = rm.get_partition(*tp)
+                    if part is None or part.log is not current or log_dir in lm.offline_dirs:
+                        raise asyncio.CancelledError
+                    copied = await self._copy_in_executor(current, future)
+                    if copied == RETRY:
+                        continue
+                    if copied == 0 or \
+                            current.size_in_bytes - future.size_in_bytes < FINAL_BYTES:
+                        break
+                    await self._throttle(copied)
+                # The last batches and the swap, on the loop thread with no await between
+                # them: no append or truncation can run meanwhile. Unless the alignment cut
+                # the copy back by more than that (a truncation just now): executor again.
+                _align(current, future)
+                if current.size_in_bytes - future.size_in_bytes < FINAL_BYTES:
                     break
-                await self._throttle(copied)
-            # The last batches and the swap, on the loop thread with no await between them:
-            # no append can run meanwhile.
-            while _copy_chunk(current, future, CHUNK_BYTES):
+            while _copy_chunk(current, future, CHUNK_BYTES) > 0:
                 pass
             part.log = lm.replace_with_future(tp)
             rm.fetch_purgatory.notify(*tp)
             log.info("The replica of %s-%d is now in log dir %s", tp[0], tp[1], log_dir)
         except asyncio.CancelledError:
-            if not self._stopping:
+            if not self._stopping and tp not in self._keep:
                 lm.abandon_future_log(tp, only=future)
             raise
         except Exception:
@@ -189,6 +245,7 @@ class LogDirMover:
             log.exception("Moving %s-%d to %s failed", tp[0], tp[1], log_dir)
             lm.abandon_future_log(tp, only=future)
         finally:
+            self._keep.discard(tp)
             found = self._tasks.get(tp)
             if found is not None and found[1] is asyncio.current_task():
                 del self._tasks[tp]

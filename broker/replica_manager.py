@@ -277,7 +277,10 @@ class ReplicaManager:
     def stop_replica(self, topic: str, partition: int, delete: bool = False) -> None:
         part = self._partitions.pop((topic, partition), None)
         if (topic, partition) in self.log_dir_mover.moving():
-            self.log_dir_mover.cancel((topic, partition))
+            if delete:
+                self.log_dir_mover.cancel((topic, partition))
+            else:           # kept for when the partition comes back, as Kafka keeps it
+                self.log_dir_mover.pause((topic, partition))
         if not any(t == topic for t, _ in self._partitions):
             topic_id = self._topic_ids.pop(topic, None)
             if topic_id is not None:

@@ -532,6 +532,8 @@ class Broker:
                 task.cancel()
             if self.replica_manager is not None:
                 await self._step("releasing parked requests", self.replica_manager.shutdown)
+                await self._step("stopping moves between log dirs",
+                                 self.replica_manager.log_dir_mover.drain)
             await self._step("draining connections", self.connections.drain, DRAIN_TIMEOUT_S)
             for server in self._servers:
                 try:

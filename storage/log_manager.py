@@ -264,6 +264,11 @@ class LogManager:
             doomed = [self._logs.pop(k) for k in keys]
             for k in keys:
                 self._log_dir_of.pop(k, None)
+            # Moves into the dir stop with it (their folders stay, as the dir's logs do).
+            for k, (d, future) in list(self.future_logs.items()):
+                if d == log_dir:
+                    del self.future_logs[k]
+                    doomed.append(future)
         for log_ in doomed:
             log_.mark_deleted()                      # a clean in progress must not swap
             try:
@@ -315,6 +320,20 @@ class LogManager:
         future.close_files()
         self._pending_dir_deletes.append((0, future.dir, None))
 
+    @staticmethod
+    def _closed_quietly(future, flush: bool = False) -> bool:
+        """Shutdown: flush (or close) a future log; a failure loses only the copy made so
+        far (the move starts again or is dropped at restart) and stops nothing else."""
+        try:
+            if flush:
+                future.flush()
+            else:
+                future.close()
+            return True
+        except (OSError, ValueError) as exc:
+            log.warning("Could not %s %s: %s", "flush" if flush else "close", future.dir, exc)
+            return False
+
     def abandon_future_log(self, key, only=None) -> None:
         """Drop a move in progress: its future log's folder goes (with `only`, just when that
         Log is still the partition's future log)."""
@@ -338,9 +357,9 @@ class LogManager:
             log_dir, future = self.future_logs.pop(key)
             current = self._logs[key]
             old_dir = self._log_dir_of[key]
-        recovery, start, hw = (future.log_end_offset, current.log_start_offset,
-                               current.high_watermark)
+        start, hw = current.log_start_offset, current.high_watermark
         future.close()
+        recovery = future.recovery_point      # what it flushed: a crash recovers the rest
         final = os.path.join(log_dir, files.partition_dir_name(*key))
         files.fs.rename(future.dir, final)
         files.fs.fsync_dir(log_dir)
@@ -535,13 +554,16 @@ class LogManager:
                 self.cleaner = None
             with self._lock:
                 moving = [future for _, future in self.future_logs.values()]
-            for log_ in self.logs() + moving:
+            for log_ in self.logs():
                 log_.flush()
+            moving = [f for f in moving if self._closed_quietly(f, flush=True)]
             self.checkpoint_recovery_points()
             self.checkpoint_high_watermarks()
             self.checkpoint_log_start_offsets()
-            for log_ in self.logs() + moving:        # a future log is resumed at restart
+            for log_ in self.logs():
                 log_.close()
+            for future in moving:                   # resumed at restart
+                self._closed_quietly(future)
             for _, _, deleted_log in self._pending_dir_deletes:
                 if deleted_log is not None:
                     deleted_log.close_files()

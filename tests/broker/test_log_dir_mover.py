@@ -1,5 +1,7 @@
 """Resuming a move between log dirs after a restart: how much of the future log still holds the
 current log's records, judged by leader epochs as a follower's truncation is."""
+import os
+
 from broker.log_dir_mover import _agreeing_end
 
 from tests.broker.test_replication_state import no_fsync, open_log, replica_batch
@@ -42,9 +44,9 @@ def test_a_future_log_ahead_of_the_current_one_or_with_nothing_in_common_is_copi
         tmp_path):
     current = log_of(tmp_path / "c-0", (0, 2))
     assert _agreeing_end(current, log_of(tmp_path / "f-0", (0, 3))) == 20
-    # The current log starts at a later epoch: nothing of the future log is kept.
+    # No epoch in common: copied again.
     assert _agreeing_end(log_of(tmp_path / "e-0", (5, 2)), log_of(tmp_path / "g-0", (1, 1))) \
-        == 0
+        == -1
     # A current log emptied (no epochs at all): copied again from its start.
     empty = open_log(tmp_path / "h-0")
     assert _agreeing_end(empty, log_of(tmp_path / "i-0", (1, 1))) == -1
@@ -69,3 +71,90 @@ def test_a_copy_follows_the_current_log_through_a_truncation(tmp_path):
     assert future.log_end_offset == current.log_end_offset == 60
     assert future.leader_epoch_cache.entries() == current.leader_epoch_cache.entries()
     assert as_bytes(future.read(0, 1 << 20).records) == as_bytes(current.read(0, 1 << 20).records)
+
+
+def test_a_current_log_truncated_below_the_copys_last_epoch_keeps_the_copy_below_it(tmp_path):
+    """A leader change truncates the current log to the start of epoch 2, which the copy had
+    reached, before the new leader writes anything: the copy keeps epoch 0 (not copied again
+    from scratch, as an unknown epoch would have it)."""
+    future = log_of(tmp_path / "f-0", (0, 30), (2, 2))
+    current = log_of(tmp_path / "c-0", (0, 30), (2, 3))
+    current.truncate_to(300)
+    assert current.leader_epoch_cache.entries() == [(0, 0)]
+    assert _agreeing_end(current, future) == 300
+
+
+def test_an_epoch_written_again_elsewhere_ends_the_agreement_at_its_first_start(tmp_path):
+    """The copy read epoch 3's first batch at 50 while the current log had been truncated to
+    40 and epoch 3 started there: records 40-49 differ, whatever the shared latest epoch."""
+    future = log_of(tmp_path / "f-0", (0, 3), (2, 2))
+    future.append_as_follower(replica_batch(50, 10, 3))
+    current = log_of(tmp_path / "c-0", (0, 3), (2, 1), (3, 3))
+    assert current.leader_epoch_cache.entries() == [(0, 0), (2, 30), (3, 40)]
+    assert _agreeing_end(current, future) == 40
+
+
+def test_epochs_that_began_before_the_copy_count_from_its_first_offset(tmp_path):
+    """Retention moved the current log's start to 100 before the move: the copy starts there,
+    its epoch 0 recorded at 100, the current log's at 0. Still the same epoch."""
+    from broker.log_dir_mover import _copy_chunk
+    current = log_of(tmp_path / "c-0", (0, 20))
+    current.update_high_watermark(200)
+    current.delete_records_before(100)
+    future = open_log(tmp_path / "f-0")
+    future.truncate_fully_and_start_at(current.log_start_offset)
+    assert _copy_chunk(current, future, 600) > 0
+    assert future.leader_epoch_cache.entries()[0][1] >= 100
+    copied = future.log_end_offset
+    assert 100 < copied < 200 and _agreeing_end(current, future) == copied
+
+
+def _two_dir_broker(tmp_path, rate=1):
+    """A ReplicaManager over two log dirs with t-0 in the first, holding 200 records, and
+    moves throttled to `rate` bytes/s (one chunk, then a long sleep)."""
+    from broker.replica_manager import ReplicaManager
+    from storage.log_config import LogConfig
+    from storage.log_manager import LogManager
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    lm = LogManager(dirs, LogConfig(segment_ms=10**12))
+    lm.startup("cluster", 0)
+    rm = ReplicaManager(lm, broker_id=0)
+    rm.config = {"replica.alter.log.dirs.io.max.bytes.per.second": rate}
+    lm.preferred_dirs[("t", 0)] = dirs[0]
+    part = rm.become_leader("t", 0, None, 0, [0], LogConfig(segment_ms=10**12))
+    for offset in range(0, 200, 10):
+        part.log.append_as_follower(replica_batch(offset, 10, 0))
+    return rm, lm, dirs
+
+
+def test_a_move_paused_by_stop_replica_keeps_its_future_log_and_resumes(tmp_path,
+                                                                        monkeypatch):
+    """StopReplica without delete (a controlled shutdown's, for a followed partition) stops
+    the copy but keeps the future log, as Kafka does; hosting the partition again resumes it.
+    A failed dir drops the future logs moving into it."""
+    import asyncio
+
+    from broker import log_dir_mover
+    monkeypatch.setattr(log_dir_mover, "CHUNK_BYTES", 300)     # one batch a chunk
+    monkeypatch.setattr(log_dir_mover, "FINAL_BYTES", 2000)
+
+    async def scenario():
+        rm, lm, dirs = _two_dir_broker(tmp_path)
+        rm.alter_replica_log_dirs({("t", 0): dirs[1]})
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        _, future = lm.future_logs[("t", 0)]
+        assert future.log_end_offset == 10                 # one chunk, then throttled
+        rm.stop_replica("t", 0, delete=False)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert lm.future_logs[("t", 0)][1] is future and os.path.isdir(future.dir)
+        assert rm.log_dir_mover.moving() == {}
+        rm.become_leader("t", 0, None, 1, [0], None)        # hosted again: resumed
+        assert rm.log_dir_mover.moving() == {("t", 0): dirs[1]}
+        lm.mark_dir_offline(dirs[1])
+        assert lm.future_logs == {} and os.path.isdir(future.dir)     # dropped, not deleted
+        rm.shutdown()
+        await rm.log_dir_mover.drain()
+        lm.shutdown()
+    asyncio.run(scenario())
