@@ -142,7 +142,11 @@ async def _ask_coordinator(broker, transactional_id, producer_id, producer_epoch
                  exc)
         return {tp: ErrorCode.NETWORK_EXCEPTION for tp in partitions}
     if response.error_code != ErrorCode.NONE:
-        return {tp: response.error_code for tp in partitions}
+        # As AddPartitionsToTxnManager: a broker not allowed to ask makes the write invalid.
+        code = (ErrorCode.INVALID_TXN_STATE
+                if response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                else response.error_code)
+        return {tp: code for tp in partitions}
     return {(t.name, p.partition_index): p.partition_error_code
             for r in response.results_by_transaction for t in r.topic_results
             for p in t.results_by_partition}
