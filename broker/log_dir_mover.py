@@ -3,20 +3,21 @@ ReplicaAlterLogDirsThread does it.
 
 `LogDirMover.move(tp, dir)` creates the partition's *future* log in the target dir
 (``<topic>-<partition>.<uuid>-future``, storage/log_manager.py) and copies the current log
-into it batch by batch, byte for byte (`append_as_follower`), in an executor, at most
-`replica.alter.log.dirs.io.max.bytes.per.second`. The partition stays served from its current
-log meanwhile. When the future log is within one chunk of the end, the last batches are copied
-and the logs swapped on the event loop thread, where appends run, so none can slip in between;
-the old log is then deleted as a deleted partition's is.
+into it batch by batch, byte for byte (`append_as_follower`), in an executor of its own, at
+most `replica.alter.log.dirs.io.max.bytes.per.second`. The partition stays served from its
+current log meanwhile. When the future log is within FINAL_BYTES of the end, the last batches
+are copied and the logs swapped on the event loop thread, where appends run, so none can slip
+in between; the old log is then deleted as a deleted partition's is.
 
 Before each chunk the future log is cut back to where it still agrees with the current log,
 judged by leader epochs as a follower truncates against its leader (`_align`): a current log
 (a follower's) truncated, and maybe written again by a new leader, since the last chunk. Its
 retention moving the log start past the copy makes the copy start again. The partition
-leaving the broker, its dir failing or a new move to another dir abandon the future log. A
-restart does not, as in Kafka: the broker stops copying and keeps the future log (closed with
-the others on a clean shutdown), loads it again at start-up (storage/log_manager.py) and
-resumes the move when the partition is hosted again (`resume`), from where the copy got to.
+deleted, its dir failing or a new move to another dir abandon the future log. A restart does
+not, as in Kafka, nor does StopReplica without delete (`pause`): the broker stops copying and
+keeps the future log (closed with the others on a clean shutdown), loads it again at start-up
+(storage/log_manager.py) and resumes the move when the partition is hosted again (`resume`),
+from where the copy got to.
 """
 import asyncio
 import concurrent.futures
