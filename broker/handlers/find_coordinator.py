@@ -4,9 +4,12 @@ Behaviour: a group's coordinator is the leader of partition `abs(hashCode(group)
 offsets.topic.num.partitions` of `__consumer_offsets`; on a single broker that is always this
 broker, once the topic exists; in a cluster it is the leader the controller's metadata names
 (COORDINATOR_NOT_AVAILABLE while the partition has none, or while fewer brokers are alive than
-offsets.topic.replication.factor needs to create the topic, as Kafka answers). Unlike Kafka, which answers COORDINATOR_NOT_AVAILABLE while it
-auto-creates the topic in the background, the topic is created (and its partitions loaded)
-before answering, so the client's first lookup succeeds.
+offsets.topic.replication.factor needs to create the topic, as Kafka answers). As Kafka, a
+cluster answers COORDINATOR_NOT_AVAILABLE to the lookup that creates the topic: the client asks
+again after its backoff, when the new leaders have had their LeaderAndIsr (naming a leader at
+once let a client reach it before that, and get NOT_COORDINATOR, which kafkajs's
+sendOffsetsToTransaction does not retry). A single broker creates the topic and loads its
+partitions before answering, so the first lookup succeeds there.
 Key types: 0 (group) and 1 (transaction: the leader of the transactional id's partition of
 `__transaction_state`, created the same way with transaction.state.log.num.partitions and
 transaction.state.log.replication.factor); anything else is INVALID_REQUEST.
@@ -74,9 +77,7 @@ async def _ensure_topic(broker, key_type: int):
     except KafkaError as exc:
         if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message
-    if store.get_topic(name) is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{name} is being created"
-    return ErrorCode.NONE, None
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{name} is being created"  # (docstring)
 
 
 async def _cluster_node(broker, ctx, key_type: int, key: str):
