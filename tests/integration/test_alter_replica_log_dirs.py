@@ -72,18 +72,27 @@ def wait_moved(bootstrap, there) -> None:
         time.sleep(0.5)
 
 
-def test_a_replica_moves_to_another_log_dir_under_load(tmp_path, broker_process):
+def two_dirs_filled(tmp_path, broker_process, move_rate):
+    """A broker with log dirs a and b, its "disk-0" filled with 12 MB by an idempotent
+    acks=all producer, moves copied at `move_rate` bytes/s. (broker, producer, acknowledged
+    offsets, the value written, the partition's dir, the other dir)."""
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     broker = broker_process(log_dirs=f"{a},{b}", num_partitions=1,
                             log_segment_bytes=1048576, log_segment_delete_delay_ms=500,
-                            replica_alter_log_dirs_io_max_bytes_per_second=4000000)
+                            replica_alter_log_dirs_io_max_bytes_per_second=move_rate)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5})
-    acked, stop = [], threading.Event()
+    acked = []
     value = os.urandom(1000)
-    fill(producer, value, acked)                  # 12 MB before the move starts
+    fill(producer, value, acked)
     here = a if os.path.isdir(os.path.join(a, "disk-0")) else b
-    there = b if here == a else a
+    return broker, producer, acked, value, here, (b if here == a else a)
+
+
+def test_a_replica_moves_to_another_log_dir_under_load(tmp_path, broker_process):
+    broker, producer, acked, value, here, there = two_dirs_filled(tmp_path, broker_process,
+                                                                  4000000)
+    stop = threading.Event()
 
     def keep_writing():
         i = 12000
@@ -124,17 +133,8 @@ def future_dirs(log_dir):
 def test_a_move_interrupted_by_a_restart_resumes_and_completes(tmp_path, broker_process, stop):
     """As Kafka: the future replica stays over a restart (a clean stop or kill -9) and the
     broker goes on copying into it from where it got to, then swaps; nothing is lost."""
-    a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    broker = broker_process(log_dirs=f"{a},{b}", num_partitions=1,
-                            log_segment_bytes=1048576, log_segment_delete_delay_ms=500,
-                            replica_alter_log_dirs_io_max_bytes_per_second=2000000)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 5})
-    acked = []
-    value = os.urandom(1000)
-    fill(producer, value, acked)                  # 12 MB: 6 s at 2 MB/s
-    here = a if os.path.isdir(os.path.join(a, "disk-0")) else b
-    there = b if here == a else a
+    broker, producer, acked, value, here, there = two_dirs_filled(
+        tmp_path, broker_process, 2000000)        # 12 MB: 6 s at 2 MB/s
     assert alter(broker.bootstrap, {TopicPartition("disk", 0): there}) == \
         {TopicPartition("disk", 0): ErrorCode.NONE}
     time.sleep(1.5)                               # some of it copied, most of it not

@@ -6,7 +6,8 @@ and a schedule of the faults users meet:
 - kill -9 of a partition leader (then it restarts and catches up),
 - SIGSTOP of a leader for longer than the ZooKeeper session, then SIGCONT (a stalled leader
   that must not acknowledge as leader any more),
-- SIGTERM of a broker (a controlled shutdown) and a restart.
+- SIGTERM of a broker (a controlled shutdown) and a restart,
+- kill -9 of ZooKeeper and its restart, then kill -9 of a leader again.
 
 Then a consumer reads everything back, and the test checks what Kafka promises: no acknowledged
 record is lost, none is duplicated, each sits at the offset its acknowledgement gave, and each
@@ -101,6 +102,23 @@ def run_faults(cluster, log):
     log(f"SIGTERM broker {victim} (leader of {TOPIC}-2)")
     cluster.stop(victim)
     time.sleep(2)
+    cluster.start(victim)
+    for p in range(PARTITIONS):
+        cluster.wait_for_isr(TOPIC, p, [0, 1, 2], timeout=90)
+    # 4. kill -9 of ZooKeeper, back within the session timeout: the brokers go on serving
+    # (no ISR can change meanwhile) and keep their sessions; then the controller must still
+    # act on a leader's death.
+    log("kill -9 ZooKeeper for 4 s")
+    cluster.zookeeper.kill()
+    time.sleep(4)
+    cluster.zookeeper.start()
+    log("ZooKeeper restarted")
+    cluster.wait_until(lambda: cluster.live_brokers() == {0, 1, 2}, 60,
+                       "brokers did not come back to ZooKeeper")
+    victim = leader_of(cluster, 1)
+    log(f"kill -9 broker {victim} (leader of {TOPIC}-1)")
+    cluster.kill(victim)
+    cluster.wait_for_leader(TOPIC, 1, not_in={victim})
     cluster.start(victim)
     for p in range(PARTITIONS):
         cluster.wait_for_isr(TOPIC, p, [0, 1, 2], timeout=90)
