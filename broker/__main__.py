@@ -24,8 +24,9 @@ HARD_EXIT_AFTER_S = 9.5
 def hard_exit_after(config) -> float:
     if not config.get("zookeeper.connect") or not config.get("controlled.shutdown.enable"):
         return HARD_EXIT_AFTER_S
-    retries = config.get("controlled.shutdown.max.retries")
-    backoff_s = config.get("controlled.shutdown.retry.backoff.ms") / 1000
+    # Negative settings mean no attempt and no wait, as in Kafka (they have no validator).
+    retries = max(config.get("controlled.shutdown.max.retries"), 0)
+    backoff_s = max(config.get("controlled.shutdown.retry.backoff.ms"), 0) / 1000
     return HARD_EXIT_AFTER_S + retries * (backoff_s + 5.0)
 
 

@@ -107,6 +107,61 @@ def listener_list(value):
             raise ValueError(f"Port {match.group(3)} of {item} is out of range 0-65535")
 
 
+def non_empty_listener_list(value):
+    listener_list(value)
+    if not value:
+        raise ValueError("There must be at least one broker advertised listener")
+
+
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def security_protocol_map(value):
+    """Kafka's listener.security.protocol.map: NAME:PROTOCOL pairs, comma separated."""
+    for pair in value.split(","):
+        name, sep, protocol = pair.partition(":")
+        if not sep or not name.strip() or not protocol.strip():
+            raise ValueError(f"Error parsing configuration property "
+                             f"'listener.security.protocol.map': {value}")
+        if protocol.strip().upper() not in _SECURITY_PROTOCOLS:
+            raise ValueError(f"Invalid security protocol `{protocol.strip()}` defined in "
+                             f"listener.security.protocol.map")
+
+
+def zookeeper_connect(value):
+    """What ZooKeeper's client accepts (ConnectStringParser, PathUtils.validatePath):
+    host[:port] entries, comma separated, then an optional chroot path."""
+    hosts, slash, chroot = value.partition("/")
+    if slash and chroot:
+        path = "/" + chroot
+        if path.endswith("/"):
+            raise ValueError(f"Invalid path string \"{path}\" caused by path must not end "
+                             f"with / character")
+        for node in path[1:].split("/"):
+            if not node:
+                raise ValueError(f"Invalid path string \"{path}\" caused by empty node name "
+                                 f"specified")
+            if node in (".", ".."):
+                raise ValueError(f"Invalid path string \"{path}\" caused by relative paths "
+                                 f"not allowed")
+    entries = [entry.strip() for entry in hosts.split(",") if entry.strip()]
+    if not entries:
+        raise ValueError("A HostProvider may not be empty!")
+    for entry in entries:
+        if entry.startswith("["):                       # [IPv6]:port
+            host, _, rest = entry[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else ""
+        else:
+            host, _, port = entry.rpartition(":") if ":" in entry else (entry, "", "")
+        if not host:
+            raise ValueError(f"no host in {entry!r}")
+        if port:
+            if not port.isdigit():
+                raise ValueError(f"For input string: \"{port}\" (the port of {entry!r})")
+            if int(port) > 65535:
+                raise ValueError(f"port out of range:{port}")
+
+
 @dataclasses.dataclass(frozen=True)
 class ConfigDef:
     name: str
@@ -128,13 +183,15 @@ _TIMESTAMP_TYPE = one_of("CreateTime", "LogAppendTime")
 _UNUSED = " Accepted for compatibility; this broker does not act on it yet."
 
 
+_THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+", re.ASCII)
+
+
 def throttled_replicas(value):
     """Kafka's format: "*" or partition:broker pairs ("0:101,1:102")."""
     if value == ["*"]:
         return
     for item in value:
-        partition, sep, broker = item.partition(":")
-        if not (sep and partition.strip().isdigit() and broker.strip().isdigit()):
+        if not _THROTTLED_REPLICA.fullmatch(item.strip()):
             raise ValueError("Must be '*' or a comma-separated list of partitionId:brokerId "
                              f"pairs, not {item!r}")
 
@@ -143,7 +200,7 @@ RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaS
 
 
 def replica_selector(value):
-    if value not in (None, "", RACK_AWARE_REPLICA_SELECTOR):
+    if value not in (None, RACK_AWARE_REPLICA_SELECTOR):
         raise ValueError(f"only {RACK_AWARE_REPLICA_SELECTOR} is available")
 
 
@@ -170,12 +227,13 @@ BROKER_CONFIGS = [
     _c("inter.broker.protocol.version", "string", "3.7-IV4", metadata_version.validate, "medium",
        doc="Protocol version brokers speak to each other." + _UNUSED),
     # --- sockets and connections
-    _c("listeners", "list", ["PLAINTEXT://:9092"], listener_list, "high",
+    _c("listeners", "list", ["PLAINTEXT://:9092"], non_empty_listener_list, "high",
        doc="Comma-separated URIs the broker listens on, NAME://host:port (empty host: all)."),
-    _c("advertised.listeners", "list", None, listener_list, "high",
+    _c("advertised.listeners", "list", None, non_empty_listener_list, "high",
        doc="Listeners published to clients in Metadata, if different from `listeners`."),
     _c("listener.security.protocol.map", "string",
-       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None, "low",
+       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+       security_protocol_map, "low",
        doc="Listener name to security protocol. Only PLAINTEXT is served."),
     _c("inter.broker.listener.name", "string", None, None, "medium",
        doc="The listener brokers use to talk to each other."),
@@ -361,7 +419,7 @@ BROKER_CONFIGS = [
     _c("leader.imbalance.check.interval.seconds", "long", 300, at_least(1), "high",
        doc="How often the controller checks the leader imbalance."),
     # --- ZooKeeper (cluster mode)
-    _c("zookeeper.connect", "string", None, None, "high",
+    _c("zookeeper.connect", "string", None, zookeeper_connect, "high",
        doc="ZooKeeper connection string; unset: metadata lives in the first log dir."),
     _c("zookeeper.session.timeout.ms", "int", 18000, None, "high",
        doc="ZooKeeper session timeout."),
@@ -425,7 +483,8 @@ BROKER_CONFIGS = [
     # --- security
     _c("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, "medium",
        doc="SASL mechanisms of SASL listeners; plaintext listeners enable none."),
-    _c("security.inter.broker.protocol", "string", "PLAINTEXT", None, "medium",
+    _c("security.inter.broker.protocol", "string", "PLAINTEXT", one_of(*_SECURITY_PROTOCOLS),
+       "medium",
        doc="Security protocol between brokers."),
     _c("delegation.token.secret.key", "password", None, None, "medium",
        doc="Secret that signs delegation tokens." + _UNUSED),
@@ -696,6 +755,20 @@ class Listener:
 _HOT = {name.replace(".", "_"): name for name in BROKER_CONFIG}
 
 
+# The thread counts Kafka lets change dynamically only within half and double the current one.
+_THREAD_COUNTS = ("num.io.threads", "num.network.threads", "num.replica.fetchers",
+                  "num.recovery.threads.per.data.dir", "background.threads",
+                  "log.cleaner.threads")
+
+
+def _first_set(values: dict, *synonyms) -> int:
+    """The milliseconds of the first set synonym ((name, factor) in priority order)."""
+    for name, factor in synonyms:
+        if values[name] is not None:
+            return values[name] * factor
+    return -1
+
+
 class BrokerConfig:
     """Layered broker configuration: dynamic per-broker > dynamic default > static > default."""
 
@@ -714,7 +787,7 @@ class BrokerConfig:
             self.static[name] = parse_value(definition, raw)
         self._check_listeners()
         self._refresh()
-        self._check_cleaner()
+        self._check_values(self._values)
         for warning in deprecation_warnings(self.static, self.get("inter.broker.protocol.version")):
             log.warning(warning)
 
@@ -726,13 +799,52 @@ class BrokerConfig:
         props.update(parse_overrides(overrides))
         return cls(props)
 
-    def _check_cleaner(self):
-        threads = self.get("log.cleaner.threads")
-        size = self.get("log.cleaner.dedupe.buffer.size")
-        if self.get("log.cleaner.enable") and threads > 0 and size / threads <= 1024 * 1024:
-            raise ConfigError("log.cleaner.dedupe.buffer.size", str(size),
-                              "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner "
-                              "thread.")
+    def _check_values(self, values: dict) -> None:
+        """Kafka's KafkaConfig.validateValues checks between properties, on the effective
+        values (static and dynamic layers merged); ConfigError names the first one broken."""
+        def require(ok, name, reason):
+            if not ok:
+                raise ConfigError(name, format_value(values[name]), reason)
+
+        broker_id = values["broker.id"]
+        if values["zookeeper.connect"] and not values["broker.id.generation.enable"]:
+            require(broker_id >= 0, "broker.id", "broker.id must be greater than or equal to 0")
+        else:
+            require(-1 <= broker_id <= values["reserved.broker.max.id"], "broker.id",
+                    "broker.id must be greater than or equal to -1 and not greater than "
+                    "reserved.broker.max.id")
+        roll_ms = _first_set(values, ("log.roll.ms", 1), ("log.roll.hours", _HOUR))
+        require(roll_ms >= 1, "log.roll.ms" if values["log.roll.ms"] is not None
+                else "log.roll.hours", "log.roll.ms must be greater than or equal to 1")
+        jitter_ms = _first_set(values, ("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", _HOUR))
+        require(jitter_ms >= 0, "log.roll.jitter.ms" if values["log.roll.jitter.ms"] is not None
+                else "log.roll.jitter.hours",
+                "log.roll.jitter.ms must be greater than or equal to 0")
+        retention = (("log.retention.ms", 1), ("log.retention.minutes", _MIN),
+                     ("log.retention.hours", _HOUR))
+        retention_ms = max(_first_set(values, *retention), -1)    # negative: unlimited
+        require(retention_ms >= 1 or retention_ms == -1,
+                next(name for name, _ in retention if values[name] is not None),
+                "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
+        threads = values["log.cleaner.threads"]
+        size = values["log.cleaner.dedupe.buffer.size"]
+        require(not (values["log.cleaner.enable"] and threads > 0
+                     and size / threads <= 1024 * 1024), "log.cleaner.dedupe.buffer.size",
+                "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.")
+        wait_ms = values["replica.fetch.wait.max.ms"]
+        require(wait_ms <= values["replica.socket.timeout.ms"], "replica.socket.timeout.ms",
+                "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
+                "to prevent unnecessary socket timeouts")
+        require(wait_ms <= values["replica.lag.time.max.ms"], "replica.fetch.wait.max.ms",
+                "replica.fetch.wait.max.ms should always be less than or equal to "
+                "replica.lag.time.max.ms to prevent frequent changes in ISR")
+        require(values["max.connections.per.ip"] != 0
+                or values["max.connections.per.ip.overrides"], "max.connections.per.ip",
+                "max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides property is set.")
+        problem = metadata_version.format_problem(values["log.message.format.version"],
+                                                  values["inter.broker.protocol.version"])
+        require(problem is None, "log.message.format.version", problem)
 
     def _check_listeners(self):
         for name in ("listeners", "advertised.listeners"):
@@ -748,11 +860,51 @@ class BrokerConfig:
                                   "advertised.listeners cannot use the nonroutable meta-address "
                                   f"in {item}; set advertised.listeners to a routable address "
                                   "(or leave the host empty to advertise this host's name)")
-        for item in self.static.get("listeners") or BROKER_CONFIG["listeners"].default:
-            listener = Listener.parse(item)
+        listeners = [Listener.parse(item)
+                     for item in self.static.get("listeners") or BROKER_CONFIG["listeners"].default]
+        for listener in listeners:
             if listener.name != "PLAINTEXT" and not self._security_of(listener.name) == "PLAINTEXT":
-                raise ConfigError("listeners", item,
+                raise ConfigError("listeners", f"{listener.name}://{listener.host}:"
+                                  f"{listener.port}",
                                   "only PLAINTEXT listeners are supported by this broker")
+        ports = [listener.port for listener in listeners if listener.port != 0]
+        if len(set(ports)) != len(ports):
+            # Kafka allows a shared port only to an IPv4 and an IPv6 listener.
+            raise ConfigError("listeners", ",".join(self.static.get("listeners") or []),
+                              "Each listener must have a different port")
+        names = [listener.name for listener in listeners]
+        advertised_names = [Listener.parse(item).name for item in advertised] or names
+        if not set(advertised_names) <= set(names):
+            raise ConfigError("advertised.listeners", ",".join(advertised),
+                              "advertised.listeners listener names must be equal to or a subset "
+                              "of the ones defined in listeners. Found "
+                              f"{','.join(advertised_names)}. The valid options based on the "
+                              f"current configuration are {','.join(names)}")
+        if self.static.get("zookeeper.connect"):
+            self._check_inter_broker_listener(advertised_names)
+
+    def _check_inter_broker_listener(self, advertised_names: list) -> None:
+        """Kafka's getInterBrokerListenerNameAndSecurityProtocol and its check that brokers
+        can reach each other on an advertised listener (a cluster only)."""
+        name = self.static.get("inter.broker.listener.name")
+        if name is not None:
+            if "security.inter.broker.protocol" in self.static:
+                raise ConfigError("inter.broker.listener.name", name,
+                                  "Only one of inter.broker.listener.name and "
+                                  "security.inter.broker.protocol should be set.")
+            name = name.upper()
+            if self._security_of(name) is None:
+                raise ConfigError("inter.broker.listener.name", name,
+                                  f"Listener with name {name} defined in "
+                                  "inter.broker.listener.name not found in "
+                                  "listener.security.protocol.map.")
+        else:
+            name = self.static.get("security.inter.broker.protocol", "PLAINTEXT")
+        if name not in advertised_names:
+            raise ConfigError("inter.broker.listener.name", name,
+                              "inter.broker.listener.name must be a listener name defined in "
+                              "advertised.listeners. The valid options based on currently "
+                              f"configured listeners are {','.join(advertised_names)}")
 
     def _security_of(self, listener_name: str) -> str | None:
         mapping = self.static.get("listener.security.protocol.map",
@@ -764,11 +916,7 @@ class BrokerConfig:
         return None
 
     def _refresh(self):
-        values = {d.name: d.default for d in BROKER_CONFIGS}
-        values.update(self.static)
-        values.update(self.dynamic_default)
-        values.update(self.dynamic_broker)
-        self._values = values
+        self._values = self._merged(self.dynamic_default, cluster_default=True)
 
     # -- reading
     def get(self, name: str):
@@ -849,14 +997,62 @@ class BrokerConfig:
             typed[name] = None if raw is None else parse_value(definition, raw)
         return typed
 
+    def check_dynamic(self, values: dict, cluster_default: bool = False) -> None:
+        """Would replacing one dynamic layer with {name: raw string} be accepted? As Kafka's
+        processReconfiguration: the checks between properties on the merged result, and the
+        reconfigurable thread counts changed by at most half or double their current value
+        (DynamicThreadPool, LogCleaner.validateReconfiguration). ConfigError if not."""
+        merged = self._merged(self._typed_layer(values), cluster_default)
+        self._check_values(merged)
+        for name in _THREAD_COUNTS:
+            old, new = self._values[name], merged[name]
+            if new == old:
+                continue
+            if name == "log.cleaner.threads":
+                if new < 1:
+                    reason = "Log cleaner threads should be at least 1"
+                elif new < old / 2:
+                    reason = ("Log cleaner threads cannot be reduced to less than half the "
+                              f"current value {old}")
+                elif new > old * 2:
+                    reason = ("Log cleaner threads cannot be increased to more than double the "
+                              f"current value {old}")
+                else:
+                    continue
+            else:
+                failed = f"Dynamic thread count update validation failed for {name}={new}"
+                if new <= 0:
+                    reason = f"{failed}, value should be at least 1"
+                elif new < old // 2:
+                    reason = f"{failed}, value should be at least half the current value {old}"
+                elif new > old * 2:
+                    reason = (f"{failed}, value should not be greater than double the current "
+                              f"value {old}")
+                else:
+                    continue
+            raise ConfigError(name, str(new), reason)
+
     def set_dynamic(self, values: dict, cluster_default: bool = False) -> None:
-        """Replace one dynamic layer with {name: raw string} (already persisted by the caller)."""
-        typed = {k: v for k, v in self.validate_dynamic(values).items() if v is not None}
+        """Replace one dynamic layer with {name: raw string} (already persisted by the caller).
+        ConfigError, and nothing changed, when the merged result breaks a check between
+        properties."""
+        typed = self._typed_layer(values)
+        self._check_values(self._merged(typed, cluster_default))
         if cluster_default:
             self.dynamic_default = typed
         else:
             self.dynamic_broker = typed
         self._refresh()
+
+    def _typed_layer(self, values: dict) -> dict:
+        return {k: v for k, v in self.validate_dynamic(values).items() if v is not None}
+
+    def _merged(self, layer: dict, cluster_default: bool) -> dict:
+        merged = {d.name: d.default for d in BROKER_CONFIGS}
+        merged.update(self.static)
+        merged.update(layer if cluster_default else self.dynamic_default)
+        merged.update(self.dynamic_broker if cluster_default else layer)
+        return merged
 
     # -- topics
     def topic_value(self, name: str, overrides: dict | None = None):
@@ -873,6 +1069,8 @@ class BrokerConfig:
             broker_value = self._values.get(broker_name)
             if value is None and broker_value is not None:
                 value = _scale(broker_value, factor)
+                if name == "retention.ms" and value < 0:
+                    value = -1                   # any negative broker retention: unlimited
         if value is None:
             value = definition.default
         if source is None:

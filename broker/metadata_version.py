@@ -66,6 +66,26 @@ def before_v2_format(text: str) -> bool:
     return parse(text) < _FIRST_V2_FORMAT
 
 
+def _record_version(position: int) -> int:
+    """The newest record batch format (0, 1, 2) a version writes."""
+    return 2 if position >= _FIRST_V2_FORMAT else 1 if position >= _ORDER["0.10.0-IV0"] else 0
+
+
+def format_problem(message_format: str, inter_broker_protocol: str) -> str | None:
+    """Kafka's check that log.message.format.version needs no newer record format than the
+    inter-broker protocol writes (it is ignored from 3.0-IV1 on); None when fine or when
+    either version is invalid (refused elsewhere)."""
+    try:
+        ibp, fmt = parse(inter_broker_protocol), parse(message_format)
+    except ValueError:
+        return None
+    if ibp >= _ORDER["3.0-IV1"] or _record_version(ibp) >= _record_version(fmt):
+        return None
+    minimum = {1: "0.10.0", 2: "0.11.0"}[_record_version(fmt)]
+    return (f"log.message.format.version {message_format} can only be used when "
+            f"inter.broker.protocol.version is set to version {minimum} or higher")
+
+
 def _ignored(value: str, inter_broker_protocol: str) -> bool:
     """Kafka's shouldWarn: a pre-v2 format, ignored because the IBP is 3.0-IV1 or later."""
     try:

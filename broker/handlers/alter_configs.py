@@ -65,7 +65,7 @@ async def set_broker_overrides(broker, resource_name: str, values: dict,
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: {name}")
     try:
-        broker.config.validate_dynamic(values)
+        broker.config.check_dynamic(values, cluster_default=target is None)
     except ConfigError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     if validate_only:

@@ -55,12 +55,73 @@ def test_wildcard_address_cannot_be_advertised():
     ("log.cleaner.min.cleanable.ratio", "1.5", "[0.0,1.0]"),
     ("log.cleaner.dedupe.buffer.size", "1048576", "at least 1MB per cleaner thread"),
     ("log.cleaner.backoff.ms", "-1", "at least 0"),
+    # What ZooKeeper's client refuses (it threw from inside kazoo, a traceback, before).
+    ("zookeeper.connect", "localhost:abc", "abc"),
+    ("zookeeper.connect", "127.0.0.1:70000", "port out of range"),
+    ("zookeeper.connect", ",,,", "HostProvider may not be empty"),
+    ("zookeeper.connect", "", "HostProvider may not be empty"),     # not "standalone"
+    ("zookeeper.connect", "127.0.0.1:2181/kafka/./x", "relative paths"),
+    ("zookeeper.connect", "127.0.0.1:2181/kafka//x", "empty node name"),
+    ("zookeeper.connect", "127.0.0.1:2181/kafka/", "must not end with /"),
+    # Kafka's KafkaConfig.validateValues, between properties.
+    ("listeners", "", "at least one broker advertised listener"),
+    ("advertised.listeners", "", "at least one broker advertised listener"),
+    ("advertised.listeners", "EXTERNAL://127.0.0.1:9999", "subset"),
+    ("listeners", "PLAINTEXT://:9092,OTHER://:9092", "different port"),
+    ("listener.security.protocol.map", "garbage", "Error parsing"),
+    ("listener.security.protocol.map", "PLAINTEXT:BOGUS", "`BOGUS`"),
+    ("security.inter.broker.protocol", "bogus", "one of"),
+    ("broker.id", "-5", "greater than or equal to -1"),
+    ("broker.id", "5000", "not greater than reserved.broker.max.id"),
+    ("replica.lag.time.max.ms", "0", "less than or equal to replica.lag.time.max.ms"),
+    ("replica.socket.timeout.ms", "-1", "at least replica.fetch.wait.max.ms"),
+    ("max.connections.per.ip", "0", "max.connections.per.ip.overrides"),
+    ("log.roll.ms", "0", "greater than or equal to 1"),
+    ("log.roll.jitter.ms", "-100", "greater than or equal to 0"),
+    ("log.retention.ms", "0", "unlimited (-1)"),
+    ("log.retention.minutes", "0", "unlimited (-1)"),
+    ("replica.selector.class", "", "RackAwareReplicaSelector"),
 ])
 def test_invalid_value_names_the_property(name, value, fragment):
+    static = {name: value}
+    if "OTHER" in value:
+        static["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"
     with pytest.raises(ConfigError) as info:
-        BrokerConfig({name: value})
+        BrokerConfig(static)
     message = str(info.value)
-    assert name in message and fragment in message and "\n" not in message
+    assert fragment in message and "\n" not in message
+    assert name in message or name in ("replica.lag.time.max.ms", "log.retention.minutes")
+
+
+def test_values_kafka_accepts_between_properties():
+    # A negative retention is unlimited, as Kafka's logRetentionTimeMillis makes it.
+    config = BrokerConfig({"log.retention.ms": "-5"})
+    assert config.topic_config().retention_ms == -1
+    BrokerConfig({"log.retention.hours": "-1", "zookeeper.connect": "[::1]:2181,zk2/kafka"})
+    BrokerConfig({"max.connections.per.ip": "0",
+                  "max.connections.per.ip.overrides": "127.0.0.1:10"})
+    BrokerConfig({"inter.broker.protocol.version": "0.10.2",
+                  "log.message.format.version": "0.10.2"})
+    with pytest.raises(ConfigError, match="0.11.0 or higher"):
+        BrokerConfig({"inter.broker.protocol.version": "0.10.2"})
+
+
+def test_inter_broker_listener_in_a_cluster():
+    zk = {"zookeeper.connect": "127.0.0.1:2181",
+          "listeners": "INTERNAL://127.0.0.1:9091,CLIENT://127.0.0.1:9092",
+          "listener.security.protocol.map": "INTERNAL:PLAINTEXT,CLIENT:PLAINTEXT"}
+    with pytest.raises(ConfigError, match="must be a listener name defined in advertised"):
+        BrokerConfig(zk)                    # PLAINTEXT (the default protocol) is no listener
+    BrokerConfig({k: v for k, v in zk.items() if k != "zookeeper.connect"})     # alone: fine
+    assert BrokerConfig({**zk, "inter.broker.listener.name": "INTERNAL"})
+    with pytest.raises(ConfigError, match="not found in listener.security.protocol.map"):
+        BrokerConfig({**zk, "inter.broker.listener.name": "FOO"})
+    with pytest.raises(ConfigError, match="Only one of"):
+        BrokerConfig({**zk, "inter.broker.listener.name": "INTERNAL",
+                      "security.inter.broker.protocol": "PLAINTEXT"})
+    with pytest.raises(ConfigError, match="greater than or equal to 0"):
+        BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "broker.id": "-1",
+                      "broker.id.generation.enable": "false"})
 
 
 def test_only_plaintext_listeners_and_unique_names():
@@ -173,6 +234,27 @@ def test_dynamic_validation():
         config.set_dynamic({"num.partitions": "0"})
 
 
+def test_dynamic_changes_are_checked_as_kafka_reconfigures():
+    config = BrokerConfig({"num.replica.fetchers": "2"})
+    config.check_dynamic({"num.replica.fetchers": "4"})
+    config.check_dynamic({"num.replica.fetchers": "1"})
+    with pytest.raises(ConfigError, match="not be greater than double the current value 2"):
+        config.check_dynamic({"num.replica.fetchers": "5"})
+    with pytest.raises(ConfigError, match="Log cleaner threads should be at least 1"):
+        config.check_dynamic({"log.cleaner.threads": "0"}, cluster_default=True)
+    with pytest.raises(ConfigError, match="more than double the current value 1"):
+        config.check_dynamic({"log.cleaner.threads": "3"})
+    # The checks between properties run on the merged layers.
+    with pytest.raises(ConfigError, match="at least 1MB per cleaner thread"):
+        config.check_dynamic({"log.cleaner.dedupe.buffer.size": "1000"})
+    with pytest.raises(ConfigError, match="log.roll.ms must be greater than or equal to 1"):
+        config.set_dynamic({"log.roll.ms": "0"}, cluster_default=True)
+    assert config.get("log.roll.ms") is None                   # nothing changed
+    # A broker's own layer is merged over the default one.
+    config.set_dynamic({"log.cleaner.threads": "2"}, cluster_default=True)
+    config.check_dynamic({"log.cleaner.threads": "2"})
+
+
 def test_topic_config_synonyms_and_units():
     config = BrokerConfig({"log.retention.hours": "2", "log.segment.bytes": "5000"})
     value, source, synonyms = config.topic_value("retention.ms")
@@ -210,6 +292,11 @@ def test_topic_config_validation():
         validate_topic_configs({"retention.hours": "1"})
     with pytest.raises(ConfigError, match="segment.bytes"):
         validate_topic_configs({"segment.bytes": "1"})
+    for bad in ("0: 1", "0 :1", "\u00b2:0", "0:1:2"):      # Kafka's ([0-9]+:[0-9]+), trimmed
+        with pytest.raises(ConfigError, match="partitionId:brokerId"):
+            validate_topic_configs({"leader.replication.throttled.replicas": bad})
+    assert validate_topic_configs({"follower.replication.throttled.replicas": " 0:1 , 1:2"}) \
+        == {"follower.replication.throttled.replicas": ["0:1", "1:2"]}
 
 
 def test_compaction_lags_must_not_conflict():

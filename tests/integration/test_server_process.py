@@ -128,13 +128,21 @@ def test_sigterm_during_startup_is_graceful(tmp_path):
     assert os.path.exists(log_dir / ".kafka_cleanshutdown")
 
 
-def test_invalid_config_stops_startup_with_one_line(tmp_path):
+@pytest.mark.parametrize("setting", [
+    "num.partitions=zero",
+    "zookeeper.connect=localhost:abc",            # a kazoo traceback before
+    "replica.lag.time.max.ms=0",                  # a broker spinning a core before
+    "broker.id=5000",
+    "listeners=",                                 # a broker listening nowhere before
+])
+def test_invalid_config_stops_startup_with_one_line(tmp_path, setting):
     cmd = [sys.executable, "-m", "broker", str(SERVER_PROPERTIES), "--override",
-           "num.partitions=zero", "--override", f"log.dirs={tmp_path}"]
+           setting, "--override", f"log.dirs={tmp_path}"]
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "num.partitions" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("kbroker: ") and "configuration" in lines[0]
+    assert os.listdir(tmp_path) == []
 
 
 def test_zookeeper_connect_is_refused_until_the_backend_exists(tmp_path):

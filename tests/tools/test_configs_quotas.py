@@ -129,6 +129,19 @@ def test_alter_describe_and_restart(broker_process, script):
      "The entity name for ips must be a valid IP or resolvable host, but it is: no.such.host.invalid"),
     (["--alter", "--user", "a", "--add-config", "SCRAM-SHA-256=[password=x]"],
      "The broker does not support SCRAM credentials (AlterUserScramCredentials)"),
+    # The broker's INVALID_CONFIG for dynamic changes Kafka refuses as it reconfigures.
+    (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+      "log.cleaner.threads=0"],
+     "Invalid value '0' for configuration log.cleaner.threads: Log cleaner threads should be "
+     "at least 1"),
+    (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+      "num.replica.fetchers=10"],
+     "Invalid value '10' for configuration num.replica.fetchers: Dynamic thread count update "
+     "validation failed for num.replica.fetchers=10, value should not be greater than double "
+     "the current value 1"),
+    (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.roll.ms=0"],
+     "Invalid value '0' for configuration log.roll.ms: log.roll.ms must be greater than or "
+     "equal to 1"),
 ])
 def test_errors_are_one_line(tools_broker, tool, argv, error):
     r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, *argv)
