@@ -30,7 +30,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.controlled_shutdown import ControlledShutdownRequest
 
 from broker import zk_data as zd
-from broker.config import ConfigError
+from broker.config import ConfigError, validate_topic_configs
 from broker.kafka_zk import BrokerIdTakenError, KafkaZk
 
 log = logging.getLogger(__name__)
@@ -235,6 +235,8 @@ class ClusterMembership:
                 await self._apply_config_change(entity_path)
             except zd.ZNodeDataError as exc:
                 log.error("Ignoring config change %s: %s", name, exc)
+            except Exception as exc:            # noqa: BLE001 - one bad change, not the rest
+                log.error("Error processing config change %s (%s): %s", name, entity_path, exc)
 
     async def _apply_config_change(self, entity_path: str) -> None:
         store = self.broker.metadata
@@ -242,10 +244,18 @@ class ClusterMembership:
         configs = await self.kzk.get_entity_config(entity_type, name)
         log.info("Processing override for entityPath: %s with config: %s", entity_path, configs)
         if entity_type == "topics":
+            try:
+                validate_topic_configs(configs)
+            except ConfigError as exc:
+                # As Kafka's TopicConfigHandler: logged, and the topic keeps its config.
+                log.error("Ignoring config change of topic %s: %s", name, exc)
+                return
             store.set_cached_topic_config(name, configs)
             self.broker.topics.apply_log_configs([name])
         elif entity_type == "brokers":
             broker_id = None if name == zd.DEFAULT_ENTITY else name
+            if broker_id is not None and not broker_id.isdigit():
+                raise zd.ZNodeDataError(entity_path, f"not a broker id: {broker_id!r}")
             if broker_id is not None and broker_id != str(self.broker.broker_id):
                 store.set_cached_broker_config(int(broker_id), configs)
                 return

@@ -374,6 +374,9 @@ class KafkaZk:
                 except ZNodeDataError as exc:
                     raise ZkError(f"cannot allocate producer ids: {exc}") from None
             end = start + block_size - 1
+            if end > (1 << 63) - 1:
+                raise ZkError(f"cannot allocate producer ids: exhausted, the next block would "
+                              f"end at {end}, past the long type limit")
             try:
                 await self.zk.set(path, zd.encode_producer_id_block(broker_id, start, end),
                                   stat.version)

@@ -22,9 +22,12 @@ per 1000 ids (well under a millisecond on ext4), which is acceptable there.
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 from storage import files
+
+log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 1000          # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 FILE_NAME = "producer-id-block"
@@ -92,10 +95,20 @@ class ZkProducerIdManager:
         self._lock = asyncio.Lock()
 
     async def next_id(self) -> int:
+        """The next id; KafkaError COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka's
+        RPCProducerIdManager answers without a block) when no block can be reserved, e.g.
+        /latest_producer_id_block holds what Kafka would not write there."""
+        from broker.zk_data import ZkError
+        from protocol.errors import ErrorCode, KafkaError
         async with self._lock:
             if self._next > self._block_end:
-                self._next, self._block_end = await self.kzk.allocate_producer_id_block(
-                    self.broker_id, self.block_size)
+                try:
+                    self._next, self._block_end = await self.kzk.allocate_producer_id_block(
+                        self.broker_id, self.block_size)
+                except ZkError as exc:
+                    log.error("Could not reserve a producer id block: %s", exc)
+                    raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                     "no producer id block") from None
             producer_id = self._next
             self._next += 1
             return producer_id
@@ -127,6 +140,4 @@ class ZkProducerIdManager:
                     self._next, self._block_end = await self.kzk.allocate_producer_id_block(
                         self.broker_id, self.block_size)
                 except Exception as exc:            # noqa: BLE001 - retried on demand
-                    import logging
-                    logging.getLogger(__name__).warning(
-                        "Could not reserve a producer id block: %s", exc)
+                    log.warning("Could not reserve a producer id block: %s", exc)

@@ -475,7 +475,11 @@ class TopicManager:
         topics = self.store.list_topics() if names is None else [
             t for t in (self.store.get_topic(n) for n in names) if t is not None]
         for topic in topics:
-            log_config = self.log_config(topic.name)
+            try:
+                log_config = self.log_config(topic.name)
+            except ConfigError as exc:          # a hand-edited config: that topic keeps its own
+                log.error("Keeping the log config of topic %s: %s", topic.name, exc)
+                continue
             for index in topic.partitions:
                 partition = replica_manager.get_partition(topic.name, index)
                 if partition is not None and partition.log is not None:
@@ -584,7 +588,7 @@ class ClusterTopicManager(TopicManager):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{name}' does not exist.")
         assignment, version = found
-        current = len(assignment.partitions)
+        current = assignment.partition_count
         added = partitions_to_add(current, count, assignments)
         manual = None
         if assignments is not None:

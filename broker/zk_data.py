@@ -97,13 +97,18 @@ def _loads(path: str, data: bytes | None) -> dict:
     return value
 
 
-def _int(path: str, value, what: str) -> int:
+def _int(path: str, value, what: str, bits: int = 32) -> int:
+    """A JSON integer (or its text) that fits Kafka's type: an Int unless `bits` says Long, as
+    Kafka's decoders take them (a bigger one would break the RPCs it is copied into)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ZNodeDataError(path, f"{what} is not an integer: {value!r}")
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise ZNodeDataError(path, f"{what} is not an integer: {value!r}") from None
+    if not -(1 << (bits - 1)) <= number < 1 << (bits - 1):
+        raise ZNodeDataError(path, f"{what} {number} does not fit a {bits}-bit integer")
+    return number
 
 
 def _int_list(path: str, value, what: str) -> list:
@@ -144,9 +149,12 @@ def encode_controller_epoch(epoch: int) -> bytes:
 
 def decode_controller_epoch(data: bytes) -> int:
     try:
-        return int((data or b"").decode().strip())
+        epoch = int((data or b"").decode().strip())
     except (UnicodeDecodeError, ValueError):
         raise ZNodeDataError(CONTROLLER_EPOCH, f"not a number: {data!r}") from None
+    if not 0 <= epoch < (1 << 31) - 1:          # the next controller must still fit an Int
+        raise ZNodeDataError(CONTROLLER_EPOCH, f"epoch {epoch} out of range")
+    return epoch
 
 
 # -- /brokers/ids/N ----------------------------------------------------------------------------
@@ -222,7 +230,10 @@ def decode_broker_info(broker_id: int, data: bytes) -> BrokerInfo:
         if not sep:
             raise ZNodeDataError(path, f"bad endpoint {uri!r}")
         host = host.strip("[]")
-        out.append(EndPoint(listener, host, _int(path, port, "port"),
+        port = _int(path, port, "port")
+        if not 0 <= port <= 65535:
+            raise ZNodeDataError(path, f"bad port in {uri!r}")
+        out.append(EndPoint(listener, host, port,
                             str(protocols.get(listener, listener))))
     rack = value.get("rack")
     return BrokerInfo(broker_id, tuple(out), rack if isinstance(rack, str) else None)
@@ -236,10 +247,20 @@ class TopicAssignment:
     topic_id: str | None = None         # Kafka's base64 Uuid text
     adding: dict = dataclasses.field(default_factory=dict)
     removing: dict = dataclasses.field(default_factory=dict)
+    # Partitions whose replica list Kafka would not have written (empty, duplicates, negative
+    # ids): {partition: (the JSON value as found, why)}. They are left out of `partitions` so
+    # the topic's other partitions are still managed, and written back as found.
+    unreadable: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions) + len(self.unreadable)
 
 
 def encode_topic(assignment: TopicAssignment) -> bytes:
-    value = {"partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())}}
+    partitions = {p: list(r) for p, r in assignment.partitions.items()}
+    partitions.update((p, raw) for p, (raw, _) in assignment.unreadable.items())
+    value = {"partitions": {str(p): r for p, r in sorted(partitions.items())}}
     if assignment.topic_id is not None:
         value["topic_id"] = assignment.topic_id
     value["adding_replicas"] = {str(p): list(r) for p, r in sorted(assignment.adding.items())}
@@ -265,14 +286,19 @@ def decode_topic(topic: str, data: bytes) -> TopicAssignment:
     partitions = by_partition("partitions")
     if not partitions:
         raise ZNodeDataError(path, "no partitions")
-    for p, replicas in partitions.items():
+    unreadable = {}
+    for p, replicas in list(partitions.items()):
         if not replicas or len(set(replicas)) != len(replicas) or min(replicas) < 0:
-            raise ZNodeDataError(path, f"bad replica list for partition {p}: {replicas}")
+            unreadable[p] = (replicas, f"bad replica list for partition {p}: {replicas}")
+            del partitions[p]
+    if not partitions:
+        raise ZNodeDataError(path, "no partition with a valid replica list: "
+                             + "; ".join(why for _, why in unreadable.values()))
     topic_id = value.get("topic_id")
     if topic_id is not None and not isinstance(topic_id, str):
         raise ZNodeDataError(path, f"topic_id is not a string: {topic_id!r}")
     return TopicAssignment(partitions, topic_id, by_partition("adding_replicas"),
-                           by_partition("removing_replicas"))
+                           by_partition("removing_replicas"), unreadable)
 
 
 # -- /admin/reassign_partitions (the reassignment before KIP-455, still honoured) --------------
@@ -364,8 +390,8 @@ def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
 def decode_producer_id_block(data: bytes) -> tuple:
     """(first id, last id) of the newest block."""
     value = _loads(LATEST_PRODUCER_ID_BLOCK, data)
-    return (_int(LATEST_PRODUCER_ID_BLOCK, value.get("block_start"), "block_start"),
-            _int(LATEST_PRODUCER_ID_BLOCK, value.get("block_end"), "block_end"))
+    return (_int(LATEST_PRODUCER_ID_BLOCK, value.get("block_start"), "block_start", 64),
+            _int(LATEST_PRODUCER_ID_BLOCK, value.get("block_end"), "block_end", 64))
 
 
 # -- /config/<type>/<name> and /config/changes -------------------------------------------------

@@ -164,7 +164,7 @@ class ZkClient:
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def _watcher(self, fn, path: str):
+    def _watcher(self, fn, path: str, kind: str = "data"):
         """A kazoo watcher delivering to `fn` on the loop, remembered until it fires: a
         ZooKeeper server forgets a connection's watches when the connection ends, and kazoo
         does not set them again on reconnect (the Java client's SetWatches), so after a
@@ -172,24 +172,30 @@ class ZkClient:
         (and watches) again."""
         if fn is None:
             return None
+        # The same `fn` watching the same path again before it fired gets the same kazoo
+        # watcher (kazoo keeps a set of them per path), so it fires once, not once per read.
+        token = (fn, path, kind)
+        pending = self._pending_watches.get(token)
+        if pending is not None:
+            return pending[2]
         loop = self._loop
-        token = object()
-        self._pending_watches[token] = (fn, path)
 
         def deliver(event):                         # kazoo's thread
             if event.type in _EVENT_TYPES:
-                loop.call_soon_threadsafe(self._fire_watch, token, _EVENT_TYPES[event.type],
-                                          event.path)
+                loop.call_soon_threadsafe(self._fire_watch, token, deliver,
+                                          _EVENT_TYPES[event.type], event.path)
+        self._pending_watches[token] = (fn, path, deliver)
         return deliver
 
-    def _fire_watch(self, token, event_type: str, path: str) -> None:
-        entry = self._pending_watches.pop(token, None)
-        if entry is not None:
+    def _fire_watch(self, token, deliver, event_type: str, path: str) -> None:
+        entry = self._pending_watches.get(token)
+        if entry is not None and entry[2] is deliver:
+            del self._pending_watches[token]
             entry[0](WatchEvent(event_type, path))
 
     def _refire_watches(self) -> None:
         pending, self._pending_watches = self._pending_watches, {}
-        for fn, path in pending.values():
+        for fn, path, _ in pending.values():
             try:
                 fn(WatchEvent("RECONNECTED", path))
             except Exception:
@@ -242,7 +248,7 @@ class ZkClient:
     async def children(self, path: str, watch=None) -> list | None:
         try:
             return sorted(await self._call(
-                lambda c: c.get_children_async(path, self._watcher(watch, path))))
+                lambda c: c.get_children_async(path, self._watcher(watch, path, "child"))))
         except NoNodeError:
             return None
 

@@ -123,6 +123,21 @@ class _BrokerSender:
                         await self.connection.close()
                         self.connection = None
                     await asyncio.sleep(RETRY_BACKOFF_S)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:                # noqa: BLE001 - e.g. it cannot encode
+                    # One request that cannot go (a value from a hand-edited znode that does
+                    # not fit its field) must not stop this broker's sender: drop it.
+                    log.error("[Controller id=%d] Dropping %s to broker %d: %s",
+                              self.manager.controller_id, type(request).__name__,
+                              self.broker_id, exc)
+                    if self.connection is not None:     # in case it broke mid-frame
+                        await self.connection.close()
+                        self.connection = None
+                    response = None
+                    break
+            if response is None:
+                continue
             if callback is not None:
                 try:
                     callback(response)

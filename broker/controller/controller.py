@@ -75,6 +75,8 @@ class KafkaController:
         self._stopped = False
         self._rebalance_timer = None
         self.log_prefix = f"[Controller id={broker_id}]"
+        self._unreadable_logged: set = set()   # partitions of bad replica lists, logged once
+        self._watchers: dict = {}               # (fn, args) -> its watch callback (_watch)
 
     # -- lifecycle and events ------------------------------------------------------------------
 
@@ -130,11 +132,20 @@ class KafkaController:
                     future.set_result(result)
 
     def _watch(self, fn, *args):
-        """A ZooKeeper watch callback that queues `fn(*args)`."""
-        def fire(event):
-            if not self._stopped:
-                self.enqueue(fn, *args)
+        """A ZooKeeper watch callback that queues `fn(*args)`: the same object for the same
+        call, so reading a znode again before its watch fired leaves one watch (ZkClient keeps
+        one per callback and path), not one more each time."""
+        key = (fn, args)
+        fire = self._watchers.get(key)
+        if fire is None:
+            def fire(event):
+                if not self._stopped:
+                    self.enqueue(fn, *args)
+            self._watchers[key] = fire
         return fire
+
+    def _forget_watch(self, fn, *args) -> None:
+        self._watchers.pop((fn, args), None)
 
     # -- election ------------------------------------------------------------------------------
 
@@ -254,6 +265,10 @@ class KafkaController:
         if found is None:
             return False
         assignment, version = found
+        for p, (_, why) in assignment.unreadable.items():
+            if (topic, p) not in self._unreadable_logged:
+                self._unreadable_logged.add((topic, p))
+                log.error("%s Ignoring partition %s-%d: %s", self.log_prefix, topic, p, why)
         topic_id = parse_topic_id(assignment.topic_id)
         if topic_id is None:
             topic_id = uuid.uuid4()
@@ -313,7 +328,7 @@ class KafkaController:
         for tp, result in results.items():
             if isinstance(result, BaseException):
                 # Created meanwhile (a previous controller's attempt): take what is there.
-                existing = await self.kzk.get_partition_state(*tp)
+                existing = await self._read_state(tp)
                 if existing is None:
                     log.error("%s Failed to create state of %s-%d: %s", self.log_prefix, *tp,
                               result)
@@ -322,6 +337,16 @@ class KafkaController:
             ctx.states[tp] = result
             batch.add_leader_and_isr(result.isr, tp, is_new=True)
         self._send(batch)
+
+    async def _read_state(self, tp):
+        """A partition's state as ZooKeeper has it; None, logged, when it is missing or holds
+        what Kafka would not write (that partition is then left alone, as Kafka's controller
+        leaves a partition whose state it cannot read)."""
+        try:
+            return await self.kzk.get_partition_state(*tp)
+        except ZNodeDataError as exc:
+            log.error("%s Ignoring unreadable partition state %s", self.log_prefix, exc)
+            return None
 
     async def _unclean_allowed(self, topic: str) -> bool:
         if self.config is None:
@@ -361,7 +386,14 @@ class KafkaController:
                 if isinstance(result, BadVersionError) and \
                         attempts[tp] < MAX_STATE_WRITE_ATTEMPTS:
                     attempts[tp] += 1
-                    fresh = await self.kzk.get_partition_state(*tp)
+                    try:
+                        fresh = await self.kzk.get_partition_state(*tp)
+                    except ZNodeDataError as exc:
+                        log.error("%s Failed to change the state of %s-%d: %s",
+                                  self.log_prefix, *tp, exc)
+                        del attempts[tp]
+                        out[tp] = exc
+                        continue
                     if fresh is not None:
                         ctx.states[tp] = fresh
                     continue
@@ -529,6 +561,7 @@ class KafkaController:
         topics = set(await self.kzk.get_all_topics(watch=self._watch(self._on_topic_change)))
         for gone in set(ctx.assignments) - topics:
             ctx.remove_topic(gone)
+            self._forget_watch(self._on_partition_modifications, gone)
         added = sorted(topics - set(ctx.assignments))
         new_partitions = []
         for topic in added:
@@ -623,6 +656,7 @@ class KafkaController:
     async def _complete_deletion(self, topic: str) -> None:
         await self.kzk.delete_topic_znodes(topic, self.ctx.epoch_zk_version)
         self.ctx.remove_topic(topic)
+        self._forget_watch(self._on_partition_modifications, topic)
         log.info("%s Deletion of topic %s successfully completed", self.log_prefix, topic)
 
     # -- requests from brokers -----------------------------------------------------------------
@@ -821,7 +855,7 @@ class KafkaController:
 
     async def _reassignment_complete(self, tp) -> bool:
         """TRS is in the ISR, as ZooKeeper has it now."""
-        state = await self.kzk.get_partition_state(*tp)
+        state = await self._read_state(tp)
         if state is None:
             return False
         self.ctx.states[tp] = state

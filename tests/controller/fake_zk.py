@@ -151,13 +151,13 @@ class FakeZkClient:
         if node is None:
             return None
         if watch is not None:
-            server.data_watches.setdefault(path, []).append(watch)
+            _add_watch(server.data_watches, path, watch)
         return node.data, Stat(node.version, node.czxid, node.owner)
 
     async def exists(self, path, watch=None):
         server = self._live()
         if watch is not None:
-            server.data_watches.setdefault(path, []).append(watch)
+            _add_watch(server.data_watches, path, watch)
         node = server.nodes.get(path)
         return None if node is None else Stat(node.version, node.czxid, node.owner)
 
@@ -166,7 +166,7 @@ class FakeZkClient:
         if path not in server.nodes:
             return None
         if watch is not None:
-            server.child_watches.setdefault(path, []).append(watch)
+            _add_watch(server.child_watches, path, watch)
         prefix = path.rstrip("/") + "/"
         return sorted(p[len(prefix):] for p in server.nodes
                       if p.startswith(prefix) and "/" not in p[len(prefix):])
@@ -214,6 +214,13 @@ class FakeZkClient:
         if failed_at is not None:
             return [error if i == failed_at else ZkError("rolled back") for i in range(len(ops))]
         return [server.apply(self.session_id, op) for op in ops]
+
+
+def _add_watch(table, path, watch):
+    """As kazoo and ZooKeeper: one watcher object is registered once per path and fires once."""
+    watches = table.setdefault(path, [])
+    if watch not in watches:
+        watches.append(watch)
 
 
 def _copy(node):

@@ -319,6 +319,94 @@ async def test_malformed_topic_znode_is_skipped_not_fatal(caplog):
         await shutdown(nodes)
 
 
+async def test_an_unreadable_partition_state_fails_only_its_own_election(caplog):
+    """A hand-edited state znode (no isr) must not stop the failover of other partitions,
+    as Kafka's controller only fails that partition's election."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "bad", {0: [1, 2, 0]})
+        await create_topic(nodes[0], "good", {0: [1, 2, 0]})
+        await settle(nodes)
+        path = zd.partition_state_path("bad", 0)
+        await nodes[0].zk.set(path, json.dumps({"leader": 1, "leader_epoch": 0,
+                                                "controller_epoch": 1}).encode())
+        server.expire(nodes[1].zk)              # leader of both
+        await settle(nodes)
+        got, _ = await state(server, "good", 0)
+        assert got["leader"] == 2 and got["isr"] == [2, 0]
+        assert "isr is not a list" in caplog.text
+        # And when a new controller finds the state unreadable at failover.
+        server.nodes[path].data = b"{oops"
+        server.expire(nodes[0].zk)
+        await settle(nodes)
+        assert active(nodes[2:]).id == 2
+        got, _ = await state(server, "good", 0)
+        assert got["leader"] == 2 and got["isr"] == [2]
+        assert server.nodes[path].data == b"{oops"           # left as it was
+    finally:
+        await shutdown(nodes)
+
+
+async def test_values_that_do_not_fit_kafkas_types_are_refused_at_decode():
+    with pytest.raises(zd.ZNodeDataError, match="32-bit"):
+        zd.decode_partition_state("t", 0, json.dumps({
+            "leader": 0, "leader_epoch": 0, "isr": [0],
+            "controller_epoch": 99999999999}).encode())
+    with pytest.raises(zd.ZNodeDataError, match="32-bit"):
+        zd.decode_topic("t", b'{"partitions":{"0":[0,1,2147483648]}}')
+    with pytest.raises(zd.ZNodeDataError, match="out of range"):
+        zd.decode_controller_epoch(b"2147483647")
+    with pytest.raises(zd.ZNodeDataError, match="bad port"):
+        zd.decode_broker_info(1, json.dumps({"endpoints": ["PLAINTEXT://h:70000"]}).encode())
+    assert zd.decode_producer_id_block(json.dumps(
+        {"block_start": str(2**40), "block_end": str(2**40 + 999)}).encode()) == \
+        (2**40, 2**40 + 999)
+
+
+async def test_a_bad_replica_list_leaves_the_topics_other_partitions_managed(caplog):
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1], 1: [1, 2], 2: [2, 0]})
+        await settle(nodes)
+        path = zd.topic_path("t")
+        value = json.loads(server.nodes[path].data)
+        value["partitions"]["2"] = []
+        await nodes[0].zk.set(path, json.dumps(value).encode())
+        server.expire(nodes[0].zk)              # a new controller reads the topic again
+        await settle(nodes)
+        controller = active(nodes[1:]).controller
+        assert sorted(controller.ctx.assignments["t"]) == [0, 1]
+        assert "Ignoring partition t-2: bad replica list" in caplog.text
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 1                 # partition 0 still elects
+        # Written back as found (a topic id or a new partition rewrites the znode).
+        assignment = zd.decode_topic("t", server.nodes[path].data)
+        assert assignment.partition_count == 3
+        assert json.loads(zd.encode_topic(assignment))["partitions"]["2"] == []
+    finally:
+        await shutdown(nodes)
+
+
+async def test_controller_changes_leave_one_watch_per_broker(caplog):
+    """Each broker reads /controller again on every change, and with no controller it also
+    tries an election that reads it once more: one watch each all the same, not twice as many
+    after every change (they all fired and were handled)."""
+    server, nodes = await cluster()
+    try:
+        await nodes[0].zk.set(zd.CONTROLLER_EPOCH, b"garbage")   # no election can succeed
+        server.expire(active(nodes).zk)
+        await settle(nodes)
+        for _ in range(4):
+            await nodes[1].zk.create(zd.CONTROLLER, zd.encode_controller(7, 0))
+            await settle(nodes)
+            await nodes[1].zk.delete(zd.CONTROLLER)
+            await settle(nodes)
+        assert len(server.data_watches.get(zd.CONTROLLER, [])) <= 2      # two live brokers
+        assert caplog.text.count("Unreadable /controller") <= 2 * 10
+    finally:
+        await shutdown(nodes)
+
+
 async def test_alter_partition_validation():
     server, nodes = await cluster()
     try:

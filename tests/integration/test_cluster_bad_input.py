@@ -217,6 +217,50 @@ def test_malformed_znodes_are_logged_and_skipped(kafka_cluster):
     assert any("/config/topics/good" in cluster.output(b) for b in survivors)
 
 
+def describe_topic_config(cluster, topic, name):
+    from confluent_kafka.admin import ConfigResource
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return admin.describe_configs([resource])[resource].result(30)[name].value
+
+
+def test_bad_config_changes_and_producer_id_block_are_logged_and_skipped(kafka_cluster):
+    cluster = kafka_cluster
+    create_topic(cluster, "kept", config={"retention.ms": "3600000"})
+    # A notification naming a broker that is no number, then one whose topic config holds a
+    # value Kafka refuses, then a good one: the good one is still applied everywhere, and the
+    # topic keeps its config (Kafka's TopicConfigHandler logs and keeps it too).
+    zk_write(cluster, "/config/changes/config_change_", json.dumps(
+        {"version": 2, "entity_path": "brokers/abc"}).encode(), create=True)
+    zk_write(cluster, "/config/topics/kept", json.dumps(
+        {"version": 1, "config": {"retention.ms": "abc"}}).encode())
+    zk_write(cluster, "/config/changes/config_change_", json.dumps(
+        {"version": 2, "entity_path": "topics/kept"}).encode(), create=True)
+    create_topic(cluster, "later")
+    zk_write(cluster, "/config/topics/later", json.dumps(
+        {"version": 1, "config": {"retention.ms": "7200000"}}).encode())
+    zk_write(cluster, "/config/changes/config_change_", json.dumps(
+        {"version": 2, "entity_path": "topics/later"}).encode(), create=True)
+    cluster.wait_until(lambda: all("Ignoring config change of topic kept" in cluster.output(b)
+                                   for b in (0, 1, 2)), 30, "bad topic config not logged")
+    assert describe_topic_config(cluster, "kept", "retention.ms") == "3600000"
+    cluster.wait_until(lambda: describe_topic_config(cluster, "later", "retention.ms")
+                       == "7200000", 30, "the change after the bad ones was not applied")
+    # A producer id block Kafka would not write: InitProducerId is retriable, not a closed
+    # connection; once the znode is fixed the producer gets its id.
+    zk_write(cluster, "/latest_producer_id_block", b"{garbage")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "enable.idempotence": True, "message.timeout.ms": 60000})
+    producer.produce("kept", b"v")
+    time.sleep(3)
+    zk_write(cluster, "/latest_producer_id_block", json.dumps(
+        {"version": 1, "broker": 0, "block_start": "0", "block_end": "999999"}).encode())
+    assert producer.flush(60) == 0
+    for b in (0, 1, 2):
+        assert cluster.brokers[b].running()
+        assert "Traceback" not in cluster.output(b), cluster.output(b)[-3000:]
+
+
 def test_zookeeper_restart_loses_no_metadata(kafka_cluster):
     cluster = kafka_cluster
     create_topic(cluster, "kept", partitions=2, config={"retention.ms": "123456789"})
