@@ -176,6 +176,9 @@ class ReplicaManager:
                 errors[key] = ErrorCode.KAFKA_STORAGE_ERROR     # its log dir failed
             elif (topic_id not in (None, ZERO_UUID) and known_id not in (None, ZERO_UUID)
                     and known_id != topic_id):
+                log.error("[ReplicaManager broker=%d] Topic Id in memory: %s does not match the "
+                          "topic Id for partition %s-%d provided in the request: %s.",
+                          self.broker_id, known_id, topic, ps.partition_index, topic_id)
                 errors[key] = ErrorCode.INCONSISTENT_TOPIC_ID
             elif self.broker_id not in ps.replicas:
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -270,6 +270,12 @@ class KafkaController:
                 self._unreadable_logged.add((topic, p))
                 log.error("%s Ignoring partition %s-%d: %s", self.log_prefix, topic, p, why)
         topic_id = parse_topic_id(assignment.topic_id)
+        if topic_id is None and assignment.topic_id:
+            # Kafka cannot read such a topic znode either; replacing the id would cut the
+            # topic off from its logs (their partition.metadata names the old one).
+            log.error("%s Ignoring topic %s: unreadable topic_id %r", self.log_prefix, topic,
+                      assignment.topic_id)
+            return False
         if topic_id is None:
             topic_id = uuid.uuid4()
             assignment.topic_id = topic_id_text(topic_id)

@@ -387,6 +387,23 @@ async def test_a_bad_replica_list_leaves_the_topics_other_partitions_managed(cap
         await shutdown(nodes)
 
 
+async def test_an_unreadable_topic_id_is_not_replaced(caplog):
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        path = zd.topic_path("t")
+        value = json.loads(server.nodes[path].data)
+        value["topic_id"] = "xyz!"
+        await nodes[0].zk.set(path, json.dumps(value).encode())
+        server.expire(nodes[0].zk)
+        await settle(nodes)
+        assert "Ignoring topic t: unreadable topic_id 'xyz!'" in caplog.text
+        assert json.loads(server.nodes[path].data)["topic_id"] == "xyz!"
+    finally:
+        await shutdown(nodes)
+
+
 async def test_controller_changes_leave_one_watch_per_broker(caplog):
     """Each broker reads /controller again on every change, and with no controller it also
     tries an election that reads it once more: one watch each all the same, not twice as many
