@@ -218,6 +218,19 @@ class KafkaZk:
             op = DeleteOp(zd.REASSIGN_PARTITIONS)
         await self._guarded(epoch_zk_version, [op])
 
+    async def get_preferred_replica_election(self, watch=None):
+        """The partitions /admin/preferred_replica_election asks for, or None when the znode
+        does not exist (its creation is watched); ZNodeDataError if malformed."""
+        if await self.zk.exists(zd.PREFERRED_REPLICA_ELECTION, watch) is None:
+            return None
+        found = await self.zk.get(zd.PREFERRED_REPLICA_ELECTION)
+        if found is None:
+            return None
+        return zd.decode_preferred_replica_election(found[0])
+
+    async def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        await self._guarded(epoch_zk_version, [DeleteOp(zd.PREFERRED_REPLICA_ELECTION)])
+
     async def propagate_log_dir_event(self, broker_id: int) -> None:
         """A broker's log dir failed: a sequential /log_dir_event_notification znode tells the
         controller (Kafka's propagateLogDirEvent)."""

@@ -29,6 +29,7 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -322,6 +323,26 @@ def decode_reassignment(data: bytes) -> dict:
             raise ZNodeDataError(path, f"bad entry {entry!r}")
         tp = (entry["topic"], _int(path, entry.get("partition"), "partition"))
         out[tp] = _int_list(path, entry.get("replicas"), f"replicas of {tp[0]}-{tp[1]}")
+    return out
+
+
+# -- /admin/preferred_replica_election (kafka-preferred-replica-election before 3.0) ------------
+
+def encode_preferred_replica_election(partitions) -> bytes:
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p}
+                                                for t, p in sorted(partitions)]})
+
+
+def decode_preferred_replica_election(data: bytes) -> set:
+    path = PREFERRED_REPLICA_ELECTION
+    entries = _loads(path, data).get("partitions")
+    if not isinstance(entries, list):
+        raise ZNodeDataError(path, "partitions is not a list")
+    out = set()
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise ZNodeDataError(path, f"bad entry {entry!r}")
+        out.add((entry["topic"], _int(path, entry.get("partition"), "partition")))
     return out
 
 

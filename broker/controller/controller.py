@@ -239,6 +239,7 @@ class KafkaController:
         await self._on_zk_reassignment()
         await self._on_log_dir_event()
         await self._resume_deletions()
+        await self._on_zk_preferred_election()
         if self._config("auto.leader.rebalance.enable", False):
             self._schedule_rebalance(AUTO_REBALANCE_FIRST_CHECK_S)
         log.info("%s Ready to serve as the new controller with epoch %d (%d brokers, %d "
@@ -829,6 +830,33 @@ class KafkaController:
                                           for (t, p), r in failed.items()})
             await self._remove_from_zk_reassignment(set(failed))
 
+    async def _on_zk_preferred_election(self) -> None:
+        """/admin/preferred_replica_election appeared (written by tools from before Kafka 3.0):
+        a preferred election of the partitions it names, as ElectLeaders PREFERRED; then the
+        znode is deleted (an unreadable one too), as Kafka's controller does."""
+        if not self.is_active:
+            return
+        watch = self._watch(self._on_zk_preferred_election)
+        try:
+            partitions = await self.kzk.get_preferred_replica_election(watch=watch)
+        except ZNodeDataError as exc:
+            log.error("%s Ignoring %s: %s", self.log_prefix, zd.PREFERRED_REPLICA_ELECTION, exc)
+            partitions = set()
+        else:
+            if partitions is None:
+                return
+        results = await self.elect_leaders(sorted(partitions), PREFERRED, trigger="ZkTriggered")
+        failed = {f"{t}-{p}": ErrorCode(r[0]).name for (t, p), r in results.items()
+                  if r[0] not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)}
+        if failed:
+            log.warning("%s Preferred replica election through zk failed for %s",
+                        self.log_prefix, failed)
+        try:
+            await self.kzk.delete_preferred_replica_election(self.ctx.epoch_zk_version)
+        except ControllerMovedError:
+            return
+        await self.kzk.get_preferred_replica_election(watch=watch)   # watch the next one
+
     def list_partition_reassignments(self, partitions=None) -> dict:
         """{tp: (replicas, adding, removing)} of the partitions (default: all) being
         reassigned."""
@@ -1080,7 +1108,8 @@ class KafkaController:
                  ",".join(f"{t}-{p}" for t, p in candidates[:50]))
         return await self._elect_leaders(candidates, "preferred")
 
-    async def elect_leaders(self, partitions, election_type: int) -> dict:
+    async def elect_leaders(self, partitions, election_type: int,
+                            trigger: str = "AdminClientTriggered") -> dict:
         """ElectLeaders from an admin client (Kafka's processReplicaLeaderElection):
         {tp: (error code, message or None, elected leader or None)}. PREFERRED (0) elects the
         first replica where it does not lead; UNCLEAN (1) elects where the partition has no
@@ -1094,8 +1123,8 @@ class KafkaController:
         for tp in partitions:
             if tp not in known or tp not in ctx.states:
                 log.info("%s Skipping replica leader election (%s) for partition %s-%d by "
-                         "AdminClientTriggered since it doesn't exist.", self.log_prefix,
-                         ELECTION_TYPES[election_type], tp[0], tp[1])
+                         "%s since it doesn't exist.", self.log_prefix,
+                         ELECTION_TYPES[election_type], tp[0], tp[1], trigger)
                 out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            "The partition does not exist.", None)
             elif tp[0] in ctx.topics_to_delete:
@@ -1110,8 +1139,8 @@ class KafkaController:
                     out[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None, None)
         if electable:
             log.info("%s Starting replica leader election (%s) for partitions %s triggered by "
-                     "AdminClientTriggered", self.log_prefix, ELECTION_TYPES[election_type],
-                     ",".join(f"{t}-{p}" for t, p in electable[:50]))
+                     "%s", self.log_prefix, ELECTION_TYPES[election_type],
+                     ",".join(f"{t}-{p}" for t, p in electable[:50]), trigger)
             if election_type == PREFERRED:
                 results = await self._elect_leaders(electable, "preferred")
                 strategy = "PreferredReplicaPartitionLeaderElectionStrategy"

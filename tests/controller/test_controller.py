@@ -517,6 +517,43 @@ async def test_admin_elections_preferred_and_unclean():
         await shutdown(nodes)
 
 
+async def test_the_legacy_preferred_replica_election_znode_is_served_and_deleted(caplog):
+    """kafka-preferred-replica-election.sh (before 3.0) and tools like CMAK write
+    /admin/preferred_replica_election; Kafka 3.9's controller still runs that election and
+    deletes the znode, an unreadable one too."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0]})
+        await settle(nodes)
+        server.expire(nodes[1].zk)                  # t-0 moves to 2
+        await settle(nodes)
+        nodes[1].zk = server.client()
+        nodes[1].kzk.zk = nodes[1].zk
+        await nodes[1].register()
+        await settle(nodes)
+        c = active(nodes).controller
+        await c.enqueue(c.alter_partition, 2, c.ctx.broker_epochs[2],
+                        {("t", 0): (1, [2, 0, 1], False, 1)})
+        assert (await state(server, "t", 0))[0]["leader"] == 2
+        await nodes[0].zk.create(zd.PREFERRED_REPLICA_ELECTION,
+                                 zd.encode_preferred_replica_election({("t", 0), ("u", 3)}))
+        await settle(nodes)
+        assert (await state(server, "t", 0))[0]["leader"] == 1
+        assert zd.PREFERRED_REPLICA_ELECTION not in server.nodes
+        assert "{'u-3': 'UNKNOWN_TOPIC_OR_PARTITION'}" in caplog.text
+        # Garbage is logged and deleted; the next one is still watched.
+        await nodes[0].zk.create(zd.PREFERRED_REPLICA_ELECTION, b"{garbage")
+        await settle(nodes)
+        assert zd.PREFERRED_REPLICA_ELECTION not in server.nodes
+        assert "Ignoring /admin/preferred_replica_election" in caplog.text
+        await nodes[0].zk.create(zd.PREFERRED_REPLICA_ELECTION,
+                                 zd.encode_preferred_replica_election({("t", 0)}))
+        await settle(nodes)
+        assert zd.PREFERRED_REPLICA_ELECTION not in server.nodes
+    finally:
+        await shutdown(nodes)
+
+
 async def test_unclean_admin_election_takes_an_out_of_sync_replica():
     server, nodes = await cluster()
     try:
