@@ -478,6 +478,19 @@ async def test_preferred_leaders_come_back_when_imbalanced():
         await shutdown(nodes)
 
 
+async def broker_1_back_in_the_isr_of_t0(server, nodes):
+    """Broker 1, expired while t-0 (replicas [1, 2, 0]) moved to 2, registers again and its
+    leader 2 adds it back to the ISR. Returns the active controller."""
+    nodes[1].zk = server.client()
+    nodes[1].kzk.zk = nodes[1].zk
+    await nodes[1].register()
+    await settle(nodes)
+    c = active(nodes).controller
+    await c.enqueue(c.alter_partition, 2, c.ctx.broker_epochs[2],
+                    {("t", 0): (1, [2, 0, 1], False, 1)})
+    return c
+
+
 async def test_admin_elections_preferred_and_unclean():
     server, nodes = await cluster()
     try:
@@ -499,13 +512,7 @@ async def test_admin_elections_preferred_and_unclean():
                                  "PreferredReplicaPartitionLeaderElectionStrategy", None)
         assert (await c.enqueue(c.elect_leaders, [("t", 0)], 1))[("t", 0)][0] == \
             ErrorCode.ELECTION_NOT_NEEDED                    # a live leader: nothing to do
-        nodes[1].zk = server.client()
-        nodes[1].kzk.zk = nodes[1].zk
-        await nodes[1].register()
-        await settle(nodes)
-        c = active(nodes).controller
-        await c.enqueue(c.alter_partition, 2, c.ctx.broker_epochs[2],
-                        {("t", 0): (1, [2, 0, 1], False, 1)})
+        c = await broker_1_back_in_the_isr_of_t0(server, nodes)
         got = await c.enqueue(c.elect_leaders, [("t", 0)], 0)
         assert got[("t", 0)] == (ErrorCode.NONE, None, 1)
         assert (await state(server, "t", 0))[0]["leader"] == 1
@@ -527,13 +534,7 @@ async def test_the_legacy_preferred_replica_election_znode_is_served_and_deleted
         await settle(nodes)
         server.expire(nodes[1].zk)                  # t-0 moves to 2
         await settle(nodes)
-        nodes[1].zk = server.client()
-        nodes[1].kzk.zk = nodes[1].zk
-        await nodes[1].register()
-        await settle(nodes)
-        c = active(nodes).controller
-        await c.enqueue(c.alter_partition, 2, c.ctx.broker_epochs[2],
-                        {("t", 0): (1, [2, 0, 1], False, 1)})
+        await broker_1_back_in_the_isr_of_t0(server, nodes)
         assert (await state(server, "t", 0))[0]["leader"] == 2
         await nodes[0].zk.create(zd.PREFERRED_REPLICA_ELECTION,
                                  zd.encode_preferred_replica_election({("t", 0), ("u", 3)}))
