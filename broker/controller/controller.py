@@ -615,6 +615,9 @@ class KafkaController:
                 if not enabled:
                     log.info("%s Removing %s from the deletion queue: delete.topic.enable is "
                              "false", self.log_prefix, topic)
+                else:
+                    log.info("%s Ignoring request to delete non-existing topics %s",
+                             self.log_prefix, topic)
                 await self.kzk.remove_deletion_mark(topic, ctx.epoch_zk_version)
                 continue
             if topic not in ctx.topics_to_delete:
