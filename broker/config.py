@@ -25,6 +25,7 @@ a known config").
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import re
 
@@ -755,6 +756,14 @@ class Listener:
 _HOT = {name.replace(".", "_"): name for name in BROKER_CONFIG}
 
 
+def _ip_version(host: str) -> int | None:
+    """4 or 6 for an IP address literal, None for a name or an empty host."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).version
+    except ValueError:
+        return None
+
+
 # The thread counts Kafka lets change dynamically only within half and double the current one.
 _THREAD_COUNTS = ("num.io.threads", "num.network.threads", "num.replica.fetchers",
                   "num.recovery.threads.per.data.dir", "background.threads",
@@ -867,11 +876,15 @@ class BrokerConfig:
                 raise ConfigError("listeners", f"{listener.name}://{listener.host}:"
                                   f"{listener.port}",
                                   "only PLAINTEXT listeners are supported by this broker")
-        ports = [listener.port for listener in listeners if listener.port != 0]
-        if len(set(ports)) != len(ports):
-            # Kafka allows a shared port only to an IPv4 and an IPv6 listener.
-            raise ConfigError("listeners", ",".join(self.static.get("listeners") or []),
-                              "Each listener must have a different port")
+        by_port: dict = {}
+        for listener in listeners:
+            if listener.port != 0:
+                by_port.setdefault(listener.port, []).append(_ip_version(listener.host))
+        for versions in by_port.values():
+            if len(versions) > 1 and (len(versions) != 2 or set(versions) != {4, 6}):
+                raise ConfigError("listeners", ",".join(self.static.get("listeners") or []),
+                                  "Each listener must have a different port unless exactly one "
+                                  "listener has an IPv4 address and the other IPv6 address.")
         names = [listener.name for listener in listeners]
         advertised_names = [Listener.parse(item).name for item in advertised] or names
         if not set(advertised_names) <= set(names):

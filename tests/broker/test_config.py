@@ -94,6 +94,9 @@ def test_invalid_value_names_the_property(name, value, fragment):
 
 
 def test_values_kafka_accepts_between_properties():
+    # One port for an IPv4 and an IPv6 listener, as Kafka allows.
+    BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:9092,OTHER://[::1]:9092",
+                  "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"})
     # A negative retention is unlimited, as Kafka's logRetentionTimeMillis makes it.
     config = BrokerConfig({"log.retention.ms": "-5"})
     assert config.topic_config().retention_ms == -1
