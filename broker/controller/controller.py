@@ -165,6 +165,11 @@ class KafkaController:
             log.info("%s Broker %s has been elected as the controller, so stopping the "
                      "election process.", self.log_prefix, self.active_controller_id)
             return
+        except ZNodeDataError as exc:
+            # A hand-edited /controller_epoch: no broker can become controller until it is
+            # fixed (Kafka's election fails there too); the next /controller change retries.
+            log.error("%s Cannot become the controller: %s", self.log_prefix, exc)
+            return
         self.ctx.reset()
         self.ctx.epoch, self.ctx.epoch_zk_version = epoch, version
         self.active_controller_id = self.broker_id

@@ -420,6 +420,8 @@ async def test_controller_changes_leave_one_watch_per_broker(caplog):
             await settle(nodes)
         assert len(server.data_watches.get(zd.CONTROLLER, [])) <= 2      # two live brokers
         assert caplog.text.count("Unreadable /controller") <= 2 * 10
+        assert "Cannot become the controller: /controller_epoch: not a number" in caplog.text
+        assert "ZNodeDataError" not in caplog.text          # one line, no traceback
     finally:
         await shutdown(nodes)
 
