@@ -231,6 +231,27 @@ class KafkaZk:
     async def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
         await self._guarded(epoch_zk_version, [DeleteOp(zd.PREFERRED_REPLICA_ELECTION)])
 
+    async def get_isr_change_notifications(self, watch=None) -> dict:
+        """{znode name: {(topic, partition)}, or None when unreadable} of the pending
+        /isr_change_notification children (brokers before IBP 2.7 write them)."""
+        out = {}
+        for name in sorted(await self.zk.children(zd.ISR_CHANGE_NOTIFICATION, watch) or []):
+            path = f"{zd.ISR_CHANGE_NOTIFICATION}/{name}"
+            found = await self.zk.get(path)
+            if found is None:
+                continue
+            try:
+                out[name] = zd.decode_partition_set(path, found[0])
+            except ZNodeDataError as exc:
+                log.error("Ignoring ISR change notification %s", exc)
+                out[name] = None
+        return out
+
+    async def delete_isr_change_notifications(self, names, epoch_zk_version: int) -> None:
+        ops = [DeleteOp(f"{zd.ISR_CHANGE_NOTIFICATION}/{n}") for n in names]
+        for i in range(0, len(ops), WRITES_PER_MULTI):
+            await self._guarded(epoch_zk_version, ops[i:i + WRITES_PER_MULTI])
+
     async def propagate_log_dir_event(self, broker_id: int) -> None:
         """A broker's log dir failed: a sequential /log_dir_event_notification znode tells the
         controller (Kafka's propagateLogDirEvent)."""

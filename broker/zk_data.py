@@ -334,7 +334,12 @@ def encode_preferred_replica_election(partitions) -> bytes:
 
 
 def decode_preferred_replica_election(data: bytes) -> set:
-    path = PREFERRED_REPLICA_ELECTION
+    return decode_partition_set(PREFERRED_REPLICA_ELECTION, data)
+
+
+def decode_partition_set(path: str, data: bytes) -> set:
+    """{"version":1,"partitions":[{"topic":T,"partition":P}, ...]} (the preferred election
+    and ISR change notifications) -> {(T, P)}."""
     entries = _loads(path, data).get("partitions")
     if not isinstance(entries, list):
         raise ZNodeDataError(path, "partitions is not a list")

@@ -243,6 +243,7 @@ class KafkaController:
         await self._resume_reassignments()
         await self._on_zk_reassignment()
         await self._on_log_dir_event()
+        await self._on_isr_change_notification()
         await self._resume_deletions()
         await self._on_zk_preferred_election()
         if self._config("auto.leader.rebalance.enable", False):
@@ -1020,6 +1021,27 @@ class KafkaController:
             for tp in ctx.partitions_on_broker(b):
                 if tp in ctx.states and tp[0] not in ctx.topics_to_delete:
                     batch.leader_and_isr.setdefault(b, {})[tp] = False
+        self._send(batch)
+
+    async def _on_isr_change_notification(self) -> None:
+        """/isr_change_notification got children: leaders from before IBP 2.7 changed ISRs in
+        ZooKeeper themselves. As Kafka's controller: read those partitions' states again, tell
+        every broker (UpdateMetadata), delete the notifications (unreadable ones too)."""
+        if not self.is_active:
+            return
+        ctx = self.ctx
+        notes = await self.kzk.get_isr_change_notifications(
+            watch=self._watch(self._on_isr_change_notification))
+        if not notes:
+            return
+        await self.kzk.delete_isr_change_notifications(list(notes), ctx.epoch_zk_version)
+        changed = sorted({tp for tps in notes.values() if tps for tp in tps
+                          if tp in ctx.states})
+        if not changed:
+            return
+        await self._load_partition_states(changed)
+        batch = self._batch()
+        batch.add_update_metadata(ctx.live_or_shutting_down_ids(), changed)
         self._send(batch)
 
     async def leader_and_isr_response(self, broker_id: int, response) -> None:

@@ -557,6 +557,33 @@ async def test_the_legacy_preferred_replica_election_znode_is_served_and_deleted
         await shutdown(nodes)
 
 
+async def test_isr_change_notifications_are_read_told_and_deleted():
+    """Leaders before IBP 2.7 write ISR changes to ZooKeeper and leave a notification: the
+    controller re-reads those states, sends UpdateMetadata and deletes the notifications,
+    unreadable ones too, as Kafka 3.9's does."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0]})
+        await settle(nodes)
+        path = zd.partition_state_path("t", 0)
+        got, version = await state(server, "t", 0)
+        got["isr"] = [1, 2]
+        await nodes[1].zk.set(path, json.dumps(got).encode(), version)
+        c = active(nodes)
+        c.sender.take()
+        base = zd.ISR_CHANGE_NOTIFICATION + "/isr_change_"
+        await nodes[1].zk.create(base, zd.encode_preferred_replica_election({("t", 0)}),
+                                 sequence=True)
+        await nodes[1].zk.create(base, b"{garbage", sequence=True)
+        await settle(nodes)
+        assert c.controller.ctx.states[("t", 0)].isr == [1, 2]
+        sent = c.sender.take("UpdateMetadata")
+        assert sorted(b for b, *_ in sent) == [0, 1, 2]
+        assert not [p for p in server.nodes if p.startswith(zd.ISR_CHANGE_NOTIFICATION + "/")]
+    finally:
+        await shutdown(nodes)
+
+
 async def test_unclean_admin_election_takes_an_out_of_sync_replica():
     server, nodes = await cluster()
     try:
