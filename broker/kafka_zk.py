@@ -248,7 +248,11 @@ class KafkaZk:
         return out
 
     async def delete_isr_change_notifications(self, names, epoch_zk_version: int) -> None:
-        ops = [DeleteOp(f"{zd.ISR_CHANGE_NOTIFICATION}/{n}") for n in names]
+        await self._delete_children(zd.ISR_CHANGE_NOTIFICATION, names, epoch_zk_version)
+
+    async def _delete_children(self, parent: str, names, epoch_zk_version: int) -> None:
+        """Delete these children of `parent`, WRITES_PER_MULTI per controller-guarded multi."""
+        ops = [DeleteOp(f"{parent}/{n}") for n in names]
         for i in range(0, len(ops), WRITES_PER_MULTI):
             await self._guarded(epoch_zk_version, ops[i:i + WRITES_PER_MULTI])
 
@@ -272,9 +276,7 @@ class KafkaZk:
         return out
 
     async def delete_log_dir_events(self, names, epoch_zk_version: int) -> None:
-        ops = [DeleteOp(f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{n}") for n in names]
-        for i in range(0, len(ops), WRITES_PER_MULTI):
-            await self._guarded(epoch_zk_version, ops[i:i + WRITES_PER_MULTI])
+        await self._delete_children(zd.LOG_DIR_EVENT_NOTIFICATION, names, epoch_zk_version)
 
     async def mark_topic_for_deletion(self, topic: str) -> None:
         try:
