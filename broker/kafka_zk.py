@@ -203,12 +203,18 @@ class KafkaZk:
     async def get_reassignment(self, watch=None):
         """{(topic, partition): [replicas]} of /admin/reassign_partitions, or None when the
         znode does not exist (its existence is watched); ZNodeDataError if malformed."""
-        if await self.zk.exists(zd.REASSIGN_PARTITIONS, watch) is None:
+        return await self._get_watching_creation(zd.REASSIGN_PARTITIONS, watch,
+                                                 zd.decode_reassignment)
+
+    async def _get_watching_creation(self, path: str, watch, decode):
+        """`decode(data)` of an admin znode, or None when it does not exist; `watch` is set
+        on its existence, so a creation fires it too (Kafka's registerZNodeChangeHandler)."""
+        if await self.zk.exists(path, watch) is None:
             return None
-        found = await self.zk.get(zd.REASSIGN_PARTITIONS)
+        found = await self.zk.get(path)
         if found is None:
             return None
-        return zd.decode_reassignment(found[0])
+        return decode(found[0])
 
     async def set_reassignment(self, partitions: dict, epoch_zk_version: int) -> None:
         """Rewrite /admin/reassign_partitions with what is left, or delete it when empty."""
@@ -221,12 +227,8 @@ class KafkaZk:
     async def get_preferred_replica_election(self, watch=None):
         """The partitions /admin/preferred_replica_election asks for, or None when the znode
         does not exist (its creation is watched); ZNodeDataError if malformed."""
-        if await self.zk.exists(zd.PREFERRED_REPLICA_ELECTION, watch) is None:
-            return None
-        found = await self.zk.get(zd.PREFERRED_REPLICA_ELECTION)
-        if found is None:
-            return None
-        return zd.decode_preferred_replica_election(found[0])
+        return await self._get_watching_creation(zd.PREFERRED_REPLICA_ELECTION, watch,
+                                                 zd.decode_preferred_replica_election)
 
     async def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
         await self._guarded(epoch_zk_version, [DeleteOp(zd.PREFERRED_REPLICA_ELECTION)])
