@@ -9,10 +9,14 @@ WriteTxnMarkers handler's `write_markers`); the others get a WriteTxnMarkers req
 their leader over the inter-broker listener, one per leader and round.
 
 Per partition, as Kafka's TransactionMarkerRequestCompletionHandler:
-- NONE: done. UNKNOWN_TOPIC_OR_PARTITION from the leader, or a topic that no longer exists in
-  the metadata: done too (the topic was deleted; nothing to mark).
-- NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, an
-  unknown leader or a broken connection: retried after a backoff, with the current leader.
+- NONE: done. A topic or partition that no longer exists in this broker's metadata: done too
+  (deleted; nothing to mark). UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION: done (the
+  producer could not have written there either).
+- UNKNOWN_TOPIC_OR_PARTITION from the leader (its metadata may lag behind ours),
+  NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, any
+  other error, an unknown leader or a broken connection: retried after a backoff, with the
+  current leader. A marker is never taken as written when it was not: CompleteCommit without
+  it would leave the partition's transaction open for good (a hanging transaction).
 - INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED: this coordinator is stale (a newer
   one took the transactional id over); delivery stops and `on_written` is never called.
 Delivery also stops when the coordinator no longer owns the transaction (`still_owner()` false:
@@ -30,7 +34,8 @@ log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS_VERSION = 1
 RETRY_BACKOFF_S = 0.1
-_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+_DONE = frozenset({ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                   ErrorCode.UNSUPPORTED_VERSION})
 _FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 

@@ -1,0 +1,112 @@
+"""The marker sender's per-partition outcomes (broker/txn_markers.py), as Kafka's
+TransactionMarkerRequestCompletionHandler: which answers end a partition's delivery, which are
+retried, and that the coordinator hears "written" only when every partition has its marker.
+The leaders' answers are scripted; the writing itself is tested over a real log in
+test_txn_markers_handler.py."""
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from protocol.errors import ErrorCode
+from coordinator.transaction.results import MarkerRequest
+
+from broker import txn_markers
+from broker.txn_markers import TxnMarkerSender
+
+E = ErrorCode
+
+
+def cluster_broker(partitions):
+    """This is broker 1 of a cluster whose metadata has topic t with `partitions`
+    {partition: leader}; the dict may be changed while markers are being sent."""
+    def get_topic(name):
+        if name != "t":
+            return None
+        return SimpleNamespace(partitions={p: SimpleNamespace(leader=leader)
+                                           for p, leader in partitions.items()})
+    return SimpleNamespace(broker_id=1, cluster=object(),
+                           metadata=SimpleNamespace(get_topic=get_topic))
+
+
+async def deliver(sender, partitions, answers, timeout=2.0):
+    """Sends one COMMIT marker for `partitions`; `answers(round, leader, tps)` scripts each
+    WriteTxnMarkers answer. Returns (written, rounds): whether on_written was called, and the
+    (leader, partitions) of every write."""
+    rounds = []
+
+    async def write(leader, marker, tps):
+        rounds.append((leader, sorted(tps)))
+        return answers(len(rounds), leader, tps)
+
+    sender._write = write
+    written = asyncio.Event()
+    sender.send(MarkerRequest("tid", 1000, 0, 0, True, list(partitions)), written.set)
+    try:
+        await asyncio.wait_for(written.wait(), timeout)
+    except asyncio.TimeoutError:
+        pass
+    await sender.close()
+    return written.is_set(), rounds
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch):
+    monkeypatch.setattr(txn_markers, "RETRY_BACKOFF_S", 0.001)
+
+
+@pytest.mark.parametrize("retriable", [
+    E.UNKNOWN_TOPIC_OR_PARTITION,          # the leader's metadata lags behind the coordinator's
+    E.NOT_LEADER_OR_FOLLOWER, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    E.REQUEST_TIMED_OUT, E.KAFKA_STORAGE_ERROR])
+async def test_a_retriable_answer_is_sent_again_until_the_marker_is_written(retriable):
+    sender = TxnMarkerSender(cluster_broker({0: 2, 1: 2}))
+    written, rounds = await deliver(
+        sender, [("t", 0), ("t", 1)],
+        lambda n, leader, tps: {tp: (retriable if n < 3 and tp == ("t", 0) else E.NONE)
+                                for tp in tps})
+    assert written
+    assert rounds == [(2, [("t", 0), ("t", 1)]), (2, [("t", 0)]), (2, [("t", 0)])]
+
+
+async def test_unknown_partition_is_never_taken_as_written():
+    """Kafka retries UNKNOWN_TOPIC_OR_PARTITION: CompleteCommit without the marker would leave
+    the partition's transaction open for good."""
+    sender = TxnMarkerSender(cluster_broker({0: 2}))
+    written, rounds = await deliver(sender, [("t", 0)],
+                                    lambda n, leader, tps: {tp: E.UNKNOWN_TOPIC_OR_PARTITION
+                                                            for tp in tps}, timeout=0.3)
+    assert not written
+    assert len(rounds) > 3
+
+
+async def test_a_partition_gone_from_this_brokers_metadata_needs_no_marker():
+    partitions = {0: 2, 1: 2}
+    sender = TxnMarkerSender(cluster_broker(partitions))
+
+    def answers(n, leader, tps):
+        partitions.pop(1, None)            # the topic shrank (deleted and re-created) meanwhile
+        return {tp: (E.UNKNOWN_TOPIC_OR_PARTITION if tp == ("t", 1) else E.NONE) for tp in tps}
+
+    written, rounds = await deliver(sender, [("t", 0), ("t", 1)], answers)
+    assert written
+    assert rounds == [(2, [("t", 0), ("t", 1)])]
+
+
+@pytest.mark.parametrize("code", [E.UNSUPPORTED_FOR_MESSAGE_FORMAT, E.UNSUPPORTED_VERSION])
+async def test_a_format_the_producer_could_not_have_written_either_ends_delivery(code):
+    sender = TxnMarkerSender(cluster_broker({0: 2}))
+    written, rounds = await deliver(sender, [("t", 0)],
+                                    lambda n, leader, tps: {tp: code for tp in tps})
+    assert written and len(rounds) == 1
+
+
+@pytest.mark.parametrize("code", [E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED])
+async def test_a_newer_producer_or_coordinator_stops_delivery_without_completing(code):
+    sender = TxnMarkerSender(cluster_broker({0: 2, 1: 3}))
+    written, rounds = await deliver(
+        sender, [("t", 0), ("t", 1)],
+        lambda n, leader, tps: {tp: (code if leader == 2 else E.NONE) for tp in tps},
+        timeout=0.3)
+    assert not written
+    assert sorted(rounds) == [(2, [("t", 0)]), (3, [("t", 1)])]
