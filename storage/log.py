@@ -287,11 +287,16 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """read_committed consumers read below this (see the module docstring)."""
+        """read_committed consumers read below this (see the module docstring). An open
+        transaction that began below the log start offset (DeleteRecords, retention) holds it
+        at the log start, as Kafka's maybeIncrementFirstUnstableOffset: never below the
+        earliest offset a consumer can be at."""
         hw = self._high_watermark
         unstable = self.producer_state.manager.first_unstable_offset() \
             if self.producer_state is not None else None
-        return hw if unstable is None or unstable > hw else unstable
+        if unstable is None:
+            return hw
+        return min(max(unstable, self._log_start_offset), hw)
 
     def fetch_upper_bound_offset(self, info: FetchDataInfo) -> int:
         """An offset at or past the end of the records a read returned (Kafka's

@@ -71,6 +71,24 @@ def test_last_stable_offset_waits_for_open_transactions_and_the_high_watermark(t
     assert all_aborted(log_) == [AbortedTxn(2, 2, 4, 5)]
 
 
+def test_last_stable_offset_is_never_below_the_log_start_offset(tmp_path):
+    """DeleteRecords past the start of a transaction still open: the LSO stays at the log start
+    (Kafka's maybeIncrementFirstUnstableOffset), so a read_committed consumer placed at the
+    latest offset is not sent below the earliest one."""
+    log_ = open_log(tmp_path / "t-0")
+    a, b = Producer(1), Producer(2)
+    send(log_, a, 1)                           # 0: a opens a transaction
+    for _ in range(5):                         # 1-5: plain idempotent writes
+        log_.append_as_leader(b.batch(1, transactional=False), 0)
+    log_.update_high_watermark(6)
+    assert log_.last_stable_offset == 0
+    log_.delete_records_before(3)
+    assert log_.last_stable_offset == 3
+    end(log_, a, commit=True)                  # marker 6
+    log_.update_high_watermark(7)
+    assert log_.last_stable_offset == 7
+
+
 def test_abort_entry_records_the_oldest_other_open_transaction(tmp_path):
     log_ = open_log(tmp_path / "t-0")
     a, b = Producer(1), Producer(2)
@@ -188,6 +206,7 @@ step = st.one_of(
     st.tuples(st.just("send"), st.integers(0, 2), st.integers(1, 3)),
     st.tuples(st.just("end"), st.integers(0, 2), st.booleans()),
     st.tuples(st.just("hw"), st.integers(0, 2), st.just(0)),
+    st.tuples(st.just("trim"), st.just(0), st.integers(0, 4)),
 )
 
 
@@ -209,13 +228,16 @@ def test_model_of_lso_and_aborted_transactions(tmp_path_factory, steps, segment_
         elif kind == "end" and p.pid in open_at:
             info = end(log_, p, arg)
             txns.append((p.pid, open_at.pop(p.pid), info.first_offset, not arg))
+        elif kind == "trim":               # DeleteRecords up to `arg` below the high watermark
+            log_.delete_records_before(max(log_.log_start_offset, log_.high_watermark - arg))
         else:
             log_.update_high_watermark(log_.log_end_offset)
     hw = log_.high_watermark
     unstable = [f for f in open_at.values()] + [f for _, f, m, _ in txns if m >= hw]
-    assert log_.last_stable_offset == min([hw] + unstable)
+    first_unstable = max(min(unstable), log_.log_start_offset) if unstable else hw
+    assert log_.last_stable_offset == min(hw, first_unstable)
     end_offset = log_.log_end_offset
-    for start in range(0, end_offset + 1, 2):
+    for start in range(log_.log_start_offset, end_offset + 1, 2):
         for upper in (start + 1, start + 3, end_offset):
             got = set(log_.collect_aborted_transactions(start, upper))
             want = {(pid, f) for pid, f, m, aborted in txns
