@@ -201,10 +201,12 @@ class ProducerStateManager:
                              f"earliest one being verified, {entry.lowest_sequence}")
 
     # --- append path ---
-    def check(self, producer_id, epoch, first_seq, last_seq):
+    def check(self, producer_id, epoch, first_seq, last_seq, is_transactional=None):
         """Validate a client batch before append. Returns the retained BatchMetadata when the
         batch is a duplicate (skip the append, answer with its offsets), else None.
-        Raises KafkaError INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        Raises KafkaError INVALID_PRODUCER_EPOCH or OUT_OF_ORDER_SEQUENCE_NUMBER, and
+        INVALID_TXN_STATE for a batch that is not transactional (`is_transactional` False)
+        while the producer's transaction is open here (Kafka's appendDataBatch)."""
         if producer_id < 0:
             return None
         entry = self.producers.get(producer_id)
@@ -227,6 +229,10 @@ class ProducerStateManager:
             raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                              f"producer {producer_id} epoch {epoch}: sequence {first_seq} does "
                              f"not follow {entry.last_seq}")
+        if is_transactional is False and entry.current_txn_first_offset is not None:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                             f"Expected transactional write from producer {producer_id}: its "
+                             f"transaction is open since offset {entry.current_txn_first_offset}")
         return None
 
     def check_marker(self, producer_id, epoch, coordinator_epoch):
@@ -463,7 +469,8 @@ class LogProducerState:
 
     def find_duplicate(self, records, log):
         """A LogAppendInfo(duplicate=True) for a retried batch, None for a new one; raises
-        KafkaError INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER."""
+        KafkaError INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_TXN_STATE
+        (ProducerStateManager.check)."""
         view = memoryview(records)
         if len(view) < HEADER_SIZE or view[MAGIC_OFFSET] != MAGIC_V2:
             return None
@@ -474,7 +481,7 @@ class LogProducerState:
                 or not batch.is_valid():   # validation rejects these with Kafka's codes
             return None
         dup = self.manager.check(batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                                 batch.last_sequence)
+                                 batch.last_sequence, batch.is_transactional)
         if dup is None:
             return None
         from storage.log import LogAppendInfo      # storage.log imports this module's users

@@ -89,6 +89,22 @@ def test_last_stable_offset_is_never_below_the_log_start_offset(tmp_path):
     assert log_.last_stable_offset == 7
 
 
+def test_a_plain_write_while_the_producers_transaction_is_open_is_refused(tmp_path):
+    """Kafka's ProducerAppendInfo.appendDataBatch: INVALID_TXN_STATE, nothing written; the
+    retry of a batch already in the log is still answered as a duplicate."""
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    send(log_, a, 2)                           # 0-1: a's transaction
+    with pytest.raises(KafkaError) as caught:
+        log_.append_as_leader(a.batch(1, transactional=False), 0)
+    assert caught.value.error_code == ErrorCode.INVALID_TXN_STATE
+    assert log_.log_end_offset == 2
+    a.seq = 0                                  # the transaction's first batch sent again:
+    assert send(log_, a, 2).duplicate          # answered as the duplicate it is
+    end(log_, a, commit=True)                  # 2: marker
+    assert log_.append_as_leader(a.batch(1, transactional=False), 0).first_offset == 3
+
+
 def test_abort_entry_records_the_oldest_other_open_transaction(tmp_path):
     log_ = open_log(tmp_path / "t-0")
     a, b = Producer(1), Producer(2)
