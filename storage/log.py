@@ -400,7 +400,11 @@ class Log:
     def append_as_follower(self, records, now_ms: int | None = None) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned (replication; recovery tools).
 
-        Every batch must be CRC-valid and start past the log end offset."""
+        Every batch must be CRC-valid and start past the log end offset, with one exception
+        (Kafka's Partition.appendRecordsToFollowerOrFutureReplica): an empty log whose start
+        offset falls inside the first batch (DeleteRecords moved the leader's log start into
+        a batch, and this replica started its log there) starts again at that batch's base
+        offset, as the leader's log holds that batch whole."""
         now_ms = self._time_ms() if now_ms is None else now_ms
         # A memoryview stays one: a follower's batches are slices of the Fetch response's
         # buffer, written from there (no copy).
@@ -418,9 +422,16 @@ class Log:
             if batch.max_timestamp > max_ts:
                 max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
         with self._lock:
-            if batches[0].base_offset < self._log_end_offset:
-                raise CorruptRecord(f"follower append at {batches[0].base_offset} is below the "
-                                    f"log end offset {self._log_end_offset}")
+            first, end = batches[0].base_offset, self._log_end_offset
+            if first < end and end == self._log_start_offset \
+                    and batches[-1].last_offset >= end:
+                log.info("Starting the log of %s-%d at %d instead of %d: its first batch "
+                         "begins there (the log start offset is inside it)", self.topic,
+                         self.partition, first, end)
+                self.truncate_fully_and_start_at(first)
+            elif first < end:
+                raise CorruptRecord(f"follower append at {first} is below the log end offset "
+                                    f"{end}")
             for batch in batches:
                 if batch.magic == MAGIC_V2:
                     epoch = RecordBatchView(buffer, batch.position).partition_leader_epoch

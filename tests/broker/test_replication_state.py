@@ -782,6 +782,27 @@ async def test_an_out_of_range_follower_fetch_leaves_the_followers_state_alone(b
     assert part.follower_log_end_offsets[1] == -1
 
 
+async def test_a_new_replica_catches_up_from_a_log_start_inside_a_batch(brokers):
+    """DeleteRecords (Kafka Streams purging a repartition topic) moved the leader's log start
+    to 15, inside its batch 10-19. A new replica fetching 0 is told OFFSET_OUT_OF_RANGE and
+    starts its log at 15; the batch it is then sent begins at 10. It used to be refused as
+    below the log end, which stopped that partition's fetching for good."""
+    b0, b1 = brokers(0), brokers(1)
+    await b0.lisr(state(epoch=1, isr=(0,), replicas=(0, 1)))
+    leader = b0.part()
+    for _ in range(3):
+        leader.append_records_to_leader(producer_batch(10), 1)      # 0-9, 10-19, 20-29
+    assert leader.delete_records_on_leader(15) == 15
+    await b1.lisr(state(epoch=1, isr=(0,), replicas=(0, 1)))
+    assert fetch_round(b0, b1).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    b1.part().log.truncate_fully_and_start_at(15)   # the fetcher's answer to that
+    sync(b0, b1)
+    follower = b1.part().log
+    assert follower.log_end_offset == 30
+    assert log_records(follower)[-20:] == log_records(leader.log)[-20:]
+    assert leader.follower_log_end_offsets[1] == 30
+
+
 async def test_a_leader_elected_on_an_empty_log_still_detects_divergence(brokers):
     """Kafka's makeLeader always records (leaderEpoch, LEO) - (2, 0) here - so a former
     leader with records at epoch 1 fetching at 8 is told DivergingEpoch(1, 0) and truncates.

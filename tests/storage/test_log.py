@@ -5,7 +5,7 @@ import pytest
 
 from protocol.errors import ErrorCode, KafkaError
 from storage import files
-from storage.errors import OffsetOutOfRange
+from storage.errors import CorruptRecord, OffsetOutOfRange
 from storage.log import Log
 from storage.log_config import LogConfig
 from storage.record_batch import RecordBatchBuilder, RecordBatchView
@@ -118,6 +118,26 @@ def test_roll_when_a_relative_offset_would_overflow_the_index(tmp_path):
     assert log_.read(2, 10_000).first_offset == far          # the gap reads as the next batch
     assert log_.read(far, 1).records.read_bytes() == make_batch(far, [b"c"])
     assert all(segment.index_sanity_errors() == [] for segment in log_.segments)
+
+def test_a_follower_log_starting_inside_a_batch_starts_again_at_the_batch(tmp_path):
+    """DeleteRecords put the leader's log start at 15, inside its batch 10-19; a new replica
+    starts its log at 15 and is sent that batch whole. Kafka's Partition.
+    appendRecordsToFollowerOrFutureReplica starts the empty log at the batch's base offset;
+    a log that holds records refuses the overlap as before."""
+    log_ = open_log(tmp_path / "t-0")
+    log_.truncate_fully_and_start_at(15)
+    records = make_batch(10, [b"%d" % i for i in range(10)]) + make_batch(20, [b"x"])
+    assert log_.append_as_follower(records).first_offset == 10
+    assert (log_.log_start_offset, log_.log_end_offset) == (10, 21)
+    assert log_.read(15, 10_000).records.read_bytes() == records
+    with pytest.raises(CorruptRecord):
+        log_.append_as_follower(make_batch(20, [b"y"]))
+    other = open_log(tmp_path / "u-0")
+    other.truncate_fully_and_start_at(25)           # the batch ends before the log start
+    with pytest.raises(CorruptRecord):
+        other.append_as_follower(make_batch(10, [b"%d" % i for i in range(10)]))
+    assert (other.log_start_offset, other.log_end_offset) == (25, 25)
+
 
 def test_read_bounds(tmp_path):
     log_ = open_log(tmp_path / "t-0")
