@@ -69,6 +69,10 @@ class Partition:
         self.topic_id = log.topic_id if log is not None else None
         self.leader_id = -1
         self.leader_epoch = -1
+        # Where this leader's epoch began (the LEO when it became leader; Kafka's
+        # leaderEpochStartOffsetOpt), None when not leader: a follower joins the ISR only from
+        # there, and a high watermark still below it answers ListOffsets OFFSET_NOT_AVAILABLE.
+        self.leader_epoch_start_offset: int | None = None
         self.replicas: list[int] = []
         self.isr: set[int] = set()
         # LEO of each follower as last reported by its fetches (empty with one replica), when
@@ -129,6 +133,10 @@ class Partition:
             # (~2 ms) would otherwise be paid per partition by CreateTopics, on the loop.
             end = self.log.log_end_offset
             self.log.leader_epoch_cache.assign(leader_epoch, end, write=end > 0)
+            self.leader_epoch_start_offset = end
+        elif self.leader_epoch_start_offset is None:
+            # Leader at an epoch it followed (no controller does that): from here.
+            self.leader_epoch_start_offset = self.log.log_end_offset
         self.maybe_increment_high_watermark()
         return new_leadership
 
@@ -145,6 +153,7 @@ class Partition:
         self.isr = set()
         self.partition_epoch = partition_epoch
         self.pending_isr = None
+        self.leader_epoch_start_offset = None
         self.follower_log_end_offsets = {}
         self.follower_caught_up_ms = {}
         self.follower_last_fetch_leo = {}
@@ -267,16 +276,8 @@ class Partition:
         leo = self.follower_log_end_offsets.get(replica_id, -1)
         if leo < self.log.high_watermark:
             return False
-        epoch_start = self._epoch_start_offset()
-        return epoch_start is None or leo >= epoch_start
-
-    def _epoch_start_offset(self):
-        for epoch, start in reversed(self.log.leader_epoch_cache.entries()):
-            if epoch == self.leader_epoch:
-                return start
-            if epoch < self.leader_epoch:
-                break
-        return None
+        epoch_start = self.leader_epoch_start_offset
+        return epoch_start is not None and leo >= epoch_start
 
     def out_of_sync_replicas(self, now_ms: int, lag_ms: int) -> set:
         """ISR followers that have not caught up for `lag_ms` (Kafka's getOutOfSyncReplicas)."""
@@ -410,7 +411,14 @@ class Partition:
             upper = self.log.log_end_offset
         else:
             upper = self.fetch_upper_bound(isolation_level, False)
+        # A new leader whose high watermark has not reached its epoch's start yet cannot say
+        # where a client's "latest" is (Kafka's fetchOffsetForTimestamp): retriable.
+        lagging = not from_follower and isolation_level is not None and \
+            self.leader_epoch_start_offset is not None and \
+            self.leader_epoch_start_offset > self.log.high_watermark
         if timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                raise self._lagging_high_watermark()
             return (upper, -1, self.leader_epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             start = self.log.log_start_offset
@@ -419,10 +427,20 @@ class Partition:
             return None                       # no tiered storage: nothing is tiered
         found = self.log.fetch_offset_by_timestamp(timestamp)
         if found is None or found[0] >= upper:
+            if lagging:
+                raise self._lagging_high_watermark()
             # Kafka answers "no offset" (-1) for a match at or above the visible end.
             return None
         offset, found_timestamp, epoch = found
         return (offset, found_timestamp, -1 if epoch is None else epoch)
+
+    def _lagging_high_watermark(self) -> KafkaError:
+        return KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE,
+                          f"Failed to fetch offsets for partition {self.topic}-{self.partition} "
+                          f"with leader epoch {self.leader_epoch} as this partition's high "
+                          f"watermark ({self.log.high_watermark}) is lagging behind the start "
+                          f"offset from the beginning of this epoch "
+                          f"({self.leader_epoch_start_offset})")
 
     def _epoch_at(self, offset: int) -> int:
         """The leader epoch of the batch at `offset` (the current epoch at the log end)."""

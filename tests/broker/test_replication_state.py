@@ -57,6 +57,9 @@ class Clock:
         return self.now
 
 
+LATEST, EARLIEST = -1, -2           # ListOffsets' special timestamps
+
+
 def producer_batch(count=1, ts=T0):
     builder = RecordBatchBuilder()
     for i in range(count):
@@ -120,7 +123,7 @@ def test_make_leader_takes_the_controllers_isr_and_starts_the_epoch_at_the_leo(t
     assert part.isr == {0, 2} and part.partition_epoch == 3 and part.leader_epoch == 4
     # Kafka: maybeAssignEpochStartOffset(leaderEpoch, logEndOffset).
     assert part.log.leader_epoch_cache.entries() == [(1, 0), (4, 5)]
-    assert part._epoch_start_offset() == 5
+    assert part.leader_epoch_start_offset == 5
     # Replica.resetReplicaState: followers in the ISR caught up now, the others at 0; their
     # log end offsets are unknown until they fetch from this leader.
     assert part.follower_log_end_offsets == {1: -1, 2: -1}
@@ -272,7 +275,7 @@ def test_isr_expansion_candidate(tmp_path):
     part.update_follower_fetch_state(2, 4, now_ms=T0)          # HW 4
     part.make_leader(2, [0, 1, 2], isr=[0, 2], partition_epoch=1)   # epoch 2 starts at 10
     part.update_follower_fetch_state(2, 4, now_ms=T0)
-    assert part.high_watermark == 4 and part._epoch_start_offset() == 10
+    assert part.high_watermark == 4 and part.leader_epoch_start_offset == 10
     alive = {0, 1, 2}
     part.update_follower_fetch_state(1, 3, now_ms=T0)
     assert not part.isr_expansion_candidate(1, alive)          # below the HW
@@ -288,6 +291,44 @@ def test_isr_expansion_candidate(tmp_path):
     part.pending_isr = None
     part.make_follower(1, 3, [0, 1, 2], partition_epoch=2)
     assert not part.isr_expansion_candidate(1, alive)          # not the leader
+
+
+def test_the_epoch_start_is_the_leaders_own_not_the_epoch_caches(tmp_path):
+    """Kafka's leaderEpochStartOffsetOpt: kept by the partition from makeLeader, None as a
+    follower. A log whose epoch cache lost the current epoch (a log moved between log dirs
+    and reopened from its copy) does not let a lagging follower into the ISR."""
+    part = leader_partition(tmp_path, replicas=(0, 1), isr=[0])
+    append(part, 4)
+    part.make_leader(2, [0, 1], isr=[0], partition_epoch=1)    # epoch 2 starts at 4
+    part.log.leader_epoch_cache.truncate_from_end(0)
+    part.update_follower_fetch_state(1, 4, now_ms=T0)
+    assert part.leader_epoch_start_offset == 4
+    assert part.isr_expansion_candidate(1, {0, 1})
+    part.make_follower(1, 3, [0, 1], partition_epoch=2)
+    assert part.leader_epoch_start_offset is None
+
+
+def test_list_offsets_while_the_new_leaders_high_watermark_lags_its_epoch_start(tmp_path):
+    """Kafka's fetchOffsetForTimestamp: a client asking for "latest", or for a timestamp past
+    what it may read, gets OFFSET_NOT_AVAILABLE (retriable) until the high watermark reaches
+    the start of the leader's epoch; earliest, matches below, and followers are answered."""
+    part = leader_partition(tmp_path, replicas=(0, 1), isr=[0, 1])
+    append(part, 6)                                            # LEO 6, HW 0: 1 has nothing
+    part.make_leader(2, [0, 1], isr=[0, 1], partition_epoch=1)  # epoch 2 starts at 6
+    part.update_follower_fetch_state(1, 3, now_ms=T0)          # HW 3
+    assert part.high_watermark == 3
+    for isolation in (0, 1):
+        with pytest.raises(KafkaError) as caught:
+            part.fetch_offset_for_timestamp(LATEST, isolation)
+        assert caught.value.error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+        with pytest.raises(KafkaError) as caught:
+            part.fetch_offset_for_timestamp(T0 + 10_000, isolation)
+        assert caught.value.error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert part.fetch_offset_for_timestamp(T0, 0)[0] == 0      # a match below the HW
+    assert part.fetch_offset_for_timestamp(EARLIEST, 0)[0] == 0
+    assert part.fetch_offset_for_timestamp(LATEST, None, from_follower=True)[0] == 6
+    part.update_follower_fetch_state(1, 6, now_ms=T0)          # HW 6: caught up
+    assert part.fetch_offset_for_timestamp(LATEST, 0) == (6, -1, 2)
 
 
 def test_isr_expansion_on_an_empty_leader_log(tmp_path):
