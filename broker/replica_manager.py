@@ -239,6 +239,7 @@ class ReplicaManager:
                 if self.fetchers is not None:
                     if ps.leader in live_broker_ids:
                         if changed or not self.fetchers.has_partition(key):
+                            self._start_without_epochs_at_the_high_watermark(part)
                             self.fetchers.add_partition(
                                 key, ps.leader, ps.leader_epoch,
                                 catch_up=self.broker_id not in ps.isr)
@@ -349,6 +350,18 @@ class ReplicaManager:
     def rack_of(self, broker_id: int):
         broker = self.metadata_cache.live_brokers.get(broker_id) if self.metadata_cache else None
         return broker.rack if broker is not None else None
+
+    def _start_without_epochs_at_the_high_watermark(self, part) -> None:
+        """Kafka's initialFetchOffset: a follower whose log has no leader epochs (message
+        formats before 0.11 only) cannot find where it diverges from the leader, so it drops
+        what is above its high watermark and fetches from there."""
+        log_ = part.log
+        if log_.leader_epoch_cache.latest_epoch is None and \
+                log_.log_end_offset > log_.high_watermark:
+            log.info("[ReplicaManager broker=%d] Truncating %s-%d to its high watermark %d: "
+                     "its log has no leader epochs to compare with the leader's",
+                     self.broker_id, part.topic, part.partition, log_.high_watermark)
+            log_.truncate_to(log_.high_watermark)
 
     def _new_partition(self, topic: str, partition: int, log_) -> Partition:
         part = Partition(topic, partition, self.broker_id, log_)
@@ -486,11 +499,21 @@ class ReplicaManager:
         if not pending:
             return
 
+        # The answer of a partition is decided when its wait ends, as Kafka's DelayedProduce
+        # decides it: a write the high watermark covered is acknowledged even if this broker
+        # stops leading before the response goes out (an error then would make a producer
+        # without idempotence send it again: a duplicate).
+        decided: dict = {}
+
         def covered(key) -> bool:
             part = self._partitions.get(key)
             if part is None or not part.is_leader:
-                return True                     # answered NOT_LEADER_OR_FOLLOWER below
-            return part.high_watermark > pending[key].last_offset
+                decided[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                return True
+            if part.high_watermark > pending[key].last_offset:
+                decided[key] = ErrorCode.NONE
+                return True
+            return False
 
         waiting = set(pending)
 
@@ -501,18 +524,11 @@ class ReplicaManager:
                     waiting.discard(k)
             return not waiting
 
-        if await self.produce_purgatory.wait(pending.keys(), acked, timeout_ms):
-            self._settle_acks(pending, timed_out=False)
-        else:
-            self._settle_acks(pending, timed_out=True)
-
-    def _settle_acks(self, pending: dict, timed_out: bool) -> None:
+        await self.produce_purgatory.wait(pending.keys(), acked, timeout_ms)
         for key, result in pending.items():
-            part = self._partitions.get(key)
-            if part is None or not part.is_leader:
-                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif part.high_watermark <= result.last_offset and timed_out:
-                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            if key not in decided:              # timed out: as it stands now
+                covered(key)
+            result.error_code = decided.get(key, ErrorCode.REQUEST_TIMED_OUT)
 
     async def append_and_wait(self, entries, required_acks: int = -1,
                               timeout_ms: int = 30_000) -> dict:

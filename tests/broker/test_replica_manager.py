@@ -219,6 +219,33 @@ async def test_acks_all_waits_for_a_follower_then_times_out(manager):
     assert more[("t", 0)].error_code == ErrorCode.REQUEST_TIMED_OUT
 
 
+async def test_a_write_the_high_watermark_covered_stays_acknowledged_after_leadership_moves(
+        manager):
+    """Kafka's DelayedProduce decides each partition's answer when its wait completes: a
+    leadership change before the response goes out does not turn a committed write into
+    NOT_LEADER_OR_FOLLOWER (a producer without idempotence would write it again). One that
+    was still waiting when leadership moved is refused."""
+    part = manager.get_partition("t", 0)
+    part.make_leader(1, [0, 1])
+    part.isr.add(1)
+    results = manager.append_records({("t", 0): batch(2)}, -1)
+    waiting = asyncio.ensure_future(manager.wait_for_acks(results, -1, 5000))
+    await asyncio.sleep(0.01)
+    manager.read([fetch(offset=2)], max_bytes=1000, replica_id=1)    # HW 2: committed
+    part.make_follower(1, 2, [0, 1])                                  # before the answer
+    await asyncio.wait_for(waiting, 1)
+    assert results[("t", 0)].error_code == ErrorCode.NONE
+    part.make_leader(3, [0, 1])
+    part.isr.add(1)
+    more = manager.append_records({("t", 0): batch(1)}, -1)
+    waiting = asyncio.ensure_future(manager.wait_for_acks(more, -1, 5000))
+    await asyncio.sleep(0.01)
+    part.make_follower(1, 4, [0, 1])
+    manager.produce_purgatory.notify("t", 0)
+    await asyncio.wait_for(waiting, 1)
+    assert more[("t", 0)].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 def test_not_enough_replicas(manager):
     manager.become_leader("t", 0, TOPIC_ID, 1, [0, 1], LogConfig(min_insync_replicas=2))
     result = manager.append_records({("t", 0): batch(1)}, -1)[("t", 0)]

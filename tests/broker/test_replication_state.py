@@ -844,6 +844,31 @@ async def test_a_new_replica_catches_up_from_a_log_start_inside_a_batch(brokers)
     assert leader.follower_log_end_offsets[1] == 30
 
 
+async def test_a_follower_without_leader_epochs_restarts_from_its_high_watermark(brokers):
+    """Records of message formats before 0.11 carry no leader epoch, so a follower holding
+    only those cannot learn where it diverges: Kafka (initialFetchOffset) truncates it to its
+    high watermark before it fetches. It kept 5-9 of the old leader, which the new leader
+    never had, beside the new leader's records."""
+    from storage.legacy import build_message_set
+    b0, b1 = brokers(0), brokers(1)
+    for b in (b0, b1):
+        await b.lisr(state(leader=2, epoch=1, isr=(0, 1, 2), replicas=(0, 1, 2)))
+    old = [(0, b"k", b"old-%d" % i) for i in range(10)]
+    b1.part().log.append_as_follower(build_message_set(old, base_offset=0))      # 0-9
+    b0.part().log.append_as_follower(build_message_set(old[:5], base_offset=0))  # 0-4
+    for b in (b0, b1):
+        b.part().log.update_high_watermark(5)
+    await b0.lisr(state(leader=0, epoch=2, isr=(0,), replicas=(0, 1)))
+    append(b0.part(), 5)                                                          # 5-9
+    await b1.lisr(state(leader=0, epoch=2, isr=(0,), replicas=(0, 1)))
+    assert b1.part().log.log_end_offset == 5
+    sync(b0, b1)
+    follower, leader = b1.part().log, b0.part().log
+    assert follower.log_end_offset == leader.log_end_offset == 10
+    assert as_bytes(follower.read(0, 1 << 20).records) == \
+        as_bytes(leader.read(0, 1 << 20).records)
+
+
 async def test_a_leader_elected_on_an_empty_log_still_detects_divergence(brokers):
     """Kafka's makeLeader always records (leaderEpoch, LEO) - (2, 0) here - so a former
     leader with records at epoch 1 fetching at 8 is told DivergingEpoch(1, 0) and truncates.
