@@ -82,6 +82,7 @@ class Partition:
         self.follower_caught_up_ms: dict[int, int] = {}
         self.follower_last_fetch_leo: dict[int, int] = {}
         self.follower_last_fetch_ms: dict[int, int] = {}
+        self.follower_log_start_offsets: dict[int, int] = {}     # as each follower reports it
         self.partition_epoch = -1           # the state znode's version (a cluster)
         self.pending_isr = None             # an ISR change sent to the controller, unanswered
         self.clock = None                   # .ms(): set by the replica manager
@@ -119,6 +120,7 @@ class Partition:
                                           for r in self.follower_log_end_offsets}
             self.follower_last_fetch_leo = {r: -1 for r in self.follower_log_end_offsets}
             self.follower_last_fetch_ms = {r: 0 for r in self.follower_log_end_offsets}
+            self.follower_log_start_offsets = {}
         else:
             for r in self.replicas:
                 if r != self.local_broker_id and r not in self.follower_log_end_offsets:
@@ -158,6 +160,7 @@ class Partition:
         self.follower_caught_up_ms = {}
         self.follower_last_fetch_leo = {}
         self.follower_last_fetch_ms = {}
+        self.follower_log_start_offsets = {}
         return changed
 
     def _now_ms(self) -> int:
@@ -246,10 +249,12 @@ class Partition:
         return False
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
-                                    now_ms: int | None = None) -> bool:
-        """A follower fetched from `fetch_offset`: it holds everything below. Records when it
-        last caught up (Kafka's rule: at this fetch if it asked for the leader's LEO, else at
-        its previous fetch if it asked for the LEO the leader had then). True if HW moved."""
+                                    now_ms: int | None = None,
+                                    log_start_offset: int = -1) -> bool:
+        """A follower fetched from `fetch_offset`: it holds everything below (and from
+        `log_start_offset`, its own, when the fetch says). Records when it last caught up
+        (Kafka's rule: at this fetch if it asked for the leader's LEO, else at its previous
+        fetch if it asked for the LEO the leader had then). True if HW moved."""
         if replica_id not in self.follower_log_end_offsets:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"broker {replica_id} is not a replica of "
@@ -264,6 +269,8 @@ class Partition:
         self.follower_last_fetch_leo[replica_id] = leo
         self.follower_last_fetch_ms[replica_id] = now
         self.follower_log_end_offsets[replica_id] = fetch_offset
+        if log_start_offset >= 0:
+            self.follower_log_start_offsets[replica_id] = log_start_offset
         return self.maybe_increment_high_watermark()
 
     def isr_expansion_candidate(self, replica_id: int, alive) -> bool:
@@ -291,18 +298,27 @@ class Partition:
                 out.add(replica)
         return out
 
-    def preferred_read_replica(self, fetch_offset: int, client_rack: str, rack_of) -> int:
-        """KIP-392's RackAwareReplicaSelector: an in-sync replica in the consumer's rack that
-        holds `fetch_offset`, preferring this leader; -1 when the leader should serve it."""
+    def preferred_read_replica(self, fetch_offset: int, client_rack: str, rack_of,
+                               now_ms: int | None = None) -> int:
+        """KIP-392's RackAwareReplicaSelector over the replicas Kafka's
+        findPreferredReadReplica offers it: this leader, else the most caught-up in-sync
+        follower in the consumer's rack (largest log end, then the most recently caught up)
+        whose own log holds `fetch_offset`; -1 when the leader should serve it."""
         if not client_rack or rack_of(self.local_broker_id) == client_rack:
             return -1
-        for replica in sorted(self.isr):
+        now = self._now_ms() if now_ms is None else now_ms
+        best, best_key = -1, None
+        for replica in self.isr:
             if replica == self.local_broker_id or rack_of(replica) != client_rack:
                 continue
-            if self.follower_log_end_offsets.get(replica, -1) >= fetch_offset >= \
-                    self.log.log_start_offset:
-                return replica
-        return -1
+            leo = self.follower_log_end_offsets.get(replica, -1)
+            start = self.follower_log_start_offsets.get(replica, -1)
+            if not start <= fetch_offset <= leo:
+                continue
+            key = (leo, -(now - self.follower_caught_up_ms.get(replica, 0)), -replica)
+            if best_key is None or key > best_key:
+                best, best_key = replica, key
+        return best
 
     def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int):
         """Fetch v12+ (KIP-320/595): (epoch, end offset) when the fetcher's log diverges from

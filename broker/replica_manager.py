@@ -590,7 +590,8 @@ class ReplicaManager:
                                  f"{fp.topic}-{fp.partition}")
             rack = client_rack
             if rack is not None and part.is_leader:
-                preferred = part.preferred_read_replica(fp.fetch_offset, rack, self.rack_of)
+                preferred = part.preferred_read_replica(fp.fetch_offset, rack, self.rack_of,
+                                                        self.time.ms())
                 if preferred >= 0:
                     # The consumer is told where to read; this answer carries no records.
                     result = ReadResult(ErrorCode.NONE, part.high_watermark,
@@ -603,7 +604,8 @@ class ReplicaManager:
                                follower_may_serve=rack is not None)
             if from_follower:
                 # Only a fetch that read (its offset is in range) says where the follower is.
-                self._follower_fetched(part, replica_id, fp.fetch_offset)
+                self._follower_fetched(part, replica_id, fp.fetch_offset,
+                                       getattr(fp, "log_start_offset", -1))
                 quota = self.leader_quota
                 if quota is not None and result.records_size and replica_id not in part.isr \
                         and quota.is_throttled(fp.topic, fp.partition) and quota.is_exceeded():
@@ -621,12 +623,14 @@ class ReplicaManager:
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, part.high_watermark,
                               part.last_stable_offset, part.log_start_offset)
 
-    def _follower_fetched(self, part, replica_id: int, fetch_offset: int) -> None:
+    def _follower_fetched(self, part, replica_id: int, fetch_offset: int,
+                          log_start_offset: int = -1) -> None:
         """Leader bookkeeping for a follower's fetch: its LEO and caught-up time, the HW (which
         may complete waiting acks=all produces), and an ISR expansion once it caught up."""
         if not part.is_leader:
             return
-        if part.update_follower_fetch_state(replica_id, fetch_offset, self.time.ms()):
+        if part.update_follower_fetch_state(replica_id, fetch_offset, self.time.ms(),
+                                            log_start_offset):
             self.produce_purgatory.notify(part.topic, part.partition)
             self.fetch_purgatory.notify(part.topic, part.partition)
         if self.isr_changes is not None and part.isr_expansion_candidate(

@@ -331,6 +331,33 @@ def test_list_offsets_while_the_new_leaders_high_watermark_lags_its_epoch_start(
     assert part.fetch_offset_for_timestamp(LATEST, 0) == (6, -1, 2)
 
 
+def test_preferred_read_replica_is_kafkas_rack_aware_selector(tmp_path):
+    """KIP-392 as Kafka's findPreferredReadReplica and RackAwareReplicaSelector: the leader
+    when it is in the consumer's rack or nobody in sync there holds the offset; else, of the
+    in-sync followers in that rack whose own log (its start as the follower reports it) holds
+    the offset, the one with the largest log end, then the most recently caught up."""
+    clock = Clock()
+    part = leader_partition(tmp_path, replicas=(0, 1, 2, 3), isr=[0, 1, 2], clock=clock)
+    append(part, 20)
+    racks = {0: "a", 1: "b", 2: "b", 3: "b"}
+    pick = lambda offset, rack="b": part.preferred_read_replica(offset, rack, racks.get)
+    part.update_follower_fetch_state(1, 15, now_ms=T0, log_start_offset=0)
+    part.update_follower_fetch_state(2, 18, now_ms=T0, log_start_offset=8)
+    part.update_follower_fetch_state(3, 20, now_ms=T0, log_start_offset=0)   # not in the ISR
+    assert pick(10) == 2                     # the most caught up
+    assert pick(5) == 1                      # 2 deleted offset 5 already (retention)
+    assert pick(19) == -1                    # nobody in sync in rack b holds it: the leader
+    assert pick(10, rack="a") == -1          # the leader is in the consumer's rack
+    assert pick(10, rack="c") == -1 and pick(10, rack=None) == -1
+    clock.now = T0 + 1000
+    part.update_follower_fetch_state(1, 18, now_ms=T0 + 1000, log_start_offset=0)
+    part.update_follower_fetch_state(2, 18, now_ms=T0 + 1000, log_start_offset=8)
+    part.append_records_to_leader(producer_batch(1), 1)                   # LEO 21
+    part.update_follower_fetch_state(1, 21, now_ms=T0 + 2000, log_start_offset=0)
+    part.update_follower_fetch_state(2, 20, now_ms=T0 + 2000, log_start_offset=8)
+    assert pick(10) == 1                   # now the largest log end
+
+
 def test_isr_expansion_on_an_empty_leader_log(tmp_path):
     """Kafka records (epoch, 0) at makeLeader on an empty log: a follower at 0 may join."""
     part = leader_partition(tmp_path, replicas=(0, 1), isr=[0], epoch=3)
