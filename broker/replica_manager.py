@@ -511,7 +511,11 @@ class ReplicaManager:
                 decided[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 return True
             if part.high_watermark > pending[key].last_offset:
-                decided[key] = ErrorCode.NONE
+                # Kafka's checkEnoughReplicasReachOffset: the ISR shrank under
+                # min.insync.replicas after the append (retriable for the producer).
+                decided[key] = ErrorCode.NONE \
+                    if len(part.maximal_isr) >= part.effective_min_isr() \
+                    else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
                 return True
             return False
 

@@ -246,6 +246,19 @@ async def test_a_write_the_high_watermark_covered_stays_acknowledged_after_leade
     assert more[("t", 0)].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+async def test_an_isr_shrunk_under_min_isr_after_the_append_is_not_enough_replicas_after_append(
+        manager):
+    """Kafka's checkEnoughReplicasReachOffset: the high watermark covers the write but the
+    ISR is now smaller than min.insync.replicas."""
+    part = manager.become_leader("t", 0, TOPIC_ID, 1, [0, 1], LogConfig(min_insync_replicas=2))
+    part.isr.add(1)
+    results = manager.append_records({("t", 0): batch(2)}, -1)
+    manager.read([fetch(offset=2)], max_bytes=1000, replica_id=1)    # HW 2
+    part.isr.discard(1)
+    await manager.wait_for_acks(results, -1, 1000)
+    assert results[("t", 0)].error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
 def test_not_enough_replicas(manager):
     manager.become_leader("t", 0, TOPIC_ID, 1, [0, 1], LogConfig(min_insync_replicas=2))
     result = manager.append_records({("t", 0): batch(1)}, -1)[("t", 0)]
