@@ -48,13 +48,14 @@ async def handle(broker, ctx, request):
 async def _add(broker, version, transactional_id, producer_id, producer_epoch, topics,
                verify_only) -> dict:
     partitions = [(t.name, p) for t in topics for p in t.partitions]
-    coordinator, error = check_transaction(broker, transactional_id)
-    if error != ErrorCode.NONE:
-        return {tp: error for tp in partitions}
+    # KafkaApis checks the partitions before the coordinator is asked anything.
     missing = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in partitions
                if not _exists(broker, *tp)}
     if missing:
         return not_attempted(partitions, missing)
+    coordinator, error = check_transaction(broker, transactional_id)
+    if error != ErrorCode.NONE:
+        return {tp: error for tp in partitions}
     answer = await coordinator.execute("add_partitions", transactional_id, producer_id,
                                        producer_epoch, partitions, verify_only, parked=True)
     return {tp: fenced_for(version, 2, code) for tp, code in answer.items()}

@@ -30,6 +30,8 @@ MAX_VERSION = 5
 
 
 async def handle(broker, ctx, request):
+    if ctx.api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
+        return _error(ErrorCode.INVALID_REQUEST)     # KafkaApis' check, before anything else
     if request.transactional_id is not None:
         return await _transactional(broker, ctx, request)
     producer_id = broker.replica_manager.producer_ids.next_id()
@@ -39,11 +41,21 @@ async def handle(broker, ctx, request):
                                   producer_id=producer_id, producer_epoch=0)
 
 
+def _error(code) -> InitProducerIdResponse:
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
+                                  producer_epoch=-1)
+
+
 async def _transactional(broker, ctx, request):
+    # Kafka's TransactionCoordinator.handleInitProducerId: the id and the timeout are checked
+    # before whether this broker coordinates the id.
+    if not request.transactional_id:
+        return _error(ErrorCode.INVALID_REQUEST)
+    if not 0 < request.transaction_timeout_ms <= broker.config.get("transaction.max.timeout.ms"):
+        return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
     coordinator, error = check_transaction(broker, request.transactional_id)
     if error != ErrorCode.NONE:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=error, producer_id=-1,
-                                      producer_epoch=-1)
+        return _error(error)
     expected_id, expected_epoch = -1, -1
     if ctx.api_version >= 3:
         expected_id, expected_epoch = request.producer_id, request.producer_epoch

@@ -276,6 +276,13 @@ def test_bad_transaction_requests_get_kafkas_errors(kafka_broker):
             too_long = await conn.send(InitProducerIdRequest(
                 transactional_id="bad", transaction_timeout_ms=10**9), 4)
             assert too_long.error_code == E.INVALID_TRANSACTION_TIMEOUT
+            for tid, pid_, epoch_ in (("", -1, -1), (None, 1000, -1), ("bad", -1, 3)):
+                # An empty id; an id and epoch that do not go together (KafkaApis checks that
+                # before anything, with or without a transactional id).
+                odd = await conn.send(InitProducerIdRequest(
+                    transactional_id=tid, transaction_timeout_ms=60000, producer_id=pid_,
+                    producer_epoch=epoch_), 4)
+                assert odd.error_code == E.INVALID_REQUEST, (tid, pid_, epoch_)
             init = await conn.send(InitProducerIdRequest(transactional_id="bad",
                                                          transaction_timeout_ms=60000), 4)
             assert init.error_code == 0

@@ -128,3 +128,39 @@ def test_kafkajs_transactions_across_the_cluster(kafka_cluster):
     assert sorted(read_committed(bootstrap, "js-ctx", expect=len(KAFKAJS_COMMITTED) + 1,
                                  timeout=10)) == KAFKAJS_COMMITTED
     assert kafkajs_group_offset(bootstrap, "js-ctx") == 5
+    bad_requests_at_a_broker_that_does_not_coordinate(kafka_cluster, "js-ctx")
+
+
+def bad_requests_at_a_broker_that_does_not_coordinate(cluster, topic) -> None:
+    """Kafka checks a request's own errors before whether the broker coordinates its id: a
+    client told NOT_COORDINATOR would only meet the real error after finding the coordinator."""
+    import asyncio
+    from protocol.errors import ErrorCode as E
+    from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+    from protocol.messages.init_producer_id import InitProducerIdRequest
+    from broker.client.connection import BrokerConnection
+    tid = "not-here"
+    coordinator = cluster.leader("__transaction_state", partition_for(tid, TXN_PARTITIONS))
+    other = next(b for b in sorted(cluster.live_brokers()) if b != coordinator)
+
+    async def scenario():
+        host, port = cluster.bootstrap(other).split(":")
+        conn = await BrokerConnection(host, int(port)).connect()
+        try:
+            init = await conn.send(InitProducerIdRequest(transactional_id=tid,
+                                                         transaction_timeout_ms=60000), 4)
+            assert init.error_code == E.NOT_COORDINATOR
+            too_long = await conn.send(InitProducerIdRequest(
+                transactional_id=tid, transaction_timeout_ms=10**9), 4)
+            assert too_long.error_code == E.INVALID_TRANSACTION_TIMEOUT
+            add = await conn.send(AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=tid, v3_and_below_producer_id=1,
+                v3_and_below_producer_epoch=0,
+                v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+                    name=n, partitions=[0]) for n in ("nope", topic)]), 3)
+            assert {(t.name, p.partition_error_code) for t in add.results_by_topic_v3_and_below
+                    for p in t.results_by_partition} == {
+                ("nope", E.UNKNOWN_TOPIC_OR_PARTITION), (topic, E.OPERATION_NOT_ATTEMPTED)}
+        finally:
+            await conn.close()
+    asyncio.run(scenario())
