@@ -386,14 +386,22 @@ class LogSegment:
     def read(self, fetch_offset: int, max_size: int, max_position: int | None = None,
              min_one_message: bool = True):
         """(first BatchInfo, position, length) of the range to send for a fetch, or None when
-        this segment has no batch at or after `fetch_offset` below `max_position`."""
+        this segment has no batch at or after `fetch_offset` below `max_position`. Without
+        `min_one_message` a first batch larger than `max_size` gives length 0: a piece of a
+        batch with no whole batch in it would stop a consumer (Kafka's readFromLog answers
+        such an incomplete first entry with no records for Fetch v3+)."""
         size = self.size                          # snapshot: appends only grow it
         if max_position is None or max_position > size:
             max_position = size
         first = self.translate_offset(fetch_offset)
         if first is None or first.position >= max_position:
             return None
-        limit = max(max_size, first.size) if min_one_message else max_size
+        if min_one_message:
+            limit = max(max_size, first.size)
+        elif max_size < first.size:
+            return first, first.position, 0
+        else:
+            limit = max_size
         length = min(max_position - first.position, limit)
         return first, first.position, length
 

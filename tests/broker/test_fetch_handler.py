@@ -123,6 +123,27 @@ async def test_first_partition_gets_a_whole_batch_beyond_max_bytes(broker):
     assert offsets_in(got[1].records) == []
 
 
+@pytest.mark.parametrize("version", [12, 13])
+async def test_a_later_partition_never_gets_a_piece_of_its_first_batch(broker, version):
+    """Kafka's readFromLog: a first batch larger than what is left of the partition's or the
+    response's bytes is no records at all (a Java consumer given bytes with no whole batch in
+    them fails every poll()); what fits is answered, ending inside a batch as Kafka's does."""
+    append(broker, 0, 5, value=b"x" * 100)                   # ~0.6 KB
+    append(broker, 1, 50, value=b"x" * 100)                  # one ~5.6 KB batch
+    append(broker, 2, 2, value=b"x" * 100)
+    append(broker, 2, 50, value=b"x" * 100)
+    got = partitions_of(await call(broker, fetch_request(
+        [(0, 0, 4096), (1, 0, 4096), (2, 0, 4096)], version), version))
+    assert offsets_in(got[0].records) == [(0, 4)]
+    assert not bytes(got[1].records or b"")
+    data = bytes(got[2].records)
+    assert offsets_in(got[2].records) == [(0, 1)] and 300 < len(data) <= 4096
+    got = partitions_of(await call(broker, fetch_request(
+        [(0, 0, 4096), (1, 0, 8192)], version, max_bytes=2048), version))
+    assert offsets_in(got[0].records) == [(0, 4)]
+    assert not bytes(got[1].records or b"")
+
+
 async def test_long_poll_answers_when_data_arrives(broker):
     task = asyncio.ensure_future(call(broker, fetch_request([(0, 0, 1 << 20)], 12,
                                                             max_wait_ms=5000), 12))
