@@ -678,7 +678,7 @@ class KafkaController:
     # -- requests from brokers -----------------------------------------------------------------
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int):
-        """(error code, [(topic, partition) the broker still leads])."""
+        """(error code, [(topic, partition) with other replicas the broker still leads])."""
         if not self.is_active:
             return ErrorCode.STALE_CONTROLLER_EPOCH, []
         ctx = self.ctx
@@ -700,7 +700,10 @@ class KafkaController:
             batch.add_stop_replica(broker_id, tp, delete=False)
         await self._remove_replica_from_isr(broker_id, followed, batch)
         self._send(batch)
-        remaining = sorted(ctx.partitions_led_by(broker_id))
+        # Kafka's partitionLeadersOnBroker: a partition with one replica, or of a topic being
+        # deleted, cannot be moved and does not hold the shutdown up.
+        remaining = sorted(tp for tp in ctx.partitions_led_by(broker_id)
+                           if tp[0] not in ctx.topics_to_delete and len(ctx.replicas(tp)) > 1)
         return ErrorCode.NONE, remaining
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, changes: dict):
