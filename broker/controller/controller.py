@@ -458,7 +458,10 @@ class KafkaController:
                 log.warning("%s Unclean leader election for %s-%d: broker %d was not in the "
                             "ISR %s; records it lacks are lost", self.log_prefix, tp[0], tp[1],
                             leader, state.isr)
-            return state.new_leader(leader, isr, ctx.epoch, recovering=unclean)
+            # Kafka's Election: a clean election keeps the recovery state (only the leader's
+            # own AlterPartition says RECOVERED); an unclean one starts RECOVERING.
+            return state.new_leader(leader, isr, ctx.epoch,
+                                    recovering=unclean or state.recovering)
 
         out = await self._update_states(partitions, decide)
         recipients = (ctx.live_or_shutting_down_ids() if strategy == "controlled_shutdown"

@@ -215,6 +215,17 @@ async def test_unclean_election_when_the_topic_allows_it():
         got, _ = await state(server, "t", 0)
         assert got["leader"] == 2 and got["isr"] == [2]
         assert got["leader_recovery_state"] == 1
+        # Broker 2 dies before it said RECOVERED and comes back: elected cleanly from the ISR,
+        # the partition is still recovering (Kafka's Election keeps the state).
+        server.expire(nodes[2].zk)
+        await settle(nodes)
+        nodes[2].zk = server.client()
+        nodes[2].kzk.zk = nodes[2].zk
+        await nodes[2].register()
+        await settle(nodes)
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 2 and got["leader_epoch"] > 1
+        assert got["leader_recovery_state"] == 1
     finally:
         await shutdown(nodes)
 
