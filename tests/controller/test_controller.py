@@ -102,6 +102,13 @@ async def state(server, topic, p):
     return json.loads(data.data), data.version
 
 
+async def come_back(server, node):
+    """A broker whose session expired registers again with a new session."""
+    node.zk = server.client()
+    node.kzk.zk = node.zk
+    await node.register()
+
+
 async def shutdown(nodes):
     for node in nodes:
         await node.controller.shutdown()
@@ -188,9 +195,7 @@ async def test_last_replica_standing_keeps_the_isr_and_no_unclean_election():
         got, _ = await state(server, "t", 0)
         assert got["leader"] == -1 and got["isr"] == [1]
         # Broker 2 (out of sync) comes back: not elected without unclean election.
-        nodes[2].zk = server.client()
-        nodes[2].kzk.zk = nodes[2].zk
-        await nodes[2].register()
+        await come_back(server, nodes[2])
         await settle(nodes)
         got, _ = await state(server, "t", 0)
         assert got["leader"] == -1
@@ -208,9 +213,7 @@ async def test_unclean_election_when_the_topic_allows_it():
         await settle(nodes)
         server.expire(nodes[1].zk)
         await settle(nodes)
-        nodes[2].zk = server.client()
-        nodes[2].kzk.zk = nodes[2].zk
-        await nodes[2].register()
+        await come_back(server, nodes[2])
         await settle(nodes)
         got, _ = await state(server, "t", 0)
         assert got["leader"] == 2 and got["isr"] == [2]
@@ -219,9 +222,7 @@ async def test_unclean_election_when_the_topic_allows_it():
         # the partition is still recovering (Kafka's Election keeps the state).
         server.expire(nodes[2].zk)
         await settle(nodes)
-        nodes[2].zk = server.client()
-        nodes[2].kzk.zk = nodes[2].zk
-        await nodes[2].register()
+        await come_back(server, nodes[2])
         await settle(nodes)
         got, _ = await state(server, "t", 0)
         assert got["leader"] == 2 and got["leader_epoch"] > 1
@@ -261,9 +262,7 @@ async def test_restarted_broker_gets_leader_and_isr_for_its_replicas():
         await settle(nodes)
         c = active(nodes)
         c.sender.take()
-        nodes[2].zk = server.client()
-        nodes[2].kzk.zk = nodes[2].zk
-        await nodes[2].register()
+        await come_back(server, nodes[2])
         await settle(nodes)
         lai = [s for s in c.sender.take("LeaderAndIsr") if s[0] == 2]
         assert lai, "the restarted broker must learn its replicas"
@@ -477,9 +476,7 @@ async def test_preferred_leaders_come_back_when_imbalanced():
         await settle(nodes)
         got, _ = await state(server, "t", 0)
         assert got["leader"] == 2
-        nodes[1].zk = server.client()
-        nodes[1].kzk.zk = nodes[1].zk
-        await nodes[1].register()
+        await come_back(server, nodes[1])
         await settle(nodes)
         c = active(nodes).controller
         # Broker 1 is back but not yet in the ISR of t-0: not electable.
@@ -498,9 +495,7 @@ async def test_preferred_leaders_come_back_when_imbalanced():
 async def broker_1_back_in_the_isr_of_t0(server, nodes):
     """Broker 1, expired while t-0 (replicas [1, 2, 0]) moved to 2, registers again and its
     leader 2 adds it back to the ISR. Returns the active controller."""
-    nodes[1].zk = server.client()
-    nodes[1].kzk.zk = nodes[1].zk
-    await nodes[1].register()
+    await come_back(server, nodes[1])
     await settle(nodes)
     c = active(nodes).controller
     await c.enqueue(c.alter_partition, 2, c.ctx.broker_epochs[2],
@@ -883,9 +878,7 @@ async def test_a_failed_log_dir_moves_leadership_and_marks_the_replica_offline()
         # Broker 1 comes back (a new disk): its replicas are online again.
         server.expire(nodes[1].zk)
         await settle(nodes)
-        nodes[1].zk = server.client()
-        nodes[1].kzk.zk = nodes[1].zk
-        await nodes[1].register()
+        await come_back(server, nodes[1])
         await settle(nodes)
         assert active(nodes).controller.ctx.offline_replicas == {}
     finally:
