@@ -325,7 +325,10 @@ class OffsetOperations:
                 continue
             expired = self._expired_offsets(group, now_ms)
             records.extend(Record(OffsetKey(group.group_id, t, p), None) for t, p in expired)
+            # Kafka's hasOffsets counts a transaction's pending offsets too: the group stays
+            # for the marker that makes them committed.
             if group.state is S.EMPTY and not group.pending_offset_commits and \
+                    not group.pending_txn_offsets and \
                     set(group.offsets) <= set(expired) and not group.members:
                 group.transition_to(S.DEAD, now_ms)
                 records.append(Record(GroupKey(group.group_id), None))
@@ -438,6 +441,8 @@ class OffsetOperations:
 
 
 def _is_bare_simple_group(group: Group) -> bool:
-    """An Empty group that only ever stored offsets, and has none left."""
+    """An Empty group that only ever stored offsets, and has none left (committed or pending
+    in a transaction)."""
     return (group.state is S.EMPTY and not group.offsets and not group.pending_offset_commits
-            and not group.protocol_type and group.generation_id == 0 and not group.members)
+            and not group.pending_txn_offsets and not group.protocol_type
+            and group.generation_id == 0 and not group.members)

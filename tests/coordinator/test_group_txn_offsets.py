@@ -53,6 +53,38 @@ def test_a_later_plain_commit_wins_over_an_older_transaction():
     assert fetch(h) == {("t", 0): (20, E.NONE)}
 
 
+def test_the_retention_check_keeps_a_group_whose_only_offsets_are_pending():
+    """Kafka's hasOffsets counts a transaction's pending offsets: an Empty group holding
+    nothing else is not removed before the marker makes them committed (an assign() consumer's
+    first transaction would lose its offsets)."""
+    h = Harness(offsets_retention_check_interval_ms=600_000)
+    h.apply(h.manager.expire_offsets(h.now))
+    txn_commit(h, [("t", 0, 42, -1, "")])
+    h.advance(600_000)                               # the check runs, the transaction is open
+    assert G in h.manager.groups
+    complete(h, committed=True)
+    assert fetch(h, partitions=[("t", 0)]) == {("t", 0): (42, E.NONE)}
+
+
+def test_a_reload_keeps_a_group_whose_only_offsets_are_pending():
+    """The load path agrees with the live one: the group's last committed offset deleted while
+    a transaction's offsets wait for their marker."""
+    h = Harness()
+    h.call("commit_offsets", G, "", None, -1, [("a", 0, 7, -1, "")])
+    txn_commit(h, [("b", 0, 42, -1, "")])
+    h.call("delete_offsets", G, [("a", 0)])
+    complete(h, committed=True)
+    assert fetch(h, partitions=[("b", 0)]) == {("b", 0): (42, E.NONE)}
+    loaded = GroupManager()
+    for record in h.log:
+        if getattr(record.key, "topic", None) == "b":
+            loaded.replay_txn_offset(PID, record, 0)
+        else:
+            loaded.replay(record, 0, loading=True)
+    loaded.complete_txn_offsets(PID, None, True, 0)
+    assert loaded.fetch_offsets(G, [("b", 0)]).partitions[0].offset == 42
+
+
 def test_markers_of_other_producers_or_partitions_do_not_complete_it():
     h = Harness()
     h.manager.partition_for = lambda group: 7
