@@ -674,6 +674,9 @@ class ReplicaManager:
             return min_bytes
         if not part.is_leader and (replica_id >= 0 or not self.rack_aware_reads()):
             return min_bytes                    # answered NOT_LEADER_OR_FOLLOWER at once
+        epoch = getattr(fp, "current_leader_epoch", -1)
+        if epoch >= 0 and epoch != part.leader_epoch:
+            return min_bytes                    # FENCED / UNKNOWN_LEADER_EPOCH at once
         try:
             if fp.fetch_offset < part.log_start_offset or fp.fetch_offset > part.log_end_offset:
                 return min_bytes                # out of range now: answer with the error

@@ -1,13 +1,15 @@
 """Fetch (api key 1), versions 4-17.
 
 Behaviour:
-- Long polling: the partitions are read once; if that gives fewer than min_bytes (and nothing
-  failed), the request waits in the fetch purgatory until appends make min_bytes readable or
-  max_wait_ms passes, then reads again. Other connections are never stalled: only this request's
-  coroutine waits.
-- Limits: max_bytes for the whole response and partition_max_bytes per partition, except that the
-  first partition with data returns at least one whole batch even if it exceeds both (Kafka's rule,
-  so a consumer can never get stuck behind a big batch).
+- Long polling: the partitions are read once; if that gives fewer than min_bytes (capped at
+  max_bytes) and nothing failed, diverged or was sent to a preferred read replica, the request
+  waits in the fetch purgatory until appends make min_bytes readable, a partition's leader epoch
+  moves from the one the request named, or max_wait_ms passes, then reads again. Other
+  connections are never stalled: only this request's coroutine waits.
+- Limits: max_bytes (at most the broker's fetch.max.bytes) for the whole response and
+  partition_max_bytes per partition, except that the first partition with data returns at
+  least one whole batch even if it exceeds both (Kafka's rule, so a consumer can never get
+  stuck behind a big batch); a later partition whose first batch does not fit gets no records.
 - isolation_level: read_uncommitted reads below the high watermark, read_committed below the last
   stable offset (no open transaction starts below it) and gets aborted_transactions: the
   (producer_id, first_offset) of every aborted transaction overlapping the returned records,
@@ -100,16 +102,21 @@ async def handle(broker, ctx, request):
     partitions = context.partitions
     quotas = getattr(broker, "quotas", None) if replica_id < 0 else None   # not replicas
     max_bytes = request.max_bytes
+    config = getattr(broker, "config", None)      # (handler tests pass a bare namespace)
+    if config is not None:
+        max_bytes = min(max_bytes, config.get("fetch.max.bytes"))
     if quotas is not None and quotas.fetch.overrides:
         max_bytes = quotas.fetch_max_bytes(ctx, max_bytes)
+    # Kafka's fetchMinBytes: never more than the response may hold.
+    min_bytes = min(request.min_bytes, max_bytes)
     read_kwargs = dict(max_bytes=max_bytes, isolation_level=isolation_level,
                        replica_id=replica_id,
                        client_rack=(request.rack_id or None) if version >= 11 else None)
     results = replica_manager.read(partitions, **read_kwargs)
-    if _must_wait(request, results):
+    if _must_wait(request, min_bytes, results):
         # Satisfied or not, answer with whatever is readable when the wait ends.
         await replica_manager.wait_for_fetch(
-            partitions, min_bytes=request.min_bytes, max_wait_ms=request.max_wait_ms,
+            partitions, min_bytes=min_bytes, max_wait_ms=request.max_wait_ms,
             isolation_level=isolation_level, replica_id=replica_id)
         results = replica_manager.read(partitions, **read_kwargs)
 
@@ -160,16 +167,19 @@ def _add_leader_hints(broker, ctx, response, by_key) -> None:
     response.node_endpoints = [endpoints[k] for k in sorted(endpoints)]
 
 
-def _must_wait(request, results) -> bool:
-    """Kafka answers at once when max_wait_ms <= 0, no partitions, an error, or enough bytes."""
+def _must_wait(request, min_bytes, results) -> bool:
+    """Kafka answers at once when max_wait_ms <= 0, no partitions, an error, a diverging epoch
+    (the fetcher must truncate), a preferred read replica (the consumer goes there), or enough
+    bytes (ReplicaManager.fetchMessages)."""
     if request.max_wait_ms <= 0 or not results:
         return False
     total = 0
     for result in results.values():
-        if result.error_code != ErrorCode.NONE:
+        if result.error_code != ErrorCode.NONE or result.diverging_epoch is not None or \
+                getattr(result, "preferred_read_replica", -1) >= 0:
             return False
         total += result.records_size
-    return total < request.min_bytes
+    return total < min_bytes
 
 
 def _topic_responses(keys, by_key, results, version, isolation_level):

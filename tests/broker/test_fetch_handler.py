@@ -175,6 +175,38 @@ async def test_min_bytes_waits_for_enough_data(broker):
     assert offsets_in(partitions_of(response)[0].records) == [(0, 0), (1, 5)]
 
 
+async def test_min_bytes_above_max_bytes_does_not_wait_for_more_than_fits(broker):
+    """Kafka's fetchMinBytes = min(min_bytes, max_bytes): a response that is already as full as
+    it may be is answered at once."""
+    append(broker, 0, 5, value=b"y" * 500)
+    response = await asyncio.wait_for(call(broker, fetch_request(
+        [(0, 0, 1 << 20)], 12, max_wait_ms=5000, min_bytes=1 << 20, max_bytes=1000), 12), 1)
+    assert offsets_in(partitions_of(response)[0].records) == [(0, 4)]
+
+
+async def test_a_diverging_epoch_or_a_new_leader_epoch_is_answered_at_once(broker):
+    """Kafka's fetchMessages answers a diverging epoch without the wait (the fetcher must
+    truncate first), and a parked fetch completes when the leader epoch it named changes."""
+    rm = broker.replica_manager
+    append(broker, 0)                                        # epoch 0: offsets 0-1
+    rm.become_leader("t", 0, TOPIC_ID, 1, [0], LogConfig())
+    append(broker, 0)                                        # epoch 1: offsets 2-3
+    request = fetch_request([(0, 4, 1 << 20)], 12, max_wait_ms=5000)
+    request.topics[0].partitions[0].last_fetched_epoch = 0
+    request.topics[0].partitions[0].current_leader_epoch = 1
+    response = await asyncio.wait_for(call(broker, request, 12), 1)
+    assert partitions_of(response)[0].diverging_epoch.end_offset == 2
+    request = fetch_request([(0, 4, 1 << 20)], 12, max_wait_ms=5000)
+    request.topics[0].partitions[0].current_leader_epoch = 1
+    task = asyncio.ensure_future(call(broker, request, 12))
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    rm.become_leader("t", 0, TOPIC_ID, 2, [0], LogConfig())
+    rm.fetch_purgatory.notify("t", 0)
+    response = await asyncio.wait_for(task, 1)
+    assert partitions_of(response)[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+
+
 async def test_incremental_session(broker):
     append(broker, 0, 2)
     full = await call(broker, fetch_request([(0, 0, 1 << 20), (1, 0, 1 << 20)], 12,
