@@ -413,6 +413,9 @@ class TopicManager:
         for index, state in topic.partitions.items():
             if self.broker.broker_id in state.replicas:
                 self.broker.replica_manager.stop_replica(name, index, delete=True)
+        coordinator = getattr(self.broker, "group_coordinator", None)
+        if coordinator is not None:               # the groups forget the topic's offsets
+            coordinator.on_partitions_deleted([(name, i) for i in topic.partitions])
         log.info("Deleted topic %s (topic id %s)", name, topic_id_to_str(topic.topic_id))
         return topic
 

@@ -338,17 +338,46 @@ class OffsetOperations:
             self._info("Removed 0 expired offsets.")
         return result
 
-    def _replay_expiry(self, records):
+    def _replay_expiry(self, records, done: str = "Removed {} expired offsets."):
         def on_append(error: int, now: int) -> Result:
             if error == E.NONE:
                 for record in records:
                     self.replay(record, now)
                 offsets = sum(1 for r in records if isinstance(r.key, OffsetKey))
-                self._info(f"Removed {offsets} expired offsets.")
+                self._info(done.format(offsets))
             else:
                 self._revive(records)
             return Result()
         return on_append
+
+    # ---------------------------------------------------------------------- deleted topics
+    def remove_offsets_of_deleted(self, partitions: set, now_ms: int) -> Result:
+        """Kafka's handleDeletedPartitions: the partitions of a deleted topic lose their
+        committed and pending transactional offsets in every group (tombstones), and an Empty
+        group left with no offsets is Dead, so a topic created again under the name starts
+        from the consumers' auto.offset.reset rather than from the old topic's offsets."""
+        records: list[Record] = []
+        for group in list(self.groups.values()):
+            if group.state is S.DEAD:
+                continue
+            touched = False
+            for pending in group.pending_txn_offsets.values():
+                for tp in partitions & set(pending):
+                    del pending[tp]
+                    touched = True
+            gone = sorted(partitions & set(group.offsets))
+            records.extend(Record(OffsetKey(group.group_id, t, p), None) for t, p in gone)
+            if (gone or touched) and group.state is S.EMPTY and not group.members and \
+                    not group.pending_offset_commits and \
+                    not any(group.pending_txn_offsets.values()) and \
+                    set(group.offsets) <= set(gone):
+                group.transition_to(S.DEAD, now_ms)
+                records.append(Record(GroupKey(group.group_id), None))
+        if not records:
+            return Result()
+        listed = ", ".join(f"{t}-{p}" for t, p in sorted(partitions))
+        return Result(appends=[Append(records, self._replay_expiry(
+            records, f"Removed {{}} offsets associated with deleted partitions: {listed}."))])
 
     def _expired_offsets(self, group: Group, now_ms: int) -> list[tuple[str, int]]:
         retention = self.config.offsets_retention_ms

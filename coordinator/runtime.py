@@ -522,6 +522,12 @@ class GroupCoordinator(CoordinatorRuntime):
         self._apply(self.manager.complete_txn_offsets(producer_id, set(partitions), committed,
                                                       self.time.ms()), None)
 
+    def on_partitions_deleted(self, partitions) -> None:
+        """A topic was deleted (UpdateMetadata's leader -2 in a cluster, DeleteTopics on one
+        broker): the groups loaded here forget its offsets."""
+        self._apply(self.manager.remove_offsets_of_deleted(set(partitions), self.time.ms()),
+                    None)
+
     def _finish_loading(self, p: int, touched: set, epoch: int, now_ms: int) -> Result:
         return self.manager.finish_loading(touched, now_ms)
 

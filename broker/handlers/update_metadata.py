@@ -4,7 +4,8 @@ come from (a 3.9 controller sends v8).
 
 A stale broker epoch answers STALE_BROKER_EPOCH, a controller epoch below the highest seen
 STALE_CONTROLLER_EPOCH; either way nothing changes. Leader -2 removes a partition whose topic is
-being deleted. A broker not in a cluster answers STALE_CONTROLLER_EPOCH.
+being deleted, and the group coordinator drops that partition's offsets from the groups it has
+loaded (Kafka's onPartitionsDeleted). A broker not in a cluster answers STALE_CONTROLLER_EPOCH.
 """
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -38,7 +39,10 @@ async def handle(broker, ctx, request):
     if request.controller_epoch < store.controller_epoch or \
             request.controller_epoch < broker.replica_manager.controller_epoch:
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-    store.apply_update_metadata(_grouped(request, ctx.api_version))
+    deleted = store.apply_update_metadata(_grouped(request, ctx.api_version))
     broker.topics.metadata_changed()
     cluster.metadata_updated()
+    coordinator = getattr(broker, "group_coordinator", None)
+    if deleted and coordinator is not None:
+        coordinator.on_partitions_deleted(deleted)      # Kafka's onPartitionsDeleted
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)

@@ -170,21 +170,25 @@ class ClusterMetadataStore(MetadataStore):
 
     # -- UpdateMetadata ------------------------------------------------------------------------
 
-    def apply_update_metadata(self, request) -> None:
+    def apply_update_metadata(self, request) -> list:
         """Kafka's ZkMetadataCache.updateMetadata: the live brokers are replaced, the partition
         states in the request replace the cached ones, and leader -2 removes a partition (its
-        topic is being deleted)."""
+        topic is being deleted). Returns those deleted partitions, [(topic, partition)]."""
         self.controller_id = request.controller_id
         self.controller_epoch = request.controller_epoch
         self.live_brokers = {
             b.id: LiveBroker(b.id, {ep.listener: (ep.host, ep.port) for ep in b.endpoints},
                              b.rack)
             for b in request.live_brokers}
+        deleted = []
         for topic_state in request.topic_states or []:
             name = topic_state.topic_name
             for ps in topic_state.partition_states:
                 self._apply_partition(name, topic_state.topic_id, ps)
+                if ps.leader == LEADER_DURING_DELETE:
+                    deleted.append((name, ps.partition_index))
         self._bump()
+        return deleted
 
     def _apply_partition(self, name: str, topic_id, ps) -> None:
         topic = self._topics.get(name)

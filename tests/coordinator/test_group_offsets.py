@@ -132,6 +132,30 @@ def test_delete_groups():
                                                       (GroupKey(G), None)]
 
 
+def test_a_deleted_topics_offsets_leave_every_group():
+    """Kafka's handleDeletedPartitions: tombstones for the deleted partitions' offsets in every
+    group, pending transactional ones dropped, and an Empty group left with none is Dead; a
+    consumer of a topic created again under the name starts from auto.offset.reset."""
+    h = Harness()
+    ids, gen = stable_group(h, 1, group="busy")
+    commit(h, "busy", [("t", 0, 5, -1, "")], member_id=ids[0], generation=gen)
+    commit(h, G, [("t", 0, 10, -1, ""), ("t", 1, 11, -1, ""), ("u", 0, 12, -1, "")])
+    commit(h, "only-t", [("t", 1, 13, -1, "")])
+    h.call("txn_commit_offsets", "txn", 77, 0, "", None, -1, [("t", 0, 14, -1, "")])
+    h.apply(h.manager.remove_offsets_of_deleted({("t", 0), ("t", 1)}, h.now))
+    assert fetch(h, G) == {("u", 0): (12, E.NONE)}
+    assert fetch(h, "busy", [("t", 0)]) == {("t", 0): (-1, E.NONE)}
+    assert h.state("busy") == "Stable"
+    assert h.manager.group("only-t") is None and h.manager.group("txn") is None
+    h.apply(h.manager.complete_txn_offsets(77, None, True, h.now))
+    assert fetch(h, "txn", [("t", 0)]) == {("t", 0): (-1, E.NONE)}
+    tombstones = {(type(r.key).__name__, getattr(r.key, "group", None),
+                   getattr(r.key, "partition", None)) for r in h.log if r.value is None}
+    assert tombstones >= {("OffsetKey", G, 0), ("OffsetKey", G, 1), ("OffsetKey", "busy", 0),
+                          ("OffsetKey", "only-t", 1), ("GroupKey", "only-t", None)}
+    assert h.manager.remove_offsets_of_deleted({("nope", 0)}, h.now).appends == []
+
+
 def test_expiry_of_empty_group_counts_from_when_it_became_empty():
     h = Harness(offsets_retention_ms=7 * DAY)
     ids, gen = stable_group(h, 1, group=G)

@@ -324,3 +324,16 @@ def test_deprecated_configs_are_accepted_with_kafkas_warning(broker_process):
             "Kafka 4.0.") in out
     assert "WARN message.timestamp.difference.max.ms is deprecated since Kafka 3.6" in out
     assert "isn't a known config" not in out
+
+
+def test_a_deleted_topics_committed_offsets_go_with_it(kafka_broker):
+    """Kafka's onPartitionsDeleted: a group's offsets of a deleted topic are gone, so a topic
+    created again under the name is read from auto.offset.reset, not from the old offsets."""
+    from tests.integration.test_cluster import committed_offset
+    admin = confluent_admin(kafka_broker)
+    assert wait(admin.create_topics([NewTopic("c-again", 1, 1)]))["c-again"] is None
+    assert committed_offset(kafka_broker.bootstrap, "c-again", offset=42,
+                            group="g-again") == 42
+    assert wait(admin.delete_topics(["c-again"], operation_timeout=10))["c-again"] is None
+    assert wait(admin.create_topics([NewTopic("c-again", 1, 1)]))["c-again"] is None
+    assert committed_offset(kafka_broker.bootstrap, "c-again", group="g-again") < 0

@@ -343,6 +343,7 @@ def test_deleted_topics_leave_every_broker(kafka_cluster):
     cluster = kafka_cluster
     create(cluster.bootstrap(0), "doomed", 3, 3)
     produce(cluster.bootstrap(0), "doomed", [b"x"] * 30)
+    assert committed_offset(cluster.bootstrap_servers, "doomed", offset=7) == 7
     client = admin(cluster.bootstrap(1))
     client.delete_topics(["doomed"], operation_timeout=30)["doomed"].result(60)
     cluster.wait_until(lambda: cluster._read("/brokers/topics/doomed") is None, 30,
@@ -356,8 +357,23 @@ def test_deleted_topics_leave_every_broker(kafka_cluster):
                                            for p in node.log_dir.iterdir()), 30,
                            f"broker {node.id} still has the topic's logs")
         assert "doomed" not in admin(node.bootstrap).list_topics(timeout=20).topics
-    # The name can be used again at once.
+    # The name can be used again at once, and the group's offsets went with the old topic
+    # (Kafka's onPartitionsDeleted): its consumers start from auto.offset.reset.
     create(cluster.bootstrap(2), "doomed", 1, 3)
+    assert committed_offset(cluster.bootstrap_servers, "doomed") < 0
+
+
+def committed_offset(bootstrap, topic, offset=None, group="g-doomed") -> int:
+    """The group's committed offset of `topic`-0, after committing `offset` if given."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        if offset is not None:
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        return consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    finally:
+        consumer.close()
 
 
 def test_broker_api_versions_lists_every_broker(kafka_cluster):
