@@ -252,6 +252,7 @@ class ClusterMembership:
                 return
             store.set_cached_topic_config(name, configs)
             self.broker.topics.apply_log_configs([name])
+            self._maybe_elect_uncleanly(configs, name)
         elif entity_type == "brokers":
             broker_id = None if name == zd.DEFAULT_ENTITY else name
             if broker_id is not None and not broker_id.isdigit():
@@ -263,9 +264,19 @@ class ClusterMembership:
                                            configs)
             self.broker.apply_dynamic_broker_configs()
             self.broker.topics.apply_log_configs()     # broker defaults of topic configs
+            self._maybe_elect_uncleanly(configs)
         elif entity_type in ("users", "clients", "ips"):
             store.set_cached_quota(entity_type, name, configs)
             self.broker.quotas.update(store.client_quotas())
+
+    def _maybe_elect_uncleanly(self, configs: dict, topic: str | None = None) -> None:
+        """Kafka's TopicConfigHandler and DynamicLogConfig: unclean.leader.election.enable
+        turned on makes the active controller elect leaders for partitions that have none."""
+        value = configs.get("unclean.leader.election.enable")
+        controller = self.controller
+        if controller is not None and controller.is_active and value is not None and \
+                str(value).strip().lower() == "true":
+            controller.enqueue(controller.unclean_leader_election_enabled, topic)
 
     # -- session -------------------------------------------------------------------------------
 

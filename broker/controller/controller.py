@@ -304,6 +304,16 @@ class KafkaController:
 
     # -- the partition state machine -----------------------------------------------------------
 
+    async def unclean_leader_election_enabled(self, topic: str | None = None) -> None:
+        """unclean.leader.election.enable was turned on for `topic` (None: the cluster default
+        or this broker's): partitions without a leader get one now, as Kafka's
+        UncleanLeaderElectionEnable event, rather than at the next broker change."""
+        if not self.is_active:
+            return
+        log.info("%s Unclean leader election enabled for %s: electing leaders of offline "
+                 "partitions", self.log_prefix, f"topic {topic}" if topic else "the cluster")
+        await self._trigger_online_partition_state_change()
+
     async def _trigger_online_partition_state_change(self) -> None:
         """Give every partition without a live leader one (New and Offline -> Online)."""
         ctx = self.ctx

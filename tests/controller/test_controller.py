@@ -199,6 +199,14 @@ async def test_last_replica_standing_keeps_the_isr_and_no_unclean_election():
         await settle(nodes)
         got, _ = await state(server, "t", 0)
         assert got["leader"] == -1
+        # The operator turns it on for the topic: elected at once (Kafka's
+        # UncleanLeaderElectionEnable), not at the next broker change.
+        await nodes[0].kzk.set_entity_config("topics", "t",
+                                             {"unclean.leader.election.enable": "true"})
+        c = active(nodes).controller
+        await c.enqueue(c.unclean_leader_election_enabled, "t")
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 2 and got["leader_recovery_state"] == 1
     finally:
         await shutdown(nodes)
 

@@ -100,3 +100,30 @@ def test_a_bad_election_file_is_named(tmp_path):
         code, out, err = tool("--bootstrap-server", "127.0.0.1:1", "--election-type",
                               "preferred", "--path-to-json-file", str(path))
         assert (code, err) == (1, message + "\n")
+
+
+def test_turning_unclean_election_on_elects_a_leader_at_once(kafka_cluster):
+    """The usual runbook step for a partition whose whole ISR is gone: setting the topic's
+    unclean.leader.election.enable makes the controller elect an out-of-sync replica at once
+    (Kafka's TopicConfigHandler), not at the next broker change."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    cluster = kafka_cluster
+    controller = cluster.controller()
+    a, b = [x for x in sorted(cluster.brokers) if x != controller]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(controller)})
+    admin.create_topics([NewTopic("unclean", 1, replica_assignment=[[a, b]])])[
+        "unclean"].result(60)
+    cluster.wait_for_isr("unclean", 0, [a, b])
+    cluster.kill(b)
+    cluster.wait_until(lambda: cluster.isr("unclean", 0) == [a], 30, f"{b} still in the ISR")
+    cluster.kill(a)
+    cluster.wait_until(lambda: cluster.leader("unclean", 0) == -1, 30, "a leader is left")
+    cluster.start(b)
+    cluster.wait_for_brokers({controller, b})
+    assert cluster.leader("unclean", 0) == -1          # out of sync, unclean election is off
+    resource = ConfigResource("topic", "unclean", incremental_configs=[ConfigEntry(
+        "unclean.leader.election.enable", "true",
+        incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(60)
+    cluster.wait_until(lambda: cluster.leader("unclean", 0) == b, 30,
+                       "no leader after unclean election was enabled")
