@@ -574,6 +574,7 @@ class KafkaController:
             for tp in ctx.partitions_on_broker(b):
                 if tp in ctx.states and tp[0] not in ctx.topics_to_delete:
                     batch.leader_and_isr.setdefault(b, {})[tp] = False
+        self._resume_deletions_on(set(brokers), batch)
         self._send(batch)
         await self._trigger_online_partition_state_change()
         await self._resume_deletions()
@@ -654,19 +655,37 @@ class KafkaController:
                 log.info("%s Deletion of topic %s waits: a reassignment is in progress",
                          self.log_prefix, topic)
                 continue
+            # Kafka's onTopicDeletion: every broker learns the topic is going (leader -2) and
+            # the live replicas are deleted at once; a replica on a dead broker waits for it
+            # to come back (ReplicaDeletionIneligible), and the topic's znodes go when every
+            # replica is deleted.
             replicas = {(b, tp) for tp in partitions for b in ctx.replicas(tp)}
-            if any(b not in ctx.live_brokers for b, _ in replicas):
-                log.info("%s Deletion of topic %s waits: a replica is on a dead broker",
-                         self.log_prefix, topic)
-                continue
             ctx.deletion_started[topic] = set(replicas)
             batch = self._batch()
             batch.add_update_metadata(ctx.live_or_shutting_down_ids(), partitions)
-            for b, tp in sorted(replicas):
-                batch.add_stop_replica(b, tp, delete=True)
+            self._stop_for_deletion(batch, sorted(replicas))
             self._send(batch)
             if not replicas:
                 await self._complete_deletion(topic)
+
+    def _stop_for_deletion(self, batch, replicas) -> None:
+        """StopReplica(delete) to the live ones of `replicas` [(broker, tp)]."""
+        waiting = set()
+        for b, tp in replicas:
+            if b in self.ctx.live_brokers:
+                batch.add_stop_replica(b, tp, delete=True)
+            else:
+                waiting.add(b)
+        if waiting:
+            log.info("%s Deletion of %s waits for brokers %s to come back", self.log_prefix,
+                     ", ".join(sorted({tp[0] for _, tp in replicas})), sorted(waiting))
+
+    def _resume_deletions_on(self, brokers, batch) -> None:
+        """Brokers came back: their replicas of topics being deleted are deleted now (a
+        StopReplica lost when a broker died is sent again), as Kafka's
+        resumeDeletionForTopics."""
+        for topic, waiting in sorted(self.ctx.deletion_started.items()):
+            self._stop_for_deletion(batch, sorted(r for r in waiting if r[0] in brokers))
 
     async def stop_replica_response(self, broker_id: int, response) -> None:
         """A StopReplica(delete) was answered: the deletion of a topic completes when every

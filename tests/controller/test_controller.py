@@ -309,22 +309,95 @@ async def test_topic_deletion_completes_when_every_replica_answers():
         await create_topic(nodes[0], "t", {0: [0, 1]})
         await settle(nodes)
         c = active(nodes)
-        c.sender.take()
-        await nodes[2].kzk.mark_topic_for_deletion("t")
-        await settle(nodes)
-        stops = c.sender.take("StopReplica")
+        stops = await delete_topic(nodes, c)
         assert sorted(b for b, *_ in stops) == [0, 1]
         for broker, _, request, callback in stops:
             (ts,) = request.topic_states
             assert ts.partition_states[0].delete_partition
             assert ts.partition_states[0].leader_epoch == -2
-            callback(StopReplicaResponse(error_code=0, partition_errors=[
-                StopReplicaResponse.StopReplicaPartitionError(topic_name="t", partition_index=0,
-                                                              error_code=0)]))
+        answer_stop_replicas(stops)
         await settle(nodes)
         assert "/brokers/topics/t" not in server.nodes
         assert "/admin/delete_topics/t" not in server.nodes
         assert "t" not in c.controller.ctx.assignments
+    finally:
+        await shutdown(nodes)
+
+
+async def delete_topic(nodes, c, topic="t") -> list:
+    """Marks `topic` for deletion; returns the StopReplica requests the controller sent."""
+    c.sender.take()
+    await nodes[0].kzk.mark_topic_for_deletion(topic)
+    await settle(nodes)
+    return c.sender.take("StopReplica")
+
+
+def answer_stop_replicas(stops, topic="t") -> None:
+    for broker, _, request, callback in stops:
+        errors = [StopReplicaResponse.StopReplicaPartitionError(
+            topic_name=topic, partition_index=ps.partition_index, error_code=0)
+            for ts in request.topic_states for ps in ts.partition_states]
+        callback(StopReplicaResponse(error_code=0, partition_errors=errors))
+
+
+async def broker_2_back_deletes_its_replica(server, nodes, c) -> None:
+    """Broker 2 comes back, is told to delete its replica of t-0, answers, and the topic's
+    deletion completes."""
+    await come_back(server, nodes[2])
+    await settle(nodes)
+    stops = c.sender.take("StopReplica")
+    assert [b for b, *_ in stops] == [2]
+    answer_stop_replicas(stops)
+    await settle(nodes)
+    assert "/brokers/topics/t" not in server.nodes
+    assert "/admin/delete_topics/t" not in server.nodes
+    assert "t" not in c.controller.ctx.assignments
+
+
+async def test_a_topic_deleted_while_a_replica_is_down_goes_at_once_where_it_can():
+    """Kafka's onTopicDeletion: every broker learns at once that the topic goes (leader -2)
+    and the live replicas are deleted; the dead broker's replica is deleted when it comes
+    back, and only then do the topic's znodes go."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2]})
+        await settle(nodes)
+        c = active(nodes)
+        assert c is nodes[0]
+        server.expire(nodes[2].zk)
+        await settle(nodes)
+        c.sender.take()
+        await nodes[0].kzk.mark_topic_for_deletion("t")
+        await settle(nodes)
+        metadata = c.sender.take("UpdateMetadata")
+        assert metadata and all(
+            ps.leader == -2 for _, _, request, _ in metadata
+            for ts in request.topic_states for ps in ts.partition_states)
+        stops = c.sender.take("StopReplica")
+        assert [b for b, *_ in stops] == [1]
+        answer_stop_replicas(stops)
+        await settle(nodes)
+        assert "/brokers/topics/t" in server.nodes           # broker 2's replica is left
+        await broker_2_back_deletes_its_replica(server, nodes, c)
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_replica_whose_broker_died_mid_deletion_is_deleted_when_it_returns():
+    """Kafka's failReplicaDeletion and resumeDeletionForTopics: the StopReplica lost with the
+    broker is sent again when it comes back, and the deletion completes."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2]})
+        await settle(nodes)
+        c = active(nodes)
+        stops = await delete_topic(nodes, c)
+        assert sorted(b for b, *_ in stops) == [1, 2]
+        answer_stop_replicas([s for s in stops if s[0] == 1])
+        server.expire(nodes[2].zk)                            # before it answered
+        await settle(nodes)
+        assert "/brokers/topics/t" in server.nodes
+        await broker_2_back_deletes_its_replica(server, nodes, c)
     finally:
         await shutdown(nodes)
 
