@@ -10,7 +10,9 @@ Behaviour, per partition:
 - leader_epoch (v4+) is the epoch of the batch found (the current epoch for latest);
   current_leader_epoch is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 - Errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER; a partition listed twice in one
-  request -> INVALID_REQUEST for both, as Kafka does.
+  request -> INVALID_REQUEST for both, as Kafka does; from v1 a special timestamp the version
+  does not know (-3 before v7, -4 before v8, -5 before v9) or any other negative one ->
+  UNSUPPORTED_VERSION.
 - Version quirks: v0 answers old_style_offsets ([offset], or [] when none) and takes
   max_num_offsets (only 1 offset is ever returned); v1 has no isolation level (read_uncommitted).
 """
@@ -23,6 +25,9 @@ MIN_VERSION = 0
 MAX_VERSION = 9
 
 CONSUMER_REPLICA_ID = -1
+# The first version that knows each special timestamp (Kafka's timestampMinSupportedVersion):
+# latest, earliest, max timestamp (KIP-734), earliest local and latest tiered (KIP-405).
+_SPECIAL_TIMESTAMP_VERSIONS = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9}
 DEBUGGING_REPLICA_ID = -2
 
 
@@ -47,6 +52,10 @@ async def handle(broker, ctx, request):
                                timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=[])
             if seen[(topic.name, p.partition_index)] > 1:
                 answer.error_code = ErrorCode.INVALID_REQUEST
+            elif version >= 1 and p.timestamp < 0 and \
+                    version < _SPECIAL_TIMESTAMP_VERSIONS.get(p.timestamp, MAX_VERSION + 1):
+                # A special timestamp this version does not know, or no special timestamp.
+                answer.error_code = ErrorCode.UNSUPPORTED_VERSION
             else:
                 try:
                     part = replica_manager.get_partition_or_error(topic.name, p.partition_index)

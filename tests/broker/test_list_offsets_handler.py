@@ -101,6 +101,20 @@ async def test_list_offsets_errors(broker):
         [ErrorCode.INVALID_REQUEST] * 2
 
 
+@pytest.mark.parametrize("timestamp,first_version", [(-3, 7), (-4, 8), (-5, 9), (-7, None)])
+async def test_a_special_timestamp_before_its_version_is_unsupported_version(
+        broker, timestamp, first_version):
+    """Kafka's timestampMinSupportedVersion: a special timestamp the request's version does not
+    know, or a negative one that is none of them, is UNSUPPORTED_VERSION, not a time search."""
+    append(broker, [1000, 1001])
+    for version in (1, 5, 6, 7, 8, 9):
+        answer = await list_one(broker, timestamp, version)
+        if first_version is not None and version >= first_version:
+            assert answer.error_code == 0, version
+        else:
+            assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION, version
+
+
 async def test_offset_for_leader_epoch(broker):
     append(broker, [1, 2])
     broker.replica_manager.become_leader("t", 0, TOPIC_ID, 2, [0], None)
