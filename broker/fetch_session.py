@@ -23,8 +23,10 @@ response includes a partition only when it has records, an error, or one of thos
 changed. Partitions that returned data move to the end of the session's order, so when max_bytes
 cuts a response short the other partitions go first next time (Kafka's round-robin).
 
-Partitions are keyed by `(topic_id, topic, partition)`; before v13 topic_id is the zero UUID, from
-v13 the handler resolves the id to a name (None when unknown, answered UNKNOWN_TOPIC_ID).
+Partitions are keyed by `(topic_id, partition)` from v13 and `(topic, partition)` before (Kafka's
+CachedPartition identity); from v13 the handler resolves each id to a name on every request
+(None when unknown, answered UNKNOWN_TOPIC_ID), so an id that becomes known is read, and an id
+whose topic was deleted and created again is not read under the new topic's name.
 
 The cache holds at most `max_slots` sessions (max.incremental.fetch.session.cache.slots, Kafka's
 default 1000). When full, a new session evicts the least recently used one idle longer than
@@ -84,7 +86,11 @@ class CachedPartition:
 
     @property
     def key(self) -> tuple:
-        return (self.topic_id, self.topic, self.partition)
+        """(topic id, partition) from v13, else (topic name, partition), as Kafka's
+        CachedPartition compares them: the name a topic id resolves to may change."""
+        if self.topic_id != ZERO_UUID:
+            return (self.topic_id, self.partition)
+        return (self.topic, self.partition)
 
     def update_request(self, other: "CachedPartition") -> None:
         self.fetch_offset = other.fetch_offset

@@ -72,11 +72,8 @@ def _forgotten_keys(replica_manager, request, version: int, uses_topic_ids: bool
         return []
     keys = []
     for topic in request.forgotten_topics_data:
-        if uses_topic_ids:
-            topic_id, name = topic.topic_id, replica_manager.topic_name(topic.topic_id)
-        else:
-            topic_id, name = ZERO_UUID, topic.topic
-        keys.extend((topic_id, name, p) for p in topic.partitions)
+        which = topic.topic_id if uses_topic_ids else topic.topic      # CachedPartition.key
+        keys.extend((which, p) for p in topic.partitions)
     return keys
 
 
@@ -100,6 +97,11 @@ async def handle(broker, ctx, request):
                              session_id=INVALID_SESSION_ID, responses=[])
 
     partitions = context.partitions
+    if uses_topic_ids:
+        # Kafka's maybeResolveUnknownName, on every request: a session's partition follows
+        # what its topic id names now.
+        for p in partitions:
+            p.topic = replica_manager.topic_name(p.topic_id)
     quotas = getattr(broker, "quotas", None) if replica_id < 0 else None   # not replicas
     max_bytes = request.max_bytes
     config = getattr(broker, "config", None)      # (handler tests pass a bare namespace)

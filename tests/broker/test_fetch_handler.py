@@ -144,6 +144,47 @@ async def test_a_later_partition_never_gets_a_piece_of_its_first_batch(broker, v
     assert not bytes(got[1].records or b"")
 
 
+async def test_a_session_follows_topic_ids_not_the_names_they_had(broker):
+    """Kafka's CachedPartition is (topic id, partition) from v13, its name resolved on every
+    request: a topic deleted and created again under its name is not read for the old id,
+    forgetting the old id removes it, and an id unknown when the session began is read once
+    the broker knows it."""
+    rm = broker.replica_manager
+    append(broker, 2)
+    first = await call(broker, fetch_request([(2, 0, 1 << 20)], 13, session_epoch=0), 13)
+    session_id = first.session_id
+    assert session_id
+    for p in range(3):
+        rm.stop_replica("t", p, delete=True)
+    new_id = uuid.uuid4()
+    rm.become_leader("t", 2, new_id, 1, [0], LogConfig())
+    append(broker, 2, 3)
+    request = fetch_request([(2, 0, 1 << 20)], 13, topic_id=new_id, session_id=session_id,
+                            session_epoch=1)
+    response = await call(broker, request, 13)
+    answered = {(t.topic_id, p.partition_index): p for t in response.responses
+                for p in t.partitions}
+    assert answered[(TOPIC_ID, 2)].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    assert not bytes(answered[(TOPIC_ID, 2)].records or b"")
+    assert offsets_in(answered[(new_id, 2)].records) == [(0, 2)]
+    request = fetch_request([], 13, session_id=session_id, session_epoch=2, forgotten=[2])
+    await call(broker, request, 13)
+    assert list(rm.fetch_sessions.get(session_id).partitions) == [(new_id, 2)]
+    # An id the broker learns after the session began.
+    later = uuid.uuid4()
+    first = await call(broker, fetch_request([(0, 0, 1 << 20)], 13, topic="z", topic_id=later,
+                                             session_epoch=0), 13)
+    assert partitions_of(first)[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    rm.become_leader("z", 0, later, 0, [0], LogConfig())
+    builder = RecordBatchBuilder()
+    builder.append(1_700_000_000_000, b"k", b"v")
+    rm.append_records({("z", 0): builder.build()}, 1)
+    response = await call(broker, fetch_request([], 13, session_id=first.session_id,
+                                                session_epoch=1), 13)
+    assert partitions_of(response)[0].error_code == ErrorCode.NONE
+    assert offsets_in(partitions_of(response)[0].records) == [(0, 0)]
+
+
 async def test_long_poll_answers_when_data_arrives(broker):
     task = asyncio.ensure_future(call(broker, fetch_request([(0, 0, 1 << 20)], 12,
                                                             max_wait_ms=5000), 12))
@@ -236,7 +277,7 @@ async def test_incremental_session(broker):
                                            session_epoch=3, forgotten=[1]), 12)
     assert set(partitions_of(inc)) == {2}
     session = broker.replica_manager.fetch_sessions.get(session_id)
-    assert sorted(k[2] for k in session.partitions) == [0, 2]
+    assert sorted(k[1] for k in session.partitions) == [0, 2]
 
 
 async def test_incremental_long_poll_wakes_on_session_partition(broker):

@@ -101,13 +101,13 @@ def test_incremental_updates_fetch_offset_and_forgets():
     sid = open_session(cache, parts)
     ctx = cache.new_context(sid, 1, [part("a", 0, offset=7), part("c", 0)], [("a", 1)], False)
     assert ctx.kind == "incremental"
-    # forgotten keys are given as full keys by the handler
-    ctx = cache.new_context(sid, 2, [], [(ZERO_UUID, "a", 1)], False)
+    # forgotten keys are given as CachedPartition keys by the handler
+    ctx = cache.new_context(sid, 2, [], [("a", 1)], False)
     offsets = {p.key: p.fetch_offset for p in ctx.partitions}
-    assert offsets == {(ZERO_UUID, "a", 0): 7, (ZERO_UUID, "c", 0): 0}
+    assert offsets == {("a", 0): 7, ("c", 0): 0}
     # a new partition is always answered the first time (no HW sent yet)
     session = cache.get(sid)
-    assert session.partitions[(ZERO_UUID, "c", 0)].high_watermark == -1
+    assert session.partitions[("c", 0)].high_watermark == -1
 
 
 def test_errors():
@@ -134,14 +134,14 @@ def test_full_request_closes_old_session():
     assert cache.get(sid) is None
     sid2 = open_session(cache, [part("a", 0)])
     ctx = cache.new_context(sid2, INITIAL_EPOCH, [part("a", 0)], [], False)
-    ctx.response_keys({(ZERO_UUID, "a", 0): result(1)})
+    ctx.response_keys({("a", 0): result(1)})
     assert cache.get(sid2) is None and len(cache) == 1
 
 
 def test_forgetting_everything_ends_the_session():
     cache = FetchSessionCache(time=Clock())
     sid = open_session(cache, [part("a", 0)])
-    ctx = cache.new_context(sid, 1, [], [(ZERO_UUID, "a", 0)], False)
+    ctx = cache.new_context(sid, 1, [], [("a", 0)], False)
     assert ctx.kind == "sessionless" and ctx.partitions == []
     assert cache.get(sid) is None
 
@@ -150,7 +150,7 @@ def test_topic_id_keys():
     tid = uuid.uuid4()
     cache = FetchSessionCache(time=Clock())
     ctx = cache.new_context(0, INITIAL_EPOCH, [part("a", 0, topic_id=tid)], [], True)
-    ctx.response_keys({(tid, "a", 0): result(3)})
+    ctx.response_keys({(tid, 0): result(3)})
     ctx = cache.new_context(ctx.session_id, 1, [], [], True)
     assert ctx.kind == "incremental" and ctx.partitions[0].topic_id == tid
 
@@ -165,7 +165,7 @@ def test_eviction_prefers_idle_then_smaller_sessions():
     clock.now = 20
     # full, nothing idle, new session of one partition: not cached
     ctx = cache.new_context(0, INITIAL_EPOCH, [part("c", 0)], [], False)
-    ctx.response_keys({(ZERO_UUID, "c", 0): result(0)})
+    ctx.response_keys({("c", 0): result(0)})
     assert ctx.session_id == 0 and len(cache) == 2
     # a bigger session evicts the smallest
     big = [part("d", i) for i in range(5)]
@@ -218,7 +218,7 @@ class SessionModel(RuleBasedStateMachine):
     def fetch(self, budget):
         """`budget`: how many partitions may return records (the response's max_bytes); the
         others are answered without records, so HW changes must be reported on their own."""
-        key = lambda tp: (ZERO_UUID, tp[0], tp[1])
+        key = lambda tp: (tp[0], tp[1])
         requested = dict(self.assigned)               # the fetch offsets this request carries
         if self.session_id == 0:
             parts = [part(t, p, offset=o) for (t, p), o in self.assigned.items()]
@@ -239,7 +239,7 @@ class SessionModel(RuleBasedStateMachine):
         keys = ctx.response_keys(results)
         offsets = {p.key: p.fetch_offset for p in ctx.partitions}
         for k in keys:
-            tp = (k[1], k[2])
+            tp = (k[0], k[1])
             self.seen_hw[tp] = results[k].high_watermark
             if tp in self.assigned:                    # consumed everything returned
                 # the broker reads from where the client is, never re-sends consumed data
@@ -266,7 +266,7 @@ class SessionModel(RuleBasedStateMachine):
     def session_holds_the_assignment(self):
         if self.session_id:
             session = self.cache.get(self.session_id)
-            assert {(k[1], k[2]) for k in session.partitions} == set(self.sent)
+            assert set(session.partitions) == set(self.sent)
 
 
 TestSessionModel = SessionModel.TestCase
