@@ -30,9 +30,13 @@ whose topic was deleted and created again is not read under the new topic's name
 
 The cache holds at most `max_slots` sessions (max.incremental.fetch.session.cache.slots, Kafka's
 default 1000). When full, a new session evicts the least recently used one idle longer than
-`eviction_ms` (min.incremental.fetch.session.eviction.ms, default 120000), else a smaller session;
-otherwise it is not cached and the response carries session id 0 (the fetcher falls back to full
-fetches, which Kafka clients handle).
+`eviction_ms` (min.incremental.fetch.session.eviction.ms, default 120000); else, as Kafka's
+FetchSessionCache, the least valuable session that may be evicted, if it is worth less than the
+new one (a follower's session is worth more than a consumer's, then the bigger one): a
+consumer's new session may evict only sessions older than `eviction_ms`, a follower's any
+consumer session and followers' sessions older than that. Otherwise it is not cached and the
+response carries session id 0 (the fetcher falls back to full fetches, which Kafka clients
+handle).
 
 Concurrency contract: on the event loop thread; pure bookkeeping, no I/O.
 """
@@ -129,11 +133,13 @@ class CachedPartition:
 
 class FetchSession:
     __slots__ = ("session_id", "uses_topic_ids", "partitions", "epoch", "last_used_ms",
-                 "created_ms")
+                 "created_ms", "privileged")
 
-    def __init__(self, session_id: int, uses_topic_ids: bool, partitions, now_ms: int):
+    def __init__(self, session_id: int, uses_topic_ids: bool, partitions, now_ms: int,
+                 privileged: bool = False):
         self.session_id = session_id
         self.uses_topic_ids = uses_topic_ids
+        self.privileged = privileged            # a follower's (Kafka's privileged session)
         self.partitions: OrderedDict[tuple, CachedPartition] = partitions
         self.epoch = next_epoch(INITIAL_EPOCH)     # the epoch the next request must carry
         self.last_used_ms = now_ms
@@ -160,9 +166,10 @@ class FetchContext:
 
     def __init__(self, cache: "FetchSessionCache", kind: str, partitions, *,
                  error_code: int = ErrorCode.NONE, session: FetchSession | None = None,
-                 uses_topic_ids: bool = False):
+                 uses_topic_ids: bool = False, privileged: bool = False):
         self.cache = cache
         self.kind = kind
+        self.privileged = privileged
         self.partitions: list[CachedPartition] = partitions   # to read, in this order
         self.error_code = error_code
         self.session = session
@@ -181,7 +188,8 @@ class FetchContext:
         if self.kind == "full":
             for part in self.partitions:
                 part.must_respond(results[part.key], update=True)
-            session = self.cache.maybe_create(self.uses_topic_ids, self.partitions)
+            session = self.cache.maybe_create(self.uses_topic_ids, self.partitions,
+                                              self.privileged)
             self.session = session
             self.session_id = session.session_id if session is not None else INVALID_SESSION_ID
             return [p.key for p in self.partitions]
@@ -223,14 +231,17 @@ class FetchSessionCache:
         return self.time.ms() if self.time is not None else 0
 
     def new_context(self, session_id: int, epoch: int, fetch_partitions: list,
-                    forgotten_keys: list, uses_topic_ids: bool) -> FetchContext:
-        """Choose the context for one request (the table in the module docstring)."""
+                    forgotten_keys: list, uses_topic_ids: bool,
+                    privileged: bool = False) -> FetchContext:
+        """Choose the context for one request (the table in the module docstring).
+        `privileged`: the fetcher is a follower."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)
             unique = list(OrderedDict((p.key, p) for p in fetch_partitions).values())
             kind = "sessionless" if epoch == FINAL_EPOCH else "full"
-            return FetchContext(self, kind, unique, uses_topic_ids=uses_topic_ids)
+            return FetchContext(self, kind, unique, uses_topic_ids=uses_topic_ids,
+                                privileged=privileged)
         session = self._sessions.get(session_id)
         if session is None:
             return FetchContext(self, "error", [],
@@ -251,33 +262,42 @@ class FetchSessionCache:
         return FetchContext(self, "incremental", list(session.partitions.values()),
                             session=session, uses_topic_ids=uses_topic_ids)
 
-    def maybe_create(self, uses_topic_ids: bool, partitions: list) -> FetchSession | None:
+    def maybe_create(self, uses_topic_ids: bool, partitions: list,
+                     privileged: bool = False) -> FetchSession | None:
         """Cache a new session holding `partitions`, evicting one if full; None if no room."""
         if self.max_slots <= 0:
             return None
         now = self._now()
-        if len(self._sessions) >= self.max_slots and not self._evict_one(now, len(partitions)):
+        if len(self._sessions) >= self.max_slots and \
+                not self._evict_one(now, len(partitions), privileged):
             return None
         session_id = self._new_session_id()
         session = FetchSession(session_id, uses_topic_ids,
-                               OrderedDict((p.key, p) for p in partitions), now)
+                               OrderedDict((p.key, p) for p in partitions), now, privileged)
         self._sessions[session_id] = session
         return session
 
-    def _evict_one(self, now: int, new_size: int) -> bool:
+    def _evict_one(self, now: int, new_size: int, privileged: bool = False) -> bool:
         # Least recently used first: a session idle past eviction_ms goes whatever its size.
         oldest_id, oldest = next(iter(self._sessions.items()))
         if now - oldest.last_used_ms >= self.eviction_ms:
             del self._sessions[oldest_id]
             self.evictions += 1
             return True
-        # Otherwise make room only for a bigger session (Kafka prefers keeping big sessions).
-        smallest_id = min(self._sessions, key=lambda sid: len(self._sessions[sid]))
-        if len(self._sessions[smallest_id]) < new_size:
-            del self._sessions[smallest_id]
-            self.evictions += 1
-            return True
-        return False
+        # Otherwise the least valuable session this one may evict (Kafka's evictableByAll and
+        # evictableByPrivileged), if it is worth less than the new one.
+        def evictable(session) -> bool:
+            old_enough = now - session.created_ms > self.eviction_ms
+            return old_enough or (privileged and not session.privileged)
+        candidates = [s for s in self._sessions.values() if evictable(s)]
+        if not candidates:
+            return False
+        least = min(candidates, key=lambda s: (s.privileged, len(s)))
+        if (least.privileged, len(least)) >= (privileged, new_size):
+            return False
+        del self._sessions[least.session_id]
+        self.evictions += 1
+        return True
 
     def _new_session_id(self) -> int:
         while True:

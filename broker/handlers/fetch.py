@@ -88,7 +88,8 @@ async def handle(broker, ctx, request):
     if version >= 7:
         context = replica_manager.fetch_sessions.new_context(
             request.session_id, request.session_epoch, fetch_partitions,
-            _forgotten_keys(replica_manager, request, version, uses_topic_ids), uses_topic_ids)
+            _forgotten_keys(replica_manager, request, version, uses_topic_ids), uses_topic_ids,
+            privileged=replica_id >= 0)
     else:
         context = replica_manager.fetch_sessions.new_context(
             INVALID_SESSION_ID, -1, fetch_partitions, [], False)

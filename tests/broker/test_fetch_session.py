@@ -25,8 +25,8 @@ def result(hw, records=b"", error=ErrorCode.NONE, log_start=0):
     return ReadResult(error, hw, hw, log_start, records)
 
 
-def open_session(cache, parts, hw=10):
-    ctx = cache.new_context(0, INITIAL_EPOCH, parts, [], False)
+def open_session(cache, parts, hw=10, privileged=False):
+    ctx = cache.new_context(0, INITIAL_EPOCH, parts, [], False, privileged=privileged)
     assert ctx.kind == "full"
     keys = ctx.response_keys({p.key: result(hw) for p in parts})
     assert keys == [p.key for p in parts]
@@ -155,7 +155,11 @@ def test_topic_id_keys():
     assert ctx.kind == "incremental" and ctx.partitions[0].topic_id == tid
 
 
-def test_eviction_prefers_idle_then_smaller_sessions():
+def test_eviction_follows_kafkas_fetch_session_cache():
+    """Kafka's FetchSessionCache: a session idle past eviction_ms goes first, whatever it is
+    worth; else a consumer's new session may evict only sessions older than eviction_ms, a
+    follower's (privileged) any consumer session, and only one worth less (a follower's over a
+    consumer's, then the bigger)."""
     clock = Clock()
     cache = FetchSessionCache(max_slots=2, eviction_ms=100, time=clock,
                               rng=random.Random(1))
@@ -163,18 +167,25 @@ def test_eviction_prefers_idle_then_smaller_sessions():
     clock.now = 10
     b = open_session(cache, [part("b", 0), part("b", 1), part("b", 2)])
     clock.now = 20
-    # full, nothing idle, new session of one partition: not cached
-    ctx = cache.new_context(0, INITIAL_EPOCH, [part("c", 0)], [], False)
-    ctx.response_keys({("c", 0): result(0)})
-    assert ctx.session_id == 0 and len(cache) == 2
-    # a bigger session evicts the smallest
-    big = [part("d", i) for i in range(5)]
-    d = open_session(cache, big)
-    assert cache.get(a) is None and cache.get(b) is not None and cache.get(d) is not None
-    # after eviction_ms the least recently used goes, whatever its size
-    clock.now = 200
+    # Full, nothing idle or old: a consumer's new session is not cached, however big.
+    for parts in ([part("c", 0)], [part("d", i) for i in range(5)]):
+        ctx = cache.new_context(0, INITIAL_EPOCH, parts, [], False)
+        ctx.response_keys({p.key: result(0) for p in parts})
+        assert ctx.session_id == 0 and len(cache) == 2
+    # A follower's session evicts the least valuable consumer session, young as it is.
+    f = open_session(cache, [part("f", 0)], privileged=True)
+    assert cache.get(a) is None and cache.get(b) is not None and cache.get(f) is not None
+    # Older than eviction_ms and in use: a consumer's bigger session evicts the smaller
+    # consumer session, never the follower's.
+    clock.now = 130
+    for sid in (b, f):
+        assert cache.new_context(sid, 1, [], [], False).kind == "incremental"
+    d = open_session(cache, [part("d", i) for i in range(5)])
+    assert cache.get(b) is None and cache.get(f) is not None and cache.get(d) is not None
+    # Idle past eviction_ms: the least recently used goes, even a follower's.
+    clock.now = 300
     e = open_session(cache, [part("e", 0)])
-    assert cache.get(b) is None and cache.get(e) is not None
+    assert cache.get(f) is None and cache.get(d) is not None and cache.get(e) is not None
 
 
 # -- a model client against the cache (hypothesis) ------------------------------------------------
