@@ -116,8 +116,9 @@ class OffsetOperations:
         for topic, partition, offset, leader_epoch, metadata in offsets:
             tp = (topic, partition)
             metadata = metadata or ""
-            # (a UTF-8 character is at most 4 bytes: most metadata needs no encoding to check)
-            if len(metadata) * 4 > limit and len(metadata.encode("utf-8")) > limit:
+            # Kafka counts Java chars (UTF-16 code units: two for a character beyond the BMP),
+            # not bytes; most metadata needs no encoding to check.
+            if len(metadata) * 2 > limit and len(metadata.encode("utf-16-le")) // 2 > limit:
                 errors[tp] = E.OFFSET_METADATA_TOO_LARGE
                 continue
             errors[tp] = E.NONE

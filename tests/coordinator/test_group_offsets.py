@@ -44,6 +44,12 @@ def test_metadata_too_large_is_rejected_per_partition():
     answer = commit(h, G, [("t", 0, 1, -1, "x" * 11), ("t", 1, 1, -1, "x" * 10)])
     assert answer == {("t", 0): E.OFFSET_METADATA_TOO_LARGE, ("t", 1): E.NONE}
     assert fetch(h, G) == {("t", 1): (1, E.NONE)}
+    # Kafka's limit counts Java chars: ten CJK characters (30 UTF-8 bytes) fit, five
+    # characters beyond the BMP (two chars each) fit and six do not.
+    answer = commit(h, G, [("t", 2, 1, -1, "\u6f22" * 10), ("t", 3, 1, -1, "\U0001f600" * 5),
+                           ("t", 4, 1, -1, "\U0001f600" * 6)])
+    assert answer == {("t", 2): E.NONE, ("t", 3): E.NONE,
+                      ("t", 4): E.OFFSET_METADATA_TOO_LARGE}
 
 
 def test_member_commits_are_checked_against_generation_and_membership():
