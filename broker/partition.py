@@ -374,9 +374,10 @@ class Partition:
         """Read for a Fetch. Raises KafkaError (OFFSET_OUT_OF_RANGE, epoch/leader errors).
         `follower_may_serve`: a consumer fetch (KIP-392) that a follower answers, up to its own
         high watermark."""
+        # The epoch first, then leadership, as Kafka's Partition.getLocalLog.
+        self.check_current_leader_epoch(current_leader_epoch)
         if not (follower_may_serve and self.leader_epoch >= 0 and self.replicas):
             self._require_leader()
-        self.check_current_leader_epoch(current_leader_epoch)
         log = self.log
         # Sample the offsets before reading so the answer never claims less than it returns.
         high_watermark = log.high_watermark
@@ -421,8 +422,8 @@ class Partition:
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None,
                                    current_leader_epoch: int = -1, from_follower: bool = False):
         """ListOffsets: (offset, timestamp, leader_epoch) or None when nothing matches."""
-        self._require_leader()
         self.check_current_leader_epoch(current_leader_epoch)
+        self._require_leader()
         if from_follower or isolation_level is None:
             upper = self.log.log_end_offset
         else:
@@ -470,8 +471,8 @@ class Partition:
 
     def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int):
         """OffsetForLeaderEpoch: (epoch, end_offset) of the largest epoch <= `leader_epoch`."""
-        self._require_leader()
         self.check_current_leader_epoch(current_leader_epoch)
+        self._require_leader()
         return self.log.leader_epoch_cache.end_offset_for(leader_epoch)
 
     def delete_records_on_leader(self, offset: int) -> int:

@@ -358,6 +358,23 @@ def test_preferred_read_replica_is_kafkas_rack_aware_selector(tmp_path):
     assert pick(10) == 1                   # now the largest log end
 
 
+@pytest.mark.parametrize("client_epoch,code", [
+    (1, ErrorCode.FENCED_LEADER_EPOCH), (3, ErrorCode.UNKNOWN_LEADER_EPOCH),
+    (2, ErrorCode.NOT_LEADER_OR_FOLLOWER), (-1, ErrorCode.NOT_LEADER_OR_FOLLOWER)])
+def test_a_follower_checks_the_clients_leader_epoch_before_leadership(tmp_path, client_epoch,
+                                                                     code):
+    """Kafka's Partition.getLocalLog: a client with a stale or newer leader epoch learns
+    that (it refreshes its metadata accordingly) rather than NOT_LEADER_OR_FOLLOWER."""
+    part = leader_partition(tmp_path, replicas=(0, 1), isr=[0, 1])
+    part.make_follower(1, 2, [0, 1], partition_epoch=1)
+    for call in (lambda: part.read(0, 100, current_leader_epoch=client_epoch),
+                 lambda: part.fetch_offset_for_timestamp(LATEST, 0, client_epoch),
+                 lambda: part.last_offset_for_leader_epoch(client_epoch, 1)):
+        with pytest.raises(KafkaError) as caught:
+            call()
+        assert caught.value.error_code == code
+
+
 def test_isr_expansion_on_an_empty_leader_log(tmp_path):
     """Kafka records (epoch, 0) at makeLeader on an empty log: a follower at 0 may join."""
     part = leader_partition(tmp_path, replicas=(0, 1), isr=[0], epoch=3)
