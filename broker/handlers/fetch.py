@@ -28,7 +28,10 @@ Behaviour:
   quota is answered empty with throttle_time_ms (its bytes are not counted), and the connection
   reads nothing more until that time has passed (Kafka's KIP-219 behaviour; before v8 the
   response itself is delayed instead, see broker/connection.py).
-- Versions 0-3 are not served: they need down-conversion to old message formats.
+- Versions 0-3 are not served: they need down-conversion to old message formats. Before v10 a
+  consumer gets UNSUPPORTED_COMPRESSION_TYPE for a topic with compression.type=zstd, and up to
+  v5 KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER (which those clients retry), as
+  Kafka does.
 """
 import uuid
 
@@ -37,6 +40,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchResponse
 
 from broker.fetch_session import INVALID_SESSION_ID, CachedPartition
+from broker.partition import ReadResult
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
@@ -123,6 +127,8 @@ async def handle(broker, ctx, request):
             isolation_level=isolation_level, replica_id=replica_id)
         results = replica_manager.read(partitions, **read_kwargs)
 
+    if version < 10 and replica_id < 0:
+        _refuse_zstd_topics(replica_manager, results)
     if quotas is not None and quotas.fetch.overrides:
         size = sum(r.records_size for r in results.values())
         ctx.throttle_time_ms = quotas.fetch_throttle(ctx, size, broker.time.ms())
@@ -170,6 +176,19 @@ def _add_leader_hints(broker, ctx, response, by_key) -> None:
     response.node_endpoints = [endpoints[k] for k in sorted(endpoints)]
 
 
+def _refuse_zstd_topics(replica_manager, results) -> None:
+    """Consumers of Fetch before v10 cannot read zstd: a topic with compression.type=zstd is
+    UNSUPPORTED_COMPRESSION_TYPE for them, as Kafka's maybeConvertFetchedData answers."""
+    for (topic, partition), result in results.items():
+        part = replica_manager.get_partition(topic, partition) if topic is not None else None
+        config = getattr(getattr(part, "log", None), "config", None)
+        if result.error_code == ErrorCode.NONE and \
+                getattr(config, "compression_type", None) == "zstd":
+            results[(topic, partition)] = ReadResult(
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, result.high_watermark,
+                result.last_stable_offset, result.log_start_offset)
+
+
 def _must_wait(request, min_bytes, results) -> bool:
     """Kafka answers at once when max_wait_ms <= 0, no partitions, an error, a diverging epoch
     (the fetcher must truncate), a preferred read replica (the consumer goes there), or enough
@@ -204,9 +223,14 @@ def _topic_responses(keys, by_key, results, version, isolation_level):
         if result.diverging_epoch is not None and version >= 12:
             diverging = FetchResponse.EpochEndOffset(epoch=result.diverging_epoch[0],
                                                      end_offset=result.diverging_epoch[1])
+        error_code = result.error_code
+        if error_code == ErrorCode.KAFKA_STORAGE_ERROR and version <= 5:
+            # Kafka's maybeDownConvertStorageError: clients of v5 and older do not know it as
+            # retriable; NOT_LEADER_OR_FOLLOWER makes them refresh their metadata and retry.
+            error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         current.partitions.append(Partition(
             partition_index=fp.partition,
-            error_code=int(result.error_code),
+            error_code=int(error_code),
             high_watermark=result.high_watermark,
             last_stable_offset=result.last_stable_offset,
             log_start_offset=result.log_start_offset,

@@ -185,6 +185,29 @@ async def test_a_session_follows_topic_ids_not_the_names_they_had(broker):
     assert offsets_in(partitions_of(response)[0].records) == [(0, 0)]
 
 
+async def test_old_consumers_get_kafkas_errors_for_zstd_topics_and_storage_errors(
+        broker, monkeypatch):
+    """Before Fetch v10 a consumer cannot read zstd: a topic with compression.type=zstd is
+    UNSUPPORTED_COMPRESSION_TYPE; up to v5 KAFKA_STORAGE_ERROR is NOT_LEADER_OR_FOLLOWER."""
+    rm = broker.replica_manager
+    rm.become_leader("z", 0, uuid.uuid4(), 0, [0], LogConfig(compression_type="zstd"))
+    request = fetch_request([(0, 0, 1 << 20)], 9, topic="z")
+    assert partitions_of(await call(broker, request, 9))[0].error_code == \
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    request = fetch_request([(0, 0, 1 << 20)], 10, topic="z")
+    assert partitions_of(await call(broker, request, 10))[0].error_code == ErrorCode.NONE
+    append(broker, 0)
+
+    def broken(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(rm.get_partition("t", 0), "read", broken)
+    monkeypatch.setattr(rm, "_storage_failure", lambda *args: None)
+    for version, code in ((5, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                          (6, ErrorCode.KAFKA_STORAGE_ERROR)):
+        response = await call(broker, fetch_request([(0, 0, 1 << 20)], version), version)
+        assert partitions_of(response)[0].error_code == code
+
+
 async def test_long_poll_answers_when_data_arrives(broker):
     task = asyncio.ensure_future(call(broker, fetch_request([(0, 0, 1 << 20)], 12,
                                                             max_wait_ms=5000), 12))
