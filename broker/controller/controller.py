@@ -767,9 +767,9 @@ class KafkaController:
             elif any(r not in live for r in new_isr):
                 out[tp] = ErrorCode.INELIGIBLE_REPLICA
             else:
+                # Written with this controller's epoch, as Kafka's updateLeaderAndIsr.
                 writes[tp] = zd.LeaderAndIsr(broker_id, state.leader_epoch, list(new_isr),
-                                             state.controller_epoch, recovering,
-                                             state.partition_epoch)
+                                             ctx.epoch, recovering, state.partition_epoch)
         if writes:
             results = await self.kzk.update_leader_and_isr(writes, ctx.epoch_zk_version)
             batch = self._batch()

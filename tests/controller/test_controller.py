@@ -243,6 +243,7 @@ async def test_controller_failover_and_the_deposed_controller_is_fenced():
     server, nodes = await cluster()
     try:
         await create_topic(nodes[1], "t", {0: [0, 1, 2]})
+        await create_topic(nodes[1], "u", {0: [1, 2]})
         await settle(nodes)
         old = nodes[0]
         epoch_version = old.controller.ctx.epoch_zk_version
@@ -252,6 +253,14 @@ async def test_controller_failover_and_the_deposed_controller_is_fenced():
         assert new.controller.ctx.epoch == 2
         got, _ = await state(server, "t", 0)
         assert got["leader"] == 1 and got["controller_epoch"] == 2
+        # An ISR change the new controller writes carries its epoch (Kafka's
+        # updateLeaderAndIsr), whatever epoch wrote the state before.
+        assert (await state(server, "u", 0))[0]["controller_epoch"] == 1
+        c = new.controller
+        error, out = await c.enqueue(c.alter_partition, 1, nodes[1].epoch,
+                                     {("u", 0): (0, [1], False, 0)})
+        assert error == ErrorCode.NONE and out[("u", 0)].isr == [1]
+        assert (await state(server, "u", 0))[0]["controller_epoch"] == 2
         # The old controller's conditional write fails (its epoch version is stale).
         fresh = nodes[1].kzk                     # a live session, old epoch version
         with pytest.raises(ControllerMovedError):
