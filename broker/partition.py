@@ -104,15 +104,17 @@ class Partition:
         leader alone. Returns True if this is a new leadership (epoch or leader changed)."""
         if topic_id is not None:
             self.topic_id = topic_id
-        new_leadership = not self.is_leader or leader_epoch != self.leader_epoch
+        was_leader = self.is_leader
+        new_leadership = not was_leader or leader_epoch != self.leader_epoch
         self.leader_id = self.local_broker_id
         self.replicas = list(replicas) or [self.local_broker_id]
         self.isr = set(isr) if isr is not None else {self.local_broker_id}
         self.isr.add(self.local_broker_id)
         self.partition_epoch = partition_epoch
         self.pending_isr = None
-        if new_leadership:
-            # Each follower's LEO is unknown until it fetches from this leader.
+        if new_leadership and not was_leader:
+            # Kafka's resetReplicaState for a new leader: each follower's LEO is unknown until
+            # it fetches from this leader.
             self.follower_log_end_offsets = {r: -1 for r in self.replicas
                                              if r != self.local_broker_id}
             now = self._now_ms()
@@ -121,6 +123,20 @@ class Partition:
             self.follower_last_fetch_leo = {r: -1 for r in self.follower_log_end_offsets}
             self.follower_last_fetch_ms = {r: 0 for r in self.follower_log_end_offsets}
             self.follower_log_start_offsets = {}
+        elif new_leadership:
+            # Leader again at a new epoch (the controller bumps it when it changes the ISR):
+            # what the followers fetched stays known, as Kafka's resetReplicaState with
+            # isNewLeader false, so the high watermark need not wait for their next fetch.
+            now = self._now_ms()
+            followers = [r for r in self.replicas if r != self.local_broker_id]
+            known = self.follower_log_end_offsets
+            self.follower_log_end_offsets = {r: known.get(r, -1) for r in followers}
+            self.follower_caught_up_ms = {r: (now if r in self.isr else 0) for r in followers}
+            self.follower_last_fetch_leo = {r: self.log.log_end_offset for r in followers}
+            self.follower_last_fetch_ms = {r: (now if r in self.isr else 0) for r in followers}
+            self.follower_log_start_offsets = {r: v for r, v in
+                                               self.follower_log_start_offsets.items()
+                                               if r in followers}
         else:
             for r in self.replicas:
                 if r != self.local_broker_id and r not in self.follower_log_end_offsets:

@@ -124,15 +124,35 @@ def test_make_leader_takes_the_controllers_isr_and_starts_the_epoch_at_the_leo(t
     # Kafka: maybeAssignEpochStartOffset(leaderEpoch, logEndOffset).
     assert part.log.leader_epoch_cache.entries() == [(1, 0), (4, 5)]
     assert part.leader_epoch_start_offset == 5
-    # Replica.resetReplicaState: followers in the ISR caught up now, the others at 0; their
-    # log end offsets are unknown until they fetch from this leader.
+    # Replica.resetReplicaState, leader again at a new epoch: followers in the ISR caught up
+    # now, the others at 0; the log end offsets they fetched stay known (none yet here).
     assert part.follower_log_end_offsets == {1: -1, 2: -1}
     assert part.follower_caught_up_ms == {1: 0, 2: clock.now}
-    assert part.follower_last_fetch_leo == {1: -1, 2: -1}
+    assert part.follower_last_fetch_leo == {1: 5, 2: 5}
     # With no ISR from the controller (a single broker) the ISR is the leader alone.
     single = Partition("u", 0, 0, open_log(tmp_path / "u-0"))
     single.make_leader(0, [0])
     assert single.isr == {0} and single.follower_log_end_offsets == {}
+
+
+def test_a_leader_at_a_new_epoch_keeps_what_its_followers_fetched(tmp_path):
+    """Kafka's resetReplicaState with isNewLeader false: the controller bumped the leader
+    epoch (it changed the ISR), the leader stays: the followers' log end offsets stay known
+    and the high watermark does not wait for their next fetch. A leader that was a follower
+    knows nothing of them."""
+    clock = Clock()
+    part = leader_partition(tmp_path, replicas=(0, 1, 2), isr=[0, 1, 2], clock=clock)
+    append(part, 5)
+    part.update_follower_fetch_state(1, 5, now_ms=T0)
+    part.update_follower_fetch_state(2, 3, now_ms=T0)
+    assert part.high_watermark == 3
+    append(part, 2)                                            # LEO 7
+    part.make_leader(2, [0, 1, 2], isr=[0, 1], partition_epoch=1)   # 2 left the ISR
+    assert part.follower_log_end_offsets == {1: 5, 2: 3}
+    assert part.high_watermark == 5                            # 0 and 1 have 0-4
+    part.make_follower(1, 3, [0, 1, 2], partition_epoch=2)
+    part.make_leader(4, [0, 1, 2], isr=[0, 1], partition_epoch=3)
+    assert part.follower_log_end_offsets == {1: -1, 2: -1}
 
 
 def test_last_caught_up_time_follows_kafkas_rule(tmp_path):
