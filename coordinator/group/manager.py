@@ -143,8 +143,7 @@ class GroupManager(StaticMembership, OffsetOperations):
         names = [name for name, _ in protocols]
         if group.state is S.DEAD:
             return fail(E.COORDINATOR_NOT_AVAILABLE, member_id)
-        if not group.supports_protocols(protocol_type, names,
-                                        replacing=None if is_unknown else member_id):
+        if not group.supports_protocols(protocol_type, names):
             return fail(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
         args = (group_instance_id, client_id, client_host, rebalance_timeout_ms,
                 session_timeout_ms, protocol_type, protocols, token, now_ms)

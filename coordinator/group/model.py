@@ -202,23 +202,21 @@ class Group:
             candidates.intersection_update(member.protocol_names())
         return candidates
 
-    def supports_protocols(self, protocol_type: str, protocol_names: list[str],
-                           replacing: str | None = None) -> bool:
+    def supports_protocols(self, protocol_type: str, protocol_names: list[str]) -> bool:
         """Could a member with these protocols join (Kafka's GroupMetadata.supportsProtocols)?
 
         An empty group takes any non-empty type and list. Otherwise the type must match and at
-        least one of the protocols must be supported by every other member (`replacing` names
-        the member being updated, whose old protocols do not count)."""
+        least one of the protocols must be supported by every member, a rejoining member's own
+        current protocols included, as Kafka counts them (its supportedProtocols)."""
         if self.state is GroupState.EMPTY or not self.members:
             return bool(protocol_type) and bool(protocol_names)
         if protocol_type != self.protocol_type:
             return False
         candidates = set(protocol_names)
         for member in self.members.values():
-            if member.member_id != replacing:
-                candidates.intersection_update(member.protocol_names())
-                if not candidates:
-                    return False
+            candidates.intersection_update(member.protocol_names())
+            if not candidates:
+                return False
         return bool(candidates)
 
     def select_protocol(self) -> str:

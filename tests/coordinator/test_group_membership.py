@@ -109,6 +109,23 @@ def test_inconsistent_protocols():
         E.INCONSISTENT_GROUP_PROTOCOL
 
 
+def test_a_rejoining_members_own_protocols_count_as_kafka_counts_them():
+    """Kafka's supportsProtocols counts every member's current protocols, the rejoining
+    member's own included: A, which offered only range, cannot rejoin offering only
+    roundrobin even though B supports it."""
+    h = Harness(initial_rebalance_delay_ms=0)
+    a, first = h.join_new(G, protocols=(("range", b"a"),))
+    b, _ = h.join_new(G, protocols=(("range", b"b"), ("roundrobin", b"b")))
+    h.advance(0)
+    generation = h.answer(first).generation_id
+    h.sync(G, generation, a, {a: b"x", b: b"y"})
+    h.sync(G, generation, b)
+    assert h.state(G) == "Stable"
+    answer = h.answer(h.join(G, member_id=a, protocols=(("roundrobin", b"a"),)))
+    assert answer.error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.state(G) == "Stable"
+
+
 def test_protocol_selected_by_votes_among_common_protocols():
     h = Harness()
     prefs = [[("range", b"a"), ("roundrobin", b"a"), ("sticky", b"a")],
