@@ -310,24 +310,28 @@ async def test_alter_dynamic_broker_config_persists(start_broker, tmp_path):
         AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
             AC.AlterableConfig(name="log.retention.bytes", value="555")]),
         AC.AlterConfigsResource(resource_type=BROKER, resource_name="", configs=[
-            AC.AlterableConfig(name="num.partitions", value="2")]),
+            AC.AlterableConfig(name="log.segment.bytes", value="2000000")]),
         AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
             AC.AlterableConfig(name="broker.id", value="5")]),
+        AC.AlterConfigsResource(resource_type=BROKER, resource_name="", configs=[
+            AC.AlterableConfig(name="num.partitions", value="2")]),      # read-only in Kafka
         AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
             AC.AlterableConfig(name="message.max.bytes", value="-5")]),
     ]), 0)
     assert [r.error_code for r in response.responses] == [
-        0, 0, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_CONFIG]
-    # The last two were refused and changed nothing.
+        0, 0, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_CONFIG]
+    # The last three were refused and changed nothing.
     assert broker.config.get("log.retention.bytes") == 555
+    assert broker.config.get("num.partitions") == 1
     assert broker.replica_manager.get_partition("inherit", 0).log.config.retention_bytes == 555
-    [topic] = (await metadata(client, ["two"])).topics
-    assert len(topic.partitions) == 2                      # cluster default num.partitions
+    assert broker.replica_manager.get_partition("inherit", 0).log.config.segment_bytes == \
+        2000000                                            # the cluster default
     configs = {c.name: c for c in (await describe(client, BROKER, "0")).configs}
     assert configs["log.retention.bytes"].config_source == SOURCE_DYNAMIC_BROKER
     assert [s.source for s in configs["log.retention.bytes"].synonyms][:2] == [
         SOURCE_DYNAMIC_BROKER, SOURCE_STATIC_BROKER]
-    assert configs["num.partitions"].config_source == SOURCE_DYNAMIC_DEFAULT_BROKER
+    assert configs["log.segment.bytes"].config_source == SOURCE_DYNAMIC_DEFAULT_BROKER
+    assert configs["num.partitions"].read_only
     topic_configs = {c.name: c for c in (await describe(client, TOPIC, "inherit")).configs}
     assert topic_configs["retention.bytes"].value == "555"
     assert topic_configs["retention.bytes"].config_source == SOURCE_DYNAMIC_BROKER
@@ -336,7 +340,7 @@ async def test_alter_dynamic_broker_config_persists(start_broker, tmp_path):
     await broker.shutdown()
     again = await start_broker(log_dirs=log_dir)
     assert again.config.get("log.retention.bytes") == 555
-    assert again.config.get("num.partitions") == 2
+    assert again.config.get("log.segment.bytes") == 2000000
     assert again.replica_manager.get_partition("inherit", 0).log.config.retention_bytes == 555
 
 

@@ -234,7 +234,13 @@ def test_dynamic_validation():
     with pytest.raises(ConfigError, match="dynamically"):
         config.set_dynamic({"broker.id": "5"})
     with pytest.raises(ConfigError, match="at least"):
-        config.set_dynamic({"num.partitions": "0"})
+        config.set_dynamic({"log.segment.bytes": "1"})
+    # Read-only in Kafka: of a topic config's broker synonyms only the first (log.retention.ms,
+    # log.roll.ms, ...) is reconfigurable, and num.partitions is not at all.
+    for name in ("num.partitions", "log.retention.hours", "log.retention.minutes",
+                 "log.roll.hours", "log.roll.jitter.hours"):
+        with pytest.raises(ConfigError, match="dynamically"):
+            config.set_dynamic({name: "5"})
 
 
 def test_dynamic_changes_are_checked_as_kafka_reconfigures():
@@ -268,15 +274,14 @@ def test_topic_config_synonyms_and_units():
     assert config.topic_value("segment.bytes")[1:] == (
         SOURCE_STATIC_BROKER, [("log.segment.bytes", "5000", SOURCE_STATIC_BROKER),
                                ("log.segment.bytes", "1073741824", SOURCE_DEFAULT)])
-    config = BrokerConfig({"log.retention.hours": "2", "log.retention.ms": "1000"})
-    config.set_dynamic({"log.retention.hours": "5"}, cluster_default=True)
+    config = BrokerConfig({"log.retention.hours": "2"})
+    config.set_dynamic({"log.retention.ms": "1000"}, cluster_default=True)
     value, source, synonyms = config.topic_value("retention.ms")
-    # by source first, then by synonym priority; the dynamic hours come before the static ms
-    # and are dropped with everything else ahead of the first log.retention.ms
-    assert (value, source) == (1000, SOURCE_STATIC_BROKER)
+    # by source first, then by synonym priority: the cluster-wide dynamic ms, then the hours
+    assert (value, source) == (1000, SOURCE_DYNAMIC_DEFAULT_BROKER)
     assert [(n, s) for n, _, s in synonyms] == [
-        ("log.retention.ms", SOURCE_STATIC_BROKER), ("log.retention.hours", SOURCE_STATIC_BROKER),
-        ("log.retention.hours", SOURCE_DEFAULT)]
+        ("log.retention.ms", SOURCE_DYNAMIC_DEFAULT_BROKER),
+        ("log.retention.hours", SOURCE_STATIC_BROKER), ("log.retention.hours", SOURCE_DEFAULT)]
     config = BrokerConfig({"log.retention.minutes": "3", "log.retention.ms": "-1"})
     assert config.topic_value("retention.ms")[0] == -1        # ms wins over minutes
     assert config.topic_value("retention.ms", {"retention.ms": "10"})[:2] == (10, SOURCE_TOPIC)
