@@ -2,7 +2,9 @@
 
 Behaviour: each config carries an operation applied to the resource's current overrides:
 SET (0) a value, DELETE (1) the override (back to the inherited value), APPEND (2) / SUBTRACT (3)
-items of a LIST config (starting from its effective value); APPEND/SUBTRACT on a non-list config
+items of a LIST config (starting from the resource's own value, else the config's default, as
+Kafka's prepareIncrementalConfigs: not from a value inherited from the broker); APPEND/SUBTRACT
+on a non-list config
 -> INVALID_CONFIG; an unknown operation -> INVALID_REQUEST; a name twice -> INVALID_REQUEST.
 The result is then stored exactly like AlterConfigs (same validation, persistence and live
 application; see alter_configs.py). validate_only changes nothing.
@@ -31,21 +33,20 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _current(broker, resource_type, resource_name) -> tuple:
-    """(current overrides, table of definitions, effective value lookup)."""
+    """(current overrides, table of definitions)."""
     if resource_type == TOPIC:
         validate_topic_name(resource_name)
         if broker.metadata.get_topic(resource_name) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {resource_name} does not exist")
-        overrides = broker.metadata.topic_config(resource_name)
-        return overrides, TOPIC_CONFIG, lambda name: broker.config.topic_value(name, overrides)[0]
+        return broker.metadata.topic_config(resource_name), TOPIC_CONFIG
     if resource_type == BROKER:
         target = broker_target(broker, resource_name)
-        return broker.metadata.broker_config(target), BROKER_CONFIG, broker.config.get
+        return broker.metadata.broker_config(target), BROKER_CONFIG
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
-def _apply(values, table, effective, config):
+def _apply(values, table, config):
     name, op, value = config.name, config.config_operation, config.value
     definition = table.get(name)
     if op == SET:
@@ -55,10 +56,13 @@ def _apply(values, table, effective, config):
     elif op in (APPEND, SUBTRACT):
         if definition is None or definition.type != "list":
             raise KafkaError(ErrorCode.INVALID_CONFIG,
-                             f"Config value append/subtract is not allowed for config {name}")
+                             f"Config value {'append' if op == APPEND else 'subtract'} is not "
+                             f"allowed for config key: {name}")
+        # Kafka's prepareIncrementalConfigs: from the resource's own value, else the config's
+        # default (not a value inherited from the broker).
         current = values.get(name)
         items = [i.strip() for i in current.split(",") if i.strip()] if current is not None \
-            else list(effective(name) or [])
+            else list(definition.default or [])
         changes = [i.strip() for i in (value or "").split(",") if i.strip()]
         if op == APPEND:
             items += [c for c in changes if c not in items]
@@ -114,10 +118,9 @@ async def handle(broker, ctx, request):
             if resource.resource_type == BROKER_LOGGER:
                 _alter_loggers(broker, resource, request.validate_only)
                 continue
-            values, table, effective = _current(broker, resource.resource_type,
-                                                resource.resource_name)
+            values, table = _current(broker, resource.resource_type, resource.resource_name)
             for config in resource.configs:
-                _apply(values, table, effective, config)
+                _apply(values, table, config)
             await alter_resource(broker, resource.resource_type, resource.resource_name, values,
                            request.validate_only)
         except KafkaError as exc:

@@ -365,6 +365,12 @@ async def test_incremental_alter_configs(client, broker):
     assert await alter(("cleanup.policy", 3, "delete")) == 0
     assert broker.metadata.topic_config("inc")["cleanup.policy"] == "compact"
     assert await alter(("segment.bytes", 2, "1")) == ErrorCode.INVALID_CONFIG
+    # APPEND starts from the topic's own value, else the config's default (delete), never
+    # from a value inherited from the broker (Kafka's prepareIncrementalConfigs).
+    assert await alter(("log.cleanup.policy", 0, "compact"), name="", resource_type=BROKER) == 0
+    await create(client, creatable("inc2", 1))
+    assert await alter(("cleanup.policy", 2, "delete"), name="inc2") == 0
+    assert broker.metadata.topic_config("inc2")["cleanup.policy"] == "delete"
     assert await alter(("segment.bytes", 9, "1")) == ErrorCode.INVALID_REQUEST
     assert await alter(("segment.bytes", 0, "1"), ("segment.bytes", 1, None)) == \
         ErrorCode.INVALID_REQUEST
