@@ -4,7 +4,8 @@ Behaviour:
 - v0-5 name topics in topic_names; v6 in topics, each by name or by topic_id (KIP-516). A v6
   entry with both or neither -> INVALID_REQUEST; an unknown id -> UNKNOWN_TOPIC_ID; an unknown
   name -> UNKNOWN_TOPIC_OR_PARTITION; the same topic twice -> INVALID_REQUEST for it.
-- `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED.
+- `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED for every topic (INVALID_REQUEST before v3,
+  as Kafka answers clients that do not know the code).
 - Deletion completes before the answer: the store forgets the topic, the replica manager stops
   its partitions and the log manager renames their dirs to `*-delete` (removed after
   file.delete.delay.ms). Results carry the topic id from v6.
@@ -48,6 +49,15 @@ async def handle(broker, ctx, request):
             resolved.append((name, topic_id, _resolve(broker, name, topic_id), None))
         except KafkaError as exc:
             resolved.append((name, topic_id, None, exc))
+    if not broker.config.get("delete.topic.enable"):
+        # Kafka's handleDeleteTopicsRequest, before anything else: clients before v3 do not
+        # know TOPIC_DELETION_DISABLED.
+        code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+        return DeleteTopicsResponse(responses=[
+            R.DeletableTopicResult(name=name if name is not None else resolved_name,
+                                   topic_id=topic_id, error_code=code,
+                                   error_message="Topic deletion is disabled.")
+            for name, topic_id, resolved_name, _ in resolved])
     names = [r[2] for r in resolved if r[2] is not None]
     results = []
     for name, topic_id, resolved_name, error in resolved:

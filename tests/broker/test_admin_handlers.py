@@ -16,6 +16,7 @@ from protocol.messages.metadata import MetadataRequest
 
 from broker.config import SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, \
     SOURCE_STATIC_BROKER, SOURCE_TOPIC
+from broker.handlers.metadata import CLUSTER_OPERATIONS
 from tests.broker.conftest import RawClient
 
 CT = CreateTopicsRequest
@@ -215,8 +216,10 @@ async def test_delete_topic_disabled(start_broker):
     broker = await start_broker(delete_topic_enable="false")
     client = await RawClient.connect(broker.port)
     await create(client, creatable("keep", 1))
-    response = await client.request(DeleteTopicsRequest(topic_names=["keep"]), 4)
-    assert response.responses[0].error_code == ErrorCode.TOPIC_DELETION_DISABLED
+    response = await client.request(DeleteTopicsRequest(topic_names=["keep", "nope"]), 4)
+    assert [r.error_code for r in response.responses] == [ErrorCode.TOPIC_DELETION_DISABLED] * 2
+    response = await client.request(DeleteTopicsRequest(topic_names=["keep"]), 2)
+    assert response.responses[0].error_code == ErrorCode.INVALID_REQUEST   # v2 lacks the code
     await client.close()
 
 
@@ -390,8 +393,16 @@ async def test_describe_cluster(client, broker):
         assert response.cluster_id == broker.cluster_id and response.controller_id == 0
         assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
             (0, "127.0.0.1", broker.port)]
+        assert response.cluster_authorized_operations == -2**31     # not asked
+    # Kafka's AuthHelper: controllers are asked of a broker: MISMATCHED; no such type:
+    # UNSUPPORTED; without an authorizer every cluster operation is allowed.
     response = await client.request(DescribeClusterRequest(endpoint_type=2), 1)
+    assert response.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE
+    response = await client.request(DescribeClusterRequest(endpoint_type=7), 1)
     assert response.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+    response = await client.request(DescribeClusterRequest(
+        include_cluster_authorized_operations=True), 1)
+    assert response.cluster_authorized_operations == CLUSTER_OPERATIONS
 
 
 async def test_topics_survive_restart(start_broker):
