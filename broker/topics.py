@@ -245,7 +245,13 @@ class TopicManager:
             out[p] = [brokers[(p + r) % len(brokers)] for r in range(replication_factor)]
         return out
 
-    def _check_assignments(self, assignments: dict, first_partition: int = 0) -> None:
+    # Kafka in ZooKeeper mode creates a topic whose manual assignment names brokers that are not
+    # alive (one restarting, say), as its TopicCommand always did; CreatePartitions checks them.
+    # On a single broker no other broker can ever come: refused.
+    creation_needs_live_brokers = True
+
+    def _check_assignments(self, assignments: dict, first_partition: int = 0,
+                           creating: bool = False) -> None:
         live = set(self.live_brokers())
         expected = list(range(first_partition, first_partition + len(assignments)))
         if sorted(assignments) != expected:
@@ -261,7 +267,7 @@ class TopicManager:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Duplicate brokers in the assignment of partition {partition}")
             unknown = set(replicas) - live
-            if unknown:
+            if unknown and (not creating or self.creation_needs_live_brokers):
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Unknown broker(s) {sorted(unknown)} in the assignment of "
                                  f"partition {partition}")
@@ -310,7 +316,7 @@ class TopicManager:
                                  "Both numPartitions or replicationFactor and replicasAssignments "
                                  "were set. Both cannot be used at the same time.")
             assignments = {int(p): list(r) for p, r in assignments.items()}
-            self._check_assignments(assignments)
+            self._check_assignments(assignments, creating=True)
         else:
             num_partitions, replication_factor = self._resolve_counts(num_partitions,
                                                                       replication_factor)
@@ -502,6 +508,8 @@ class ClusterTopicManager(TopicManager):
 
     Replica placement is Kafka's (broker/controller/placement.py): over the live brokers from
     the metadata cache, sorted by id, rack-aware when they set broker.rack."""
+
+    creation_needs_live_brokers = False
 
     WAIT_S = 30.0
 

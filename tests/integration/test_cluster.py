@@ -361,6 +361,13 @@ def test_deleted_topics_leave_every_broker(kafka_cluster):
     # (Kafka's onPartitionsDeleted): its consumers start from auto.offset.reset.
     create(cluster.bootstrap(2), "doomed", 1, 3)
     assert committed_offset(cluster.bootstrap_servers, "doomed") < 0
+    # As Kafka in ZooKeeper mode, a manual assignment may name a broker that is not alive
+    # (one being restarted): the topic is created and led by a live replica.
+    client = admin(cluster.bootstrap(0))
+    client.create_topics([NewTopic("later", 1, replica_assignment=[[1, 7]])],
+                         operation_timeout=30)["later"].result(60)
+    assert json.loads(cluster._read("/brokers/topics/later"))["partitions"] == {"0": [1, 7]}
+    assert cluster.leader("later", 0) == 1
 
 
 def committed_offset(bootstrap, topic, offset=None, group="g-doomed") -> int:
