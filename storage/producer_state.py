@@ -351,12 +351,11 @@ class ProducerStateManager:
         return expired
 
     def truncate_head(self, log_start_offset):
-        """Retention/DeleteRecords moved the log start: drop producers whose last append is
-        now gone entirely (Kafka's ProducerStateManager.onLogStartOffsetIncremented)."""
-        gone = [pid for pid, e in self.producers.items()
-                if e.last_offset < log_start_offset and e.current_txn_first_offset is None]
-        for pid in gone:
-            del self.producers[pid]
+        """Retention/DeleteRecords moved the log start (Kafka's ProducerStateManager.
+        onLogStartOffsetIncremented): completed transactions below it are forgotten; the
+        producers are kept, as Kafka keeps them until producer.id.expiration.ms, so a retry of
+        a batch that retention already removed is still answered as the duplicate it is and a
+        gap in a producer's sequences is still OUT_OF_ORDER_SEQUENCE_NUMBER."""
         self.on_high_watermark(log_start_offset)
         if self.map_end_offset < log_start_offset:
             self.map_end_offset = log_start_offset

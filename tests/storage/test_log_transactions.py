@@ -105,6 +105,26 @@ def test_a_plain_write_while_the_producers_transaction_is_open_is_refused(tmp_pa
     assert log_.append_as_leader(a.batch(1, transactional=False), 0).first_offset == 3
 
 
+def test_a_producer_outlives_its_batches_removed_by_delete_records(tmp_path):
+    """Kafka's onLogStartOffsetIncremented keeps producers (producer.id.expiration.ms ends
+    them): a retry of a batch DeleteRecords already removed is still the duplicate it is, not
+    written again, and a gap in the producer's sequences is still refused."""
+    log_ = open_log(tmp_path / "t-0")
+    a, other = Producer(7), Producer(8)
+    first = log_.append_as_leader(a.batch(2, transactional=False), 0)     # 0-1
+    log_.append_as_leader(other.batch(3, transactional=False), 0)          # 2-4
+    log_.update_high_watermark(5)
+    log_.delete_records_before(2)
+    a.seq = 0
+    again = log_.append_as_leader(a.batch(2, transactional=False), 0)
+    assert again.duplicate and again.first_offset == first.first_offset == 0
+    assert log_.log_end_offset == 5
+    a.seq = 5                                  # 2-4 never sent
+    with pytest.raises(KafkaError) as caught:
+        log_.append_as_leader(a.batch(1, transactional=False), 0)
+    assert caught.value.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
 def test_abort_entry_records_the_oldest_other_open_transaction(tmp_path):
     log_ = open_log(tmp_path / "t-0")
     a, b = Producer(1), Producer(2)
