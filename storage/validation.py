@@ -109,9 +109,13 @@ class Settings:
         self.max_message_bytes = int(_setting(config, "max_message_bytes"))
         ts_type = _setting(config, "message_timestamp_type")
         self.log_append_time = ts_type in ("LogAppendTime", LOG_APPEND_TIME)
+        # Kafka's LogConfig: before/after when set (not Long max), else the deprecated
+        # message.timestamp.difference.max.ms.
         diff = int(_setting(config, "message_timestamp_difference_max_ms"))
-        self.before_ms = min(diff, int(_setting(config, "message_timestamp_before_max_ms")))
-        self.after_ms = min(diff, int(_setting(config, "message_timestamp_after_max_ms")))
+        before = int(_setting(config, "message_timestamp_before_max_ms"))
+        after = int(_setting(config, "message_timestamp_after_max_ms"))
+        self.before_ms = before if before != LONG_MAX else diff
+        self.after_ms = after if after != LONG_MAX else diff
         compression = str(_setting(config, "compression_type")).lower()
         self.target_codec = None if compression == "producer" else CODEC_BY_NAME[compression]
         self.segment_bytes = int(_setting(config, "segment_bytes"))

@@ -223,6 +223,10 @@ def test_invalid_timestamp_before_and_after(codec):
     with pytest.raises(RecordValidationError) as e:
         _validate(future, {"message.timestamp.difference.max.ms": 9_999})
     assert _code(e) == ErrorCode.INVALID_TIMESTAMP
+    # Kafka's LogConfig: an explicit before/after wins over the deprecated difference, even a
+    # larger one.
+    assert _validate(old, {"message.timestamp.difference.max.ms": 5_000,
+                           "message.timestamp.before.max.ms": 20_000}).record_count == 3
     # LogAppendTime topics ignore producer timestamps
     assert _validate(old, {"message.timestamp.type": "LogAppendTime",
                            "message.timestamp.before.max.ms": 5_000}).record_count == 3
