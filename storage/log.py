@@ -73,7 +73,7 @@ class LogAppendInfo:
     last_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
-    log_append_time: int           # -1 unless message.timestamp.type=LogAppendTime
+    log_append_time: int           # -1 unless LogAppendTime; a duplicate: its batch's timestamp
     log_start_offset: int
     record_count: int
     valid_bytes: int

@@ -484,9 +484,11 @@ class LogProducerState:
         if dup is None:
             return None
         from storage.log import LogAppendInfo      # storage.log imports this module's users
+        # Kafka's UnifiedLog.append answers a duplicate with its batch's timestamp as the
+        # log append time (the time the broker stamped, on a LogAppendTime topic).
         return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset,
-                             -1, log.log_start_offset, dup.last_offset - dup.first_offset + 1,
-                             0, duplicate=True)
+                             dup.timestamp, log.log_start_offset,
+                             dup.last_offset - dup.first_offset + 1, 0, duplicate=True)
 
     def check_markers(self, batches, buffer):
         """Before a coordinator's append: every marker among `batches` passes check_marker."""

@@ -125,6 +125,18 @@ def test_a_producer_outlives_its_batches_removed_by_delete_records(tmp_path):
     assert caught.value.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+def test_a_duplicate_is_answered_with_the_log_append_time_of_its_batch(tmp_path):
+    """Kafka's UnifiedLog.append: a retried batch's answer carries the time the broker stamped
+    on it the first time (a Java producer's RecordMetadata.timestamp() on LogAppendTime)."""
+    log_ = open_log(tmp_path / "t-0", message_timestamp_type="LogAppendTime")
+    a = Producer(7)
+    first = log_.append_as_leader(a.batch(2, transactional=False), 0)
+    assert first.log_append_time == NOW
+    a.seq = 0
+    again = log_.append_as_leader(a.batch(2, transactional=False), 0, now_ms=NOW + 5000)
+    assert again.duplicate and again.log_append_time == NOW
+
+
 def test_abort_entry_records_the_oldest_other_open_transaction(tmp_path):
     log_ = open_log(tmp_path / "t-0")
     a, b = Producer(1), Producer(2)
