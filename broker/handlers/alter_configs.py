@@ -40,6 +40,24 @@ def check_no_duplicates(names) -> None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
 
 
+def check_no_nulls(names) -> None:
+    """Kafka's ConfigAdminManager.preprocess: a null value (other than DELETE's) is refused."""
+    names = list(names)
+    if names:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "Null value not supported for : " + ", ".join(names))
+
+
+def repeated_resources(resources) -> set:
+    """(type, name) of the resources named more than once: Kafka answers each of them
+    INVALID_REQUEST "Each resource must appear at most once." and changes nothing."""
+    seen, repeated = set(), set()
+    for r in resources:
+        key = (r.resource_type, r.resource_name)
+        (repeated if key in seen else seen).add(key)
+    return repeated
+
+
 def broker_target(broker, resource_name: str):
     """None for the cluster default, else this broker's id (INVALID_REQUEST otherwise)."""
     if resource_name == "":
@@ -95,13 +113,18 @@ async def alter_resource(broker, resource_type: int, resource_name: str, values:
 
 async def handle(broker, ctx, request):
     responses = []
+    repeated = repeated_resources(request.resources)
     for resource in request.resources:
         result = AlterConfigsResponse.AlterConfigsResourceResponse(
             resource_type=resource.resource_type, resource_name=resource.resource_name)
         responses.append(result)
         try:
+            if (resource.resource_type, resource.resource_name) in repeated:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Each resource must appear at most once.")
             check_no_duplicates(c.name for c in resource.configs)
-            values = {c.name: c.value for c in resource.configs if c.value is not None}
+            check_no_nulls(c.name for c in resource.configs if c.value is None)
+            values = {c.name: c.value for c in resource.configs}
             await alter_resource(broker, resource.resource_type, resource.resource_name, values,
                            request.validate_only)
         except KafkaError as exc:

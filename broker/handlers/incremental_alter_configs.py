@@ -20,7 +20,8 @@ from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsR
 
 from broker.config import BROKER_CONFIG, TOPIC_CONFIG, format_value
 from broker.handlers.alter_configs import (BROKER, TOPIC, alter_resource, broker_target,
-                                           check_no_duplicates)
+                                           check_no_duplicates, check_no_nulls,
+                                           repeated_resources)
 from broker.handlers.describe_configs import BROKER_LOGGER, check_logger_resource
 from broker.log import LEVELS, ROOT_LOGGER, logger_exists, set_logger_level
 from broker.topics import validate_topic_name
@@ -109,12 +110,18 @@ def _alter_loggers(broker, resource, validate_only: bool) -> None:
 
 async def handle(broker, ctx, request):
     responses = []
+    repeated = repeated_resources(request.resources)
     for resource in request.resources:
         result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             resource_type=resource.resource_type, resource_name=resource.resource_name)
         responses.append(result)
         try:
+            if (resource.resource_type, resource.resource_name) in repeated:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Each resource must appear at most once.")
             check_no_duplicates(c.name for c in resource.configs)
+            check_no_nulls(c.name for c in resource.configs
+                           if c.value is None and c.config_operation != DELETE)
             if resource.resource_type == BROKER_LOGGER:
                 _alter_loggers(broker, resource, request.validate_only)
                 continue

@@ -309,20 +309,25 @@ async def test_alter_dynamic_broker_config_persists(start_broker, tmp_path):
     client = await RawClient.connect(broker.port)
     await create(client, creatable("inherit", 1))
     AC = AlterConfigsRequest
-    response = await client.request(AC(resources=[
-        AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
-            AC.AlterableConfig(name="log.retention.bytes", value="555")]),
-        AC.AlterConfigsResource(resource_type=BROKER, resource_name="", configs=[
-            AC.AlterableConfig(name="log.segment.bytes", value="2000000")]),
-        AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
-            AC.AlterableConfig(name="broker.id", value="5")]),
-        AC.AlterConfigsResource(resource_type=BROKER, resource_name="", configs=[
-            AC.AlterableConfig(name="num.partitions", value="2")]),      # read-only in Kafka
-        AC.AlterConfigsResource(resource_type=BROKER, resource_name="0", configs=[
-            AC.AlterableConfig(name="message.max.bytes", value="-5")]),
-    ]), 0)
-    assert [r.error_code for r in response.responses] == [
-        0, 0, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_CONFIG]
+
+    async def alter(resource_name, name, value):
+        response = await client.request(AC(resources=[AC.AlterConfigsResource(
+            resource_type=BROKER, resource_name=resource_name,
+            configs=[AC.AlterableConfig(name=name, value=value)])]), 0)
+        return response.responses[0].error_code
+
+    assert await alter("0", "log.retention.bytes", "555") == 0
+    assert await alter("", "log.segment.bytes", "2000000") == 0
+    assert await alter("0", "broker.id", "5") == ErrorCode.INVALID_REQUEST
+    assert await alter("", "num.partitions", "2") == ErrorCode.INVALID_REQUEST  # read-only
+    assert await alter("0", "message.max.bytes", "-5") == ErrorCode.INVALID_CONFIG
+    assert await alter("0", "message.max.bytes", None) == ErrorCode.INVALID_REQUEST
+    # A resource named twice in one request: both refused, nothing changed (Kafka's
+    # ConfigAdminManager.preprocess).
+    response = await client.request(AC(resources=[AC.AlterConfigsResource(
+        resource_type=BROKER, resource_name="0", configs=[
+            AC.AlterableConfig(name="log.retention.bytes", value=v)]) for v in ("1", "2")]), 0)
+    assert [r.error_code for r in response.responses] == [ErrorCode.INVALID_REQUEST] * 2
     # The last three were refused and changed nothing.
     assert broker.config.get("log.retention.bytes") == 555
     assert broker.config.get("num.partitions") == 1
