@@ -90,7 +90,9 @@ def _agreeing_end(current, future) -> int:
         return end if end <= current.log_end_offset else -1
     c_entries = current.leader_epoch_cache.entries()
     c_index = {epoch: i for i, (epoch, _) in enumerate(c_entries)}
-    first = future.log_start_offset
+    # The copy's first offset: a future log that began inside a batch starts at the batch's
+    # base (Log.append_as_follower), below the current log's start.
+    first = max(future.log_start_offset, current.log_start_offset)
     cap = end
     for i in range(len(f_entries) - 1, -1, -1):
         epoch, f_start = f_entries[i]

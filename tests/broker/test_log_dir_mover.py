@@ -109,6 +109,29 @@ def test_epochs_that_began_before_the_copy_count_from_its_first_offset(tmp_path)
     assert 100 < copied < 200 and _agreeing_end(current, future) == copied
 
 
+def test_a_copy_from_a_log_start_inside_a_batch_ends(tmp_path):
+    """DeleteRecords put the log start (15) inside the batch 10-19: the future log, created at
+    15, starts again at 10 with that batch (as a follower's does). Its epoch then starts at 10
+    where the current log's starts at 15; both count from the copy's first offset, so the
+    copy goes on instead of starting over at every round (it looped on the event loop)."""
+    from broker.log_dir_mover import CHUNK_BYTES, _copy_chunk
+    current = open_log(tmp_path / "c-0")
+    for offset in range(0, 100, 10):
+        current.append_as_follower(replica_batch(offset, 10, 0))
+    current.update_high_watermark(100)
+    current.delete_records_before(15)
+    future = open_log(tmp_path / "f-0")
+    future.truncate_fully_and_start_at(15)
+    for _ in range(100):
+        if _copy_chunk(current, future, CHUNK_BYTES) == 0:
+            break
+    else:
+        raise AssertionError("the copy never ends")
+    assert future.log_end_offset == current.log_end_offset == 100
+    assert future.read(15, 1 << 20).records.read_bytes() == \
+        current.read(15, 1 << 20).records.read_bytes()
+
+
 def _two_dir_broker(tmp_path, rate=1):
     """A ReplicaManager over two log dirs with t-0 in the first, holding 200 records, and
     moves throttled to `rate` bytes/s (one chunk, then a long sleep)."""
