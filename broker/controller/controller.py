@@ -491,8 +491,11 @@ class KafkaController:
                                        batch: RequestBatch) -> None:
         """The replica on `broker_id` goes offline (Kafka's OfflineReplica): out of each ISR
         with the leader epoch bumped; a leader that was it becomes -1; an ISR is never left
-        empty (the last member stays, leaderless: 'last replica standing')."""
+        empty (the last member stays, leaderless: 'last replica standing'). Partitions of
+        topics being deleted are left alone, as Kafka's onReplicasBecomeOffline leaves them:
+        a LeaderAndIsr for one would make a replica whose log was deleted create it again."""
         ctx = self.ctx
+        partitions = [tp for tp in partitions if tp[0] not in ctx.topics_to_delete]
 
         async def decide(tp, state):
             if broker_id not in state.isr and state.leader != broker_id:

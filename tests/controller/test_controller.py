@@ -411,6 +411,29 @@ async def test_a_replica_whose_broker_died_mid_deletion_is_deleted_when_it_retur
         await shutdown(nodes)
 
 
+async def test_a_broker_dying_during_a_deletion_sends_no_leader_and_isr_for_the_topic():
+    """Kafka's onReplicasBecomeOffline leaves topics being deleted alone: a LeaderAndIsr for
+    one would make a replica whose log was already deleted create it again and lead it."""
+    server, nodes = await cluster(4)
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 3]})
+        await settle(nodes)
+        c = active(nodes)
+        server.expire(nodes[3].zk)
+        await settle(nodes)
+        answer_stop_replicas(await delete_topic(nodes, c))      # 1 and 2 deleted theirs
+        await settle(nodes)
+        c.sender.take()
+        server.expire(nodes[2].zk)
+        await settle(nodes)
+        assert not [ps for _, _, request, _ in c.sender.take("LeaderAndIsr")
+                    for ts in request.topic_states if ts.topic_name == "t"
+                    for ps in ts.partition_states]
+        assert c.controller.ctx.deletion_started == {"t": {(3, ("t", 0))}}
+    finally:
+        await shutdown(nodes)
+
+
 async def test_malformed_topic_znode_is_skipped_not_fatal(caplog):
     server, nodes = await cluster()
     try:
