@@ -415,13 +415,33 @@ class Broker:
         log.info("[KafkaServer id=%d] started", self.broker_id)
 
     def apply_dynamic_broker_configs(self) -> None:
+        """The persisted dynamic layers (cluster default, then this broker's). As Kafka's
+        DynamicBrokerConfig.removeInvalidConfigs, a key this version refuses on its own (a
+        value out of range, a config no longer dynamic after an upgrade) is dropped with a log
+        line and the rest of its layer still applies."""
         from broker.config import ConfigError
         for cluster_default, broker_id in ((True, None), (False, self.broker_id)):
-            values = self.metadata.broker_config(broker_id)
+            values = dict(self.metadata.broker_config(broker_id))
+            which = "default cluster" if cluster_default else "broker"
+            try:
+                self.config.set_dynamic(values, cluster_default=cluster_default)
+                continue
+            except ConfigError as exc:
+                problem = exc
+            invalid = []
+            for name in list(values):
+                try:
+                    self.config.validate_dynamic({name: values[name]})
+                except ConfigError:
+                    invalid.append(name)
+                    del values[name]
+            if invalid:
+                log.error("Dynamic %s config contains invalid values in: %s, these configs "
+                          "will be ignored (%s)", which, ", ".join(sorted(invalid)), problem)
             try:
                 self.config.set_dynamic(values, cluster_default=cluster_default)
             except ConfigError as exc:
-                log.error("Ignoring invalid persisted dynamic broker config: %s", exc)
+                log.error("Ignoring invalid persisted dynamic %s config: %s", which, exc)
         if self.loop is not None and self.loop.is_running():
             self.loop.create_task(self.reconfigure_cleaner())
 

@@ -352,6 +352,23 @@ async def test_alter_dynamic_broker_config_persists(start_broker, tmp_path):
     assert again.replica_manager.get_partition("inherit", 0).log.config.retention_bytes == 555
 
 
+async def test_a_persisted_dynamic_config_this_version_refuses_drops_only_that_key(
+        start_broker, caplog):
+    """Kafka's DynamicBrokerConfig.removeInvalidConfigs: after an upgrade that made
+    log.retention.hours read-only, a cluster default persisted with it keeps the rest of its
+    layer (min.insync.replicas here), with a log line."""
+    broker = await start_broker()
+    broker.metadata.set_broker_config(None, {"log.retention.hours": "1",
+                                             "min.insync.replicas": "2"})
+    log_dir = broker.config.log_dirs[0]
+    await broker.shutdown()
+    again = await start_broker(log_dirs=log_dir)
+    assert again.config.get("min.insync.replicas") == 2
+    assert again.config.get("log.retention.hours") == 168
+    assert "Dynamic default cluster config contains invalid values in: log.retention.hours" \
+        in caplog.text
+
+
 async def test_incremental_alter_configs(client, broker):
     await create(client, creatable("inc", 1, configs={"retention.ms": "1000"}))
     IAC = IncrementalAlterConfigsRequest
