@@ -11,10 +11,15 @@ Behaviour (Kafka's ZkAdminManager.createTopics, for one broker):
 - validate_only (v1+) runs every check and creates nothing.
 - v5+ results carry the topic's partitions, replication factor and every effective config (as
   DescribeConfigs would list them); v7+ the topic id. A failed topic has no configs.
-- timeout_ms is not needed: creation completes before the answer (no controller round trip).
+- timeout_ms: on one broker creation completes before the answer. In a cluster the request
+  waits, at most timeout_ms for all its topics together, until every partition of a created
+  topic has a leader; a topic still without one (every replica of a partition down, say) is
+  answered REQUEST_TIMED_OUT, created all the same, as Kafka's DelayedCreatePartitions.
 - Internal topics (__consumer_offsets, __transaction_state) may be created here, as Kafka
   allows; the group coordinator creates __consumer_offsets through the same TopicManager.
 """
+import asyncio
+
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.create_topics import CreateTopicsResponse
@@ -35,6 +40,9 @@ async def handle(broker, ctx, request):
     names = [t.name for t in request.topics]
     duplicates = {n for n in names if names.count(n) > 1}
     too_many = _requested_partitions(broker, request.topics) > MAX_PARTITIONS_PER_REQUEST
+    in_cluster = getattr(broker, "cluster", None) is not None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(request.timeout_ms, 0) / 1000
     results = []
     for topic in request.topics:
         result = R.CreatableTopicResult(name=topic.name)
@@ -50,13 +58,21 @@ async def handle(broker, ctx, request):
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
         configs = {c.name: c.value for c in topic.configs}
+        wait = {"wait_s": max(0.0, deadline - loop.time())} if in_cluster else {}
         try:
             created = await broker.topics.create_topic_async(
                 topic.name, topic.num_partitions, topic.replication_factor,
-                assignments=assignments or None, configs=configs, validate_only=validate_only)
+                assignments=assignments or None, configs=configs, validate_only=validate_only,
+                **wait)
         except KafkaError as exc:
             result.error_code = exc.error_code
             result.error_message = exc.message
+            continue
+        if in_cluster and not validate_only and (
+                created is None or not broker.metadata.has_leaders(topic.name)):
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            result.error_message = (f"Topic {topic.name} was created but not all its "
+                                    f"partitions have a leader within the request's timeout")
             continue
         if version >= 5:
             if created is not None:

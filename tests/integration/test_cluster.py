@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from broker.controller.placement import BrokerMetadata, assign_replicas_to_brokers
@@ -368,6 +368,16 @@ def test_deleted_topics_leave_every_broker(kafka_cluster):
                          operation_timeout=30)["later"].result(60)
     assert json.loads(cluster._read("/brokers/topics/later"))["partitions"] == {"0": [1, 7]}
     assert cluster.leader("later", 0) == 1
+    # Every replica down: created, and answered REQUEST_TIMED_OUT once the request's timeout
+    # has passed (Kafka's DelayedCreatePartitions), not after a fixed wait.
+    started = time.monotonic()
+    future = client.create_topics([NewTopic("nowhere", 1, replica_assignment=[[7]])],
+                                  operation_timeout=2)["nowhere"]
+    with pytest.raises(KafkaException) as caught:
+        future.result(60)
+    assert caught.value.args[0].code() == KafkaError.REQUEST_TIMED_OUT
+    assert time.monotonic() - started < 15
+    assert cluster._read("/brokers/topics/nowhere") is not None
 
 
 def committed_offset(bootstrap, topic, offset=None, group="g-doomed") -> int:
