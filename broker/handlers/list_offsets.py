@@ -16,6 +16,8 @@ Behaviour, per partition:
 - Version quirks: v0 answers old_style_offsets ([offset], or [] when none) and takes
   max_num_offsets (only 1 offset is ever returned); v1 has no isolation level (read_uncommitted).
 """
+from broker.partition import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
+                              LATEST_TIMESTAMP, MAX_TIMESTAMP)
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.list_offsets import ListOffsetsResponse
@@ -27,7 +29,8 @@ MAX_VERSION = 9
 CONSUMER_REPLICA_ID = -1
 # The first version that knows each special timestamp (Kafka's timestampMinSupportedVersion):
 # latest, earliest, max timestamp (KIP-734), earliest local and latest tiered (KIP-405).
-_SPECIAL_TIMESTAMP_VERSIONS = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9}
+_SPECIAL_TIMESTAMP_VERSIONS = {LATEST_TIMESTAMP: 1, EARLIEST_TIMESTAMP: 1, MAX_TIMESTAMP: 7,
+                               EARLIEST_LOCAL_TIMESTAMP: 8, LATEST_TIERED_TIMESTAMP: 9}
 DEBUGGING_REPLICA_ID = -2
 
 
