@@ -307,19 +307,23 @@ class KafkaController:
     async def unclean_leader_election_enabled(self, topic: str | None = None) -> None:
         """unclean.leader.election.enable was turned on for `topic` (None: the cluster default
         or this broker's): partitions without a leader get one now, as Kafka's
-        UncleanLeaderElectionEnable event, rather than at the next broker change."""
+        UncleanLeaderElectionEnable and TopicUncleanLeaderElectionEnable events (the latter only
+        for the topic's partitions), rather than at the next broker change."""
         if not self.is_active:
             return
         log.info("%s Unclean leader election enabled for %s: electing leaders of offline "
                  "partitions", self.log_prefix, f"topic {topic}" if topic else "the cluster")
-        await self._trigger_online_partition_state_change()
+        await self._trigger_online_partition_state_change(topic)
 
-    async def _trigger_online_partition_state_change(self) -> None:
-        """Give every partition without a live leader one (New and Offline -> Online)."""
+    async def _trigger_online_partition_state_change(self, topic: str | None = None) -> None:
+        """Give every partition without a live leader one (New and Offline -> Online); with
+        `topic`, only that topic's partitions."""
         ctx = self.ctx
         live = ctx.live_ids()
         new, offline = [], []
         for tp in ctx.all_partitions():
+            if topic is not None and tp[0] != topic:
+                continue
             if tp[0] in ctx.topics_to_delete:
                 continue
             state = ctx.states.get(tp)

@@ -181,10 +181,11 @@ async def test_dead_leader_is_replaced_from_the_isr_with_a_bumped_epoch():
         await shutdown(nodes)
 
 
-async def test_last_replica_standing_keeps_the_isr_and_no_unclean_election():
+async def test_last_replica_standing_keeps_the_isr_and_no_unclean_election(caplog):
     server, nodes = await cluster()
     try:
         await create_topic(nodes[0], "t", {0: [1, 2]})
+        await create_topic(nodes[0], "u", {0: [1, 2]})
         await settle(nodes)
         server.expire(nodes[2].zk)
         await settle(nodes)
@@ -204,9 +205,15 @@ async def test_last_replica_standing_keeps_the_isr_and_no_unclean_election():
         await nodes[0].kzk.set_entity_config("topics", "t",
                                              {"unclean.leader.election.enable": "true"})
         c = active(nodes).controller
+        caplog.clear()
         await c.enqueue(c.unclean_leader_election_enabled, "t")
         got, _ = await state(server, "t", 0)
         assert got["leader"] == 2 and got["leader_recovery_state"] == 1
+        # Only that topic's partitions are tried (Kafka's TopicUncleanLeaderElectionEnable):
+        # topic u, still offline and still clean-only, is left alone and logs no failure.
+        got, _ = await state(server, "u", 0)
+        assert got["leader"] == -1
+        assert not [r for r in caplog.records if "u-0" in r.getMessage()]
     finally:
         await shutdown(nodes)
 
