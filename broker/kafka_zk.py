@@ -203,18 +203,25 @@ class KafkaZk:
     async def get_reassignment(self, watch=None):
         """{(topic, partition): [replicas]} of /admin/reassign_partitions, or None when the
         znode does not exist (its existence is watched); ZNodeDataError if malformed."""
-        return await self._get_watching_creation(zd.REASSIGN_PARTITIONS, watch,
-                                                 zd.decode_reassignment)
+        return (await self.get_reassignment_created(watch))[0]
 
-    async def _get_watching_creation(self, path: str, watch, decode):
+    async def get_reassignment_created(self, watch=None) -> tuple:
+        """(get_reassignment(), the znode's creation zxid or None): the zxid tells a new
+        znode from a rewritten one."""
+        return await self._get_watching_creation(zd.REASSIGN_PARTITIONS, watch,
+                                                 zd.decode_reassignment, with_czxid=True)
+
+    async def _get_watching_creation(self, path: str, watch, decode, with_czxid=False):
         """`decode(data)` of an admin znode, or None when it does not exist; `watch` is set
-        on its existence, so a creation fires it too (Kafka's registerZNodeChangeHandler)."""
-        if await self.zk.exists(path, watch) is None:
-            return None
-        found = await self.zk.get(path)
+        on its existence, so a creation fires it too (Kafka's registerZNodeChangeHandler).
+        With `with_czxid`, a pair (that, the znode's creation zxid or None)."""
+        found = None
+        if await self.zk.exists(path, watch) is not None:
+            found = await self.zk.get(path)
         if found is None:
-            return None
-        return decode(found[0])
+            return (None, None) if with_czxid else None
+        data, stat = found
+        return (decode(data), stat.czxid) if with_czxid else decode(data)
 
     async def set_reassignment(self, partitions: dict, epoch_zk_version: int) -> None:
         """Rewrite /admin/reassign_partitions with what is left, or delete it when empty."""

@@ -240,8 +240,9 @@ class KafkaController:
             await self._remove_replica_from_isr(broker, ctx.partitions_on_broker(broker), batch)
         self._send(batch)
         await self._trigger_online_partition_state_change()
-        await self._resume_reassignments()
-        await self._on_zk_reassignment()
+        self._zk_reassignment_czxid = None
+        from_zk = await self._on_zk_reassignment()
+        await self._resume_reassignments(skip=from_zk)
         await self._on_log_dir_event()
         await self._on_isr_change_notification()
         await self._resume_deletions()
@@ -819,14 +820,14 @@ class KafkaController:
         out.update(await self._trigger_reassignments(todo))
         return out
 
-    def _build_reassignments(self, requests: dict) -> tuple:
+    def _build_reassignments(self, requests: dict, check_live=True) -> tuple:
         """(results of the refused ones, {tp: target} to start) (Kafka's validateReplicas and
         maybeBuildReassignment; cancelling means going back to the origin replicas)."""
         ctx = self.ctx
         out, todo = {}, {}
         for tp, target in requests.items():
             if target is not None:
-                error = self._invalid_replicas(tp, list(target))
+                error = self._invalid_replicas(tp, list(target), check_live)
                 if error is not None:
                     out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, error)
                     continue
@@ -859,20 +860,29 @@ class KafkaController:
                 out[tp] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
         return out
 
-    async def _on_zk_reassignment(self) -> None:
-        """/admin/reassign_partitions appeared or changed (the pre-KIP-455 tools and scripts
-        write it): start what it asks; entries that fail are logged and removed from it, the
-        others are removed as they complete, and the znode goes when empty."""
+    async def _on_zk_reassignment(self) -> set:
+        """/admin/reassign_partitions was created (the pre-KIP-455 tools and scripts write
+        it), or this controller took over: start what it asks; entries that fail are logged
+        and removed from it, the others are removed as they complete, and the znode goes when
+        empty. As Kafka's PartitionReassignmentHandler, only a new znode is acted on: a
+        rewrite (the controller's own, as entries complete, or an operator's) is not. Answers
+        the partitions started."""
         if not self.is_active:
-            return
+            return set()
         try:
-            found = await self.kzk.get_reassignment(watch=self._watch(self._on_zk_reassignment))
+            found, czxid = await self.kzk.get_reassignment_created(
+                watch=self._watch(self._on_zk_reassignment))
         except ZNodeDataError as exc:
             log.error("%s Ignoring %s: %s", self.log_prefix, zd.REASSIGN_PARTITIONS, exc)
-            return
+            return set()
+        if czxid is not None and czxid == self._zk_reassignment_czxid:
+            return set()
+        self._zk_reassignment_czxid = czxid
         if not found:
-            return
-        out, todo = self._build_reassignments(found)
+            return set()
+        # No liveness check here, as Kafka's ZK path: a move to a broker that is down starts
+        # and completes when it comes up; malformed replica lists are still refused.
+        out, todo = self._build_reassignments(found, check_live=False)
         out.update(await self._trigger_reassignments(todo))
         failed = {tp: r for tp, r in out.items() if r[0] != ErrorCode.NONE}
         if failed:
@@ -880,6 +890,7 @@ class KafkaController:
                         self.log_prefix, {f"{t}-{p}": ErrorCode(r[0]).name + (f" ({r[1]})" if r[1] else "")
                                           for (t, p), r in failed.items()})
             await self._remove_from_zk_reassignment(set(failed))
+        return set(todo) - set(failed)
 
     async def _on_zk_preferred_election(self) -> None:
         """/admin/preferred_replica_election appeared (written by tools from before Kafka 3.0):
@@ -917,9 +928,10 @@ class KafkaController:
                      list(ctx.removing.get(tp, [])))
                 for tp in wanted if ctx.is_reassigning(tp)}
 
-    def _invalid_replicas(self, tp, replicas: list) -> str | None:
+    def _invalid_replicas(self, tp, replicas: list, check_live=True) -> str | None:
+        """A broker in controlled shutdown is not alive here (Kafka's liveBrokerIds)."""
         _, adding, _ = self.ctx.reassign_to(tp, replicas) if replicas else (None, [], None)
-        return invalid_replicas(replicas, adding, set(self.ctx.live_brokers))
+        return invalid_replicas(replicas, adding if check_live else [], self.ctx.live_ids())
 
     async def _on_partition_reassignment(self, tp, target: list) -> None:
         ctx = self.ctx
@@ -970,7 +982,10 @@ class KafkaController:
             await self._stop_removed_replicas(tp, removing)                 # B4, B5
         if was_reassigning:
             await self._write_assignment(tp[0])                             # B6
-            await self._remove_from_zk_reassignment({tp})                   # B7
+        # B7, also for an entry that changed nothing or only the order (Kafka removes every
+        # entry that names the final replicas).
+        await self._remove_from_zk_reassignment({tp}, only_if=target)
+        if was_reassigning:
             log.info("%s Completed reassignment of %s-%d to %s", self.log_prefix, tp[0], tp[1],
                      target)
         batch = self._batch()                                               # B8
@@ -1016,9 +1031,12 @@ class KafkaController:
             {p: list(ctx.removing[(topic, p)]) for p in parts if ctx.removing.get((topic, p))})
         await self.kzk.set_topic(topic, assignment, -1, ctx.epoch_zk_version)
 
-    async def _resume_reassignments(self) -> None:
-        """After a failover: every partition ZooKeeper shows being reassigned carries on."""
+    async def _resume_reassignments(self, skip=()) -> None:
+        """After a failover: every partition ZooKeeper shows being reassigned carries on
+        (those in `skip` were just restarted from /admin/reassign_partitions)."""
         for tp in self.ctx.reassigning():
+            if tp in skip:
+                continue
             log.info("%s Resuming reassignment of %s-%d", self.log_prefix, *tp)
             try:
                 await self._on_partition_reassignment(tp, self.ctx.target_replicas(tp))
@@ -1027,17 +1045,20 @@ class KafkaController:
             except Exception:
                 log.exception("%s Error resuming reassignment of %s-%d", self.log_prefix, *tp)
 
-    async def _remove_from_zk_reassignment(self, partitions: set) -> None:
-        """Drop `partitions` from /admin/reassign_partitions (the znode goes when empty)."""
+    async def _remove_from_zk_reassignment(self, partitions: set, only_if=None) -> None:
+        """Drop `partitions` from /admin/reassign_partitions (the znode goes when empty);
+        with `only_if`, only entries asking for exactly those replicas."""
         if not partitions:
             return
         try:
             found = await self.kzk.get_reassignment()
         except ZNodeDataError:
             found = None
-        if not found or not set(found) & set(partitions):
+        drop = {tp for tp in partitions & set(found or ())
+                if only_if is None or list(found[tp]) == list(only_if)}
+        if not drop:
             return
-        left = {tp: r for tp, r in found.items() if tp not in partitions}
+        left = {tp: r for tp, r in found.items() if tp not in drop}
         await self.kzk.set_reassignment(left, self.ctx.epoch_zk_version)
 
     # -- log dir failures (Kafka's onBrokerLogDirFailure, onReplicasBecomeOffline) --------------
@@ -1085,6 +1106,10 @@ class KafkaController:
         batch = self._batch()
         batch.add_update_metadata(ctx.live_or_shutting_down_ids(), changed)
         self._send(batch)
+        # A reassignment whose new replicas joined the ISR this way completes (Kafka does
+        # this for clusters part-way through an upgrade).
+        await self._maybe_complete_reassignments([tp for tp in changed
+                                                  if ctx.is_reassigning(tp)])
 
     async def leader_and_isr_response(self, broker_id: int, response) -> None:
         """Partitions a broker answered KAFKA_STORAGE_ERROR for are on a failed log dir: they

@@ -950,7 +950,7 @@ async def test_the_legacy_reassign_partitions_znode_is_served_and_emptied():
         await settle(nodes)
         await nodes[0].zk.create(zd.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
             {"topic": "t", "partition": 0, "replicas": [2, 1]},
-            {"topic": "t", "partition": 1, "replicas": [9]}]}).encode())
+            {"topic": "t", "partition": 1, "replicas": [2, 2]}]}).encode())
         await settle(nodes)
         c = active(nodes).controller
         assert c.list_partition_reassignments() == {("t", 0): ([2, 1, 0], [2], [0])}
@@ -960,6 +960,113 @@ async def test_the_legacy_reassign_partitions_znode_is_served_and_emptied():
         await settle(nodes)
         assert zd.REASSIGN_PARTITIONS not in server.nodes
         assert topic_znode(server, "t")["partitions"]["0"] == [2, 1]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_legacy_entry_that_changes_nothing_or_only_the_order_is_removed():
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1], 1: [1, 2]})
+        await settle(nodes)
+        await nodes[0].zk.create(zd.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [0, 1]},     # unchanged
+            {"topic": "t", "partition": 1, "replicas": [2, 1]}]}).encode())   # reordered
+        await settle(nodes)
+        assert zd.REASSIGN_PARTITIONS not in server.nodes
+        assert topic_znode(server, "t")["partitions"] == {"0": [0, 1], "1": [2, 1]}
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_legacy_entry_naming_a_dead_broker_starts_and_completes_when_it_returns():
+    # Kafka's ZK path does not check liveness (the API path does): the move waits for broker 2.
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        server.expire(nodes[2].zk)
+        await settle(nodes)
+        await nodes[0].zk.create(zd.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [1, 2]}]}).encode())
+        await settle(nodes)
+        c = active(nodes).controller
+        assert c.list_partition_reassignments() == {("t", 0): ([1, 2, 0], [2], [0])}
+        await come_back(server, nodes[2])
+        await settle(nodes)
+        c = active(nodes).controller
+        await catch_up(c, ("t", 0), [0, 1, 2])
+        await settle(nodes)
+        assert zd.REASSIGN_PARTITIONS not in server.nodes
+        assert topic_znode(server, "t")["partitions"]["0"] == [1, 2]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_rewrite_of_the_legacy_znode_does_not_restart_its_entries():
+    # Kafka acts on the znode's creation only: each completed entry rewrites it, and the
+    # entries still in flight must not get a new leader epoch each time.
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1], 1: [0, 1]})
+        await settle(nodes)
+        await nodes[0].zk.create(zd.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [0, 1, 2]},
+            {"topic": "t", "partition": 1, "replicas": [0, 1, 2]}]}).encode())
+        await settle(nodes)
+        c = active(nodes).controller
+        before = (await state(server, "t", 1))[0]["leader_epoch"]
+        await catch_up(c, ("t", 0), [0, 1, 2])
+        await settle(nodes)
+        assert not c.ctx.is_reassigning(("t", 0))
+        assert json.loads(server.nodes[zd.REASSIGN_PARTITIONS].data)["partitions"] == [
+            {"topic": "t", "partition": 1, "replicas": [0, 1, 2]}]
+        assert (await state(server, "t", 1))[0]["leader_epoch"] == before
+        await catch_up(c, ("t", 1), [0, 1, 2])
+        await settle(nodes)
+        assert zd.REASSIGN_PARTITIONS not in server.nodes
+        # The watch is armed again: a new znode is served.
+        await nodes[0].zk.create(zd.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [1, 2]}]}).encode())
+        await settle(nodes)
+        assert topic_znode(server, "t")["partitions"]["0"] == [1, 2]
+        assert zd.REASSIGN_PARTITIONS not in server.nodes
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_reassignment_to_a_broker_in_controlled_shutdown_is_refused():
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        c = active(nodes).controller
+        err, _ = await c.enqueue(c.controlled_shutdown, 2, nodes[2].epoch)
+        assert err == ErrorCode.NONE
+        got = await c.enqueue(c.alter_partition_reassignments, {("t", 0): [1, 2]})
+        assert got[("t", 0)][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        assert not c.ctx.is_reassigning(("t", 0))
+    finally:
+        await shutdown(nodes)
+
+
+async def test_an_isr_change_notification_completes_a_reassignment():
+    # A leader from before IBP 2.7 writes the ISR to ZooKeeper and notifies.
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        c = active(nodes).controller
+        await c.enqueue(c.alter_partition_reassignments, {("t", 0): [1, 2]})
+        got, version = await state(server, "t", 0)
+        got["isr"] = [0, 1, 2]
+        await nodes[0].zk.set(zd.partition_state_path("t", 0), json.dumps(got).encode(), version)
+        await nodes[0].zk.create(zd.ISR_CHANGE_NOTIFICATION + "/isr_change_0000000000",
+                                 json.dumps({"version": 1, "partitions": [
+                                     {"topic": "t", "partition": 0}]}).encode())
+        await settle(nodes)
+        assert not c.ctx.is_reassigning(("t", 0))
+        assert topic_znode(server, "t")["partitions"]["0"] == [1, 2]
     finally:
         await shutdown(nodes)
 
