@@ -28,6 +28,7 @@ files goes through `files.fs`, so a test can substitute an instance that fails o
 """
 import os
 import re
+import uuid
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -82,6 +83,13 @@ def parse_segment_file(name: str):
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<uuid>-delete``, the topic cut so the name stays within 255
+    characters (a topic name may have 249), as Kafka's logDeleteDirName."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic[:255 - len(suffix)] + suffix
 
 
 def parse_partition_dir(name: str):

@@ -366,8 +366,7 @@ class LogManager:
         new = Log(final, current.config, recovery_point=recovery, log_start_offset=start,
                   high_watermark=hw, had_clean_shutdown=True, time_ms=self._time_ms)
         current.mark_deleted()
-        target = os.path.join(old_dir, f"{files.partition_dir_name(*key)}."
-                                       f"{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
+        target = os.path.join(old_dir, files.delete_dir_name(*key))
         files.fs.rename(current.dir, target)
         deadline = self._time_ms() + current.config.file_delete_delay_ms
         with self._lock:
@@ -454,8 +453,7 @@ class LogManager:
         doomed.mark_deleted()                    # a clean in progress must not swap now
         if self.cleaner is not None:
             self.cleaner.forget(topic, partition)
-        target = os.path.join(log_dir, f"{files.partition_dir_name(topic, partition)}."
-                                       f"{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
+        target = os.path.join(log_dir, files.delete_dir_name(topic, partition))
         files.fs.rename(doomed.dir, target)
         deadline = self._time_ms() + doomed.config.file_delete_delay_ms
         self._pending_dir_deletes.append((deadline, target, doomed))

@@ -93,6 +93,27 @@ def test_delete_log_renames_then_removes_after_the_delay(tmp_path):
     manager.shutdown()
 
 
+def test_a_topic_with_a_249_character_name_is_deleted_and_not_read_again(tmp_path):
+    # "<topic>-0.<32 hex>-delete" would be 292 characters: the name is cut to 255 as
+    # Kafka's logDeleteDirName, so the rename works and a restart does not bring it back.
+    topic = "t" * 249
+    manager = LogManager([str(tmp_path)], LogConfig(file_delete_delay_ms=60_000))
+    manager.startup()
+    manager.get_or_create_log(topic, 0).append_as_leader(batch([b"old"]), 0)
+    assert manager.delete_log(topic, 0)
+    names = os.listdir(tmp_path)
+    assert f"{topic}-0" not in names
+    doomed = [n for n in names if n.endswith(files.DELETE_DIR_SUFFIX)]
+    assert len(doomed) == 1 and len(doomed[0]) == 255
+    manager.shutdown()
+    again = LogManager([str(tmp_path)], LogConfig())
+    again.startup()
+    assert again.get_log(topic, 0) is None
+    assert again.cleanup_deleted() == 1
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(files.DELETE_DIR_SUFFIX)]
+    again.shutdown()
+
+
 def test_retention_flush_and_checkpoints(tmp_path):
     clock = Clock()
     config = LogConfig(segment_bytes=200, retention_bytes=300, file_delete_delay_ms=0,
