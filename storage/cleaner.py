@@ -293,7 +293,11 @@ class Cleaner:
         to_clean = [s for s in all_segments[:-1] if s.base_offset < end_offset]
         if to_clean:
             config = log_.config
-            txn = _TxnMetadata(log_.aborted_transactions(0, end_offset))
+            # Every segment is rewritten whole, also the part past end_offset when the map
+            # filled up: its aborted transactions are wanted to its end (the next segment's
+            # base), or their data would be kept and their index entries lost.
+            upper = all_segments[len(to_clean)].base_offset
+            txn = _TxnMetadata(log_.aborted_transactions(0, upper))
             log.info("Cleaning log %s (discarding tombstones whose delete horizon is before "
                      "%d)...", name, now_ms)
             for group in group_segments(to_clean, all_segments, config.segment_bytes,

@@ -363,6 +363,40 @@ def test_max_compaction_lag_makes_a_log_due(tmp_path):
     assert config.roll_ms == 60_000
 
 
+@pytest.mark.parametrize("in_worker", [False, True])
+def test_a_full_offset_map_keeps_the_aborted_transactions_of_the_rest_of_the_segment(
+        tmp_path, in_worker):
+    # The map holds 8 keys, so it stops at offset 8; the segment is still rewritten whole, and
+    # the transaction aborted at 20-21 must stay aborted (data gone, .txnindex entry kept), as
+    # Kafka collects aborted transactions over each segment's whole range.
+    from storage.cleaner import apply_swaps, clean_in_worker, clean_request
+    from storage.log_cleaner import cleanable_offsets
+    log_ = open_log(tmp_path / "t-0", LogConfig(**{**CONFIG.__dict__, "segment_bytes": 100000}))
+    for i in range(20):
+        log_.append_as_leader(batch([(b"k%02d" % i, b"v")]), 0)             # 0..19
+    log_.append_as_leader(batch([(b"a", b"aborted")], 7, 0, True), 0)       # 20
+    log_.append_as_leader(marker(7, commit=False), 0, origin="coordinator")  # 21
+    log_.append_as_leader(batch([(b"q", b"x")]), 0)                          # 22
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"1")]), 0)
+    log_.update_high_watermark(log_.log_end_offset)
+    before = log_.collect_aborted_transactions(0, log_.log_end_offset)
+    assert before == [(7, 20)]
+    first_dirty, first_uncleanable, _, _ = cleanable_offsets(log_, None, NOW)
+    memory = int(8 * 113 / 0.9)
+    if in_worker:
+        request = clean_request(log_, first_dirty, first_uncleanable, NOW)
+        stats, swaps = clean_in_worker(request, memory, 0.9, 65536, float("inf"))
+        apply_swaps(log_, request, swaps)
+    else:
+        stats = Cleaner(dedupe_memory=memory).clean(log_, first_dirty, first_uncleanable, NOW)
+    assert stats.end_offset < 20
+    assert log_.collect_aborted_transactions(0, log_.log_end_offset) == before
+    assert (20, b"a", b"aborted") not in data_records(log_)
+    assert [(v.base_offset, v.has_delete_horizon) for v in log_.read_batches()
+            if v.is_control] == [(21, False)]
+
+
 def test_an_open_transaction_bounds_the_cleanable_range(tmp_path):
     log_ = open_log(tmp_path / "t-0")
     log_.append_as_leader(batch([(b"a", b"1")]), 0)
