@@ -177,9 +177,11 @@ class Log:
         segments[-1].make_active()
         truncated_at = None
         self._first_recovered_offset = None
+        self._recovered_bases = set()       # segments whose indexes recover() rewrote
         for i, segment in enumerate(segments):
             upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
             needs_recovery = not had_clean_shutdown and (upper is None or upper > recovery_point)
+            index_only = False
             if not needs_recovery:
                 # After a clean shutdown only the active segment's indexes are checked (the
                 # others were trimmed and fsynced when they rolled); after a crash all are.
@@ -189,12 +191,20 @@ class Log:
                         segment.sanity_check()
                 except (CorruptIndex, ValueError) as exc:
                     log.warning("Rebuilding index of %s: %s", segment.path, exc)
-                    needs_recovery = True
-            if needs_recovery and self._first_recovered_offset is None:
+                    needs_recovery = index_only = True
+            if not needs_recovery:
+                continue
+            if self._first_recovered_offset is None:
                 self._first_recovered_offset = segment.base_offset
-            if needs_recovery and segment.recover():
+            self._recovered_bases.add(segment.base_offset)
+            if segment.recover():
                 log.warning("Truncated %s at byte %d: %s", segment.path, segment.size,
                             segment.recovery_error)
+                if index_only and upper is not None:
+                    # Below the recovery point (an index rebuild): as Kafka's
+                    # loadSegmentFiles, only this segment is cut; the later ones were
+                    # flushed and stay.
+                    continue
                 truncated_at = i
                 break
         if truncated_at is not None:
@@ -499,8 +509,12 @@ class Log:
                         and txn.last_offset >= rebuild_txn_index_from:
                     segments, bases = self._view
                     segment = segments[bisect.bisect_right(bases, txn.last_offset) - 1]
-                    segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset,
-                                                        txn.last_offset, txn.last_stable_offset))
+                    # Only a segment recovery emptied gets its entries again; the others
+                    # (after an index rebuild further back) still have theirs.
+                    if segment.base_offset in self._recovered_bases:
+                        segment.txn_index.append(AbortedTxn(
+                            txn.producer_id, txn.first_offset, txn.last_offset,
+                            txn.last_stable_offset))
         self._replay_producer_state(state, start, on_completed)
         state.manager.truncate_head(self._log_start_offset)
         state.manager.on_high_watermark(self._high_watermark)

@@ -235,6 +235,48 @@ def test_recovery_rebuilds_a_lost_txnindex(tmp_path):
     assert all_aborted(again) == expected
 
 
+def test_an_old_segments_index_rebuild_leaves_the_later_txnindexes_alone(tmp_path):
+    # After a clean shutdown an old segment lost its offset index: only it is recovered (as
+    # Kafka's loadSegmentFiles); the aborted transaction of a later segment keeps its one
+    # entry (it was appended a second time, and the load failed with a ValueError).
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    send(log_, a, 2)                          # 0-1
+    log_.roll()
+    send(log_, a, 2)                          # 2-3
+    end(log_, a, commit=False)                # 4: aborted, in the second segment
+    log_.update_high_watermark(5)
+    log_.roll()
+    send(log_, Producer(2), 1)                # 5, active
+    expected = all_aborted(log_)
+    assert len(expected) == 1
+    log_.close()
+    os.remove(tmp_path / "t-0" / "00000000000000000000.index")
+    again = Log(str(tmp_path / "t-0"), LogConfig(segment_ms=10**12), recovery_point=6,
+                had_clean_shutdown=True, time_ms=lambda: NOW)
+    assert all_aborted(again) == expected
+    assert [s.base_offset for s in again.segments] == [0, 2, 5]
+
+
+def test_a_torn_tail_found_by_an_index_rebuild_keeps_the_later_segments(tmp_path):
+    log_ = open_log(tmp_path / "t-0")
+    a = Producer(1)
+    send(log_, a, 2, )                        # 0-1
+    log_.roll()
+    send(log_, a, 2)                          # 2-3
+    log_.roll()
+    send(log_, a, 1)                          # 4, active
+    log_.close()
+    first = tmp_path / "t-0" / "00000000000000000000.log"
+    with open(first, "ab") as fh:
+        fh.write(b"\0\0\0\0\0\0\0\0\0\0\0\x40garbage")
+    os.remove(tmp_path / "t-0" / "00000000000000000000.index")
+    again = Log(str(tmp_path / "t-0"), LogConfig(segment_ms=10**12), recovery_point=5,
+                had_clean_shutdown=True, time_ms=lambda: NOW)
+    assert [s.base_offset for s in again.segments] == [0, 2, 4]
+    assert again.log_end_offset == 5
+
+
 def test_torn_txnindex_entry_is_ignored(tmp_path):
     path = str(tmp_path / "00000000000000000000.txnindex")
     index = TransactionIndex(path, 0)
