@@ -36,6 +36,7 @@ Sensors idle for an hour are dropped (Kafka's quota sensors expire after an hour
 from __future__ import annotations
 
 import ipaddress
+from decimal import Decimal
 
 from protocol.errors import ErrorCode, KafkaError
 
@@ -60,6 +61,36 @@ _INTEGRAL_TEXT = {"int": "an INT", "long": "a LONG"}
 ANONYMOUS = "ANONYMOUS"          # the principal of an unauthenticated (PLAINTEXT) connection
 SENSOR_EXPIRY_MS = 3600 * 1000   # Kafka: quota sensors expire after one hour of inactivity
 THROTTLE_MAX_MS = 2**31 - 1      # throttle_time_ms is an int32 (Kafka casts .toInt)
+
+
+def java_double(value: float) -> str:
+    """Java's Double.toString: plain between 1e-3 and 1e7 ("1024.0"), else "1.048576E7"."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    sign = "-" if str(value).startswith("-") else ""
+    a = abs(value)
+    if a == 0:
+        return sign + "0.0"
+    t = Decimal(repr(a)).normalize().as_tuple()          # shortest round-trip digits, as JDK 19+
+    digits, exp = "".join(map(str, t.digits)), t.exponent
+    if 1e-3 <= a < 1e7:
+        if exp >= 0:
+            return f"{sign}{digits}{'0' * exp}.0"
+        point = len(digits) + exp
+        if point > 0:
+            return f"{sign}{digits[:point]}.{digits[point:]}"
+        return f"{sign}0.{'0' * -point}{digits}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{len(digits) - 1 + exp}"
+
+
+def zk_quota_text(entity: tuple, key: str, value: float) -> str:
+    """A quota value as Kafka's ZkAdminManager writes it to /config: an INT or LONG key as an
+    integer ("1048576", read back with toLong), a DOUBLE one as Java's Double.toString."""
+    if keys_for(entity).get(key) in _INTEGRAL_MAX:
+        return str(int(round(value)))
+    return java_double(float(value))
 
 
 def invalid(message: str) -> KafkaError:

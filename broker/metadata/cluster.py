@@ -22,6 +22,7 @@ import urllib.parse
 import uuid
 
 from broker import zk_data as zd
+from broker.quotas import keys_for, zk_quota_text
 from broker.metadata.store import MetadataStore, PartitionState, TopicMetadata
 
 log = logging.getLogger(__name__)
@@ -111,14 +112,19 @@ class ClusterMetadataStore(MetadataStore):
     @staticmethod
     def _add_quota(quotas: dict, entity_type: str, name: str, values: dict) -> None:
         entity = quota_entity_from_path(entity_type, name)
+        if entity is None:
+            return
         numeric = {}
+        known = keys_for(entity)
         for key, value in values.items():
+            if key not in known:
+                continue                # e.g. a user's SCRAM credentials, same znode
             try:
                 numeric[key] = float(value)
             except ValueError:
                 log.error("Ignoring quota %s=%r of /config/%s/%s: not a number", key, value,
                           entity_type, name)
-        if entity is not None and numeric:
+        if numeric:
             quotas[entity] = numeric
 
     # -- configs (kept current by the config change listener) --------------------------------
@@ -162,10 +168,20 @@ class ClusterMetadataStore(MetadataStore):
         self.set_cached_broker_config(broker_id, configs)
 
     async def write_client_quotas(self, changes: dict) -> None:
+        """`changes`: {entity: its quota values after the change}. As Kafka's
+        ZkAdminManager.alterClientQuotas, the znode's other properties (a user's SCRAM
+        credentials) stay, and values are written as Kafka brokers read them."""
         for entity, values in changes.items():
             entity_type, name = quota_entity_path(entity)
-            await self.kzk.set_entity_config(entity_type, name,
-                                             {k: repr(float(v)) for k, v in values.items()})
+            try:
+                props = await self.kzk.get_entity_config(entity_type, name)
+            except zd.ZNodeDataError as exc:
+                log.error("Rewriting unreadable /config/%s/%s: %s", entity_type, name, exc)
+                props = {}
+            keys = keys_for(entity)
+            props = {k: v for k, v in props.items() if k not in keys}
+            props.update({k: zk_quota_text(entity, k, v) for k, v in values.items()})
+            await self.kzk.set_entity_config(entity_type, name, props)
             self.set_cached_quota(entity_type, name, values)
 
     # -- UpdateMetadata ------------------------------------------------------------------------

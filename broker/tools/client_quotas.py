@@ -19,13 +19,12 @@ Follows Kafka 3.x's ConfigCommand with --bootstrap-server:
 from __future__ import annotations
 
 import socket
-from decimal import Decimal
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest
 
 from broker.client.errors import UnsupportedVersionError
-from broker.quotas import is_ip_literal
+from broker.quotas import is_ip_literal, java_double  # noqa: F401 (java_double: tests)
 from broker.tools.common import ToolError
 
 QUOTA_TYPES = ("users", "clients", "ips")
@@ -42,28 +41,6 @@ DEFAULT_FLAGS = (("client_defaults", "clients"), ("user_defaults", "users"), ("b
 
 
 # -- Java's formatting --------------------------------------------------------------------------
-
-def java_double(value: float) -> str:
-    """Java's Double.toString: plain between 1e-3 and 1e7 ("1024.0"), else "1.048576E7"."""
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    sign = "-" if str(value).startswith("-") else ""
-    a = abs(value)
-    if a == 0:
-        return sign + "0.0"
-    t = Decimal(repr(a)).normalize().as_tuple()          # shortest round-trip digits, as JDK 19+
-    digits, exp = "".join(map(str, t.digits)), t.exponent
-    if 1e-3 <= a < 1e7:
-        if exp >= 0:
-            return f"{sign}{digits}{'0' * exp}.0"
-        point = len(digits) + exp
-        if point > 0:
-            return f"{sign}{digits[:point]}.{digits[point:]}"
-        return f"{sign}0.{'0' * -point}{digits}"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{len(digits) - 1 + exp}"
-
 
 def _int32(x: int) -> int:
     x &= 0xFFFFFFFF

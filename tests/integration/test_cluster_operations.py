@@ -756,3 +756,27 @@ def test_a_follower_is_told_its_diverging_epoch_in_an_incremental_fetch_session(
                for t in incremental.responses for p in t.partitions]
     # Kafka: "Partitions with diverging epoch are always included in response."
     assert answers == [(0, epoch, 10)], answers
+
+
+def test_client_quotas_are_written_as_kafka_writes_them_and_keep_scram_credentials(cluster, zk):
+    # A Kafka broker on the same ZooKeeper reads producer_byte_rate with toLong ("1048576.0"
+    # would fail it), and a user's znode also holds their SCRAM credentials, which a quota
+    # change must not drop (Kafka's ZkAdminManager.alterClientQuotas).
+    credential = "salt=c2FsdA==,stored_key=a2V5,server_key=c2VydmVy,iterations=4096"
+    zk.create("/config/users/alice", json.dumps(
+        {"version": 1, "config": {"SCRAM-SHA-256": credential}}).encode(), makepath=True)
+    bootstrap = live_bootstrap(cluster)
+    tool_ok("kafka-configs.sh", "--bootstrap-server", bootstrap, "--alter", "--entity-type",
+            "users", "--entity-name", "alice", "--add-config",
+            "producer_byte_rate=1048576,request_percentage=12.5,controller_mutation_rate=2E7")
+    stored = json.loads(zk.get("/config/users/alice")[0])["config"]
+    assert stored == {"SCRAM-SHA-256": credential, "producer_byte_rate": "1048576",
+                      "request_percentage": "12.5", "controller_mutation_rate": "2.0E7"}
+    out = tool_ok("kafka-configs.sh", "--bootstrap-server", bootstrap, "--describe",
+                  "--entity-type", "users", "--entity-name", "alice")
+    assert "producer_byte_rate=1048576.0" in out and "request_percentage=12.5" in out
+    tool_ok("kafka-configs.sh", "--bootstrap-server", bootstrap, "--alter", "--entity-type",
+            "users", "--entity-name", "alice", "--delete-config",
+            "producer_byte_rate,request_percentage,controller_mutation_rate")
+    assert json.loads(zk.get("/config/users/alice")[0])["config"] == {
+        "SCRAM-SHA-256": credential}
