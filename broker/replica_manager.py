@@ -37,6 +37,7 @@ import os
 import uuid
 
 from protocol.errors import ErrorCode, KafkaError
+from storage.errors import StorageError
 from storage.log_config import LONG_MAX
 from storage.validation import ORIGIN_CLIENT, ORIGIN_COORDINATOR
 
@@ -135,12 +136,20 @@ class ReplicaManager:
     # -- partitions ----------------------------------------------------------------------------
 
     def become_leader(self, topic: str, partition: int, topic_id, leader_epoch: int,
-                      replicas, log_config) -> Partition:
-        """Lead (topic, partition) at `leader_epoch`, opening or creating its log."""
+                      replicas, log_config, is_new: bool = True) -> Partition | None:
+        """Lead (topic, partition) at `leader_epoch`, opening or creating its log. A replica
+        hosted before (`is_new` false) whose log cannot be found while a log dir is offline
+        is offline (KAFKA_STORAGE_ERROR): None."""
         key = (topic, partition)
         part = self._partitions.get(key)
         if part is None:
-            log_ = self.log_manager.get_or_create_log(topic, partition, log_config, topic_id)
+            try:
+                log_ = self.log_manager.get_or_create_log(topic, partition, log_config,
+                                                          topic_id, is_new=is_new)
+            except StorageError as exc:
+                log.error("[ReplicaManager broker=%d] %s", self.broker_id, exc)
+                self.offline_partitions[key] = None
+                return None
             part = self._new_partition(topic, partition, log_)
         elif log_config is not None:
             part.log.config = log_config
@@ -206,7 +215,7 @@ class ReplicaManager:
                 for t, tid, ps in missing:
                     try:
                         out[(t, ps.partition_index)] = log_manager.get_or_create_log(
-                            t, ps.partition_index, configs[t], tid)
+                            t, ps.partition_index, configs[t], tid, is_new=ps.is_new)
                     except (OSError, KafkaError) as exc:     # no dir left, or it failed now
                         out[(t, ps.partition_index)] = exc
                 return out
@@ -216,6 +225,7 @@ class ReplicaManager:
                     log.error("[ReplicaManager broker=%d] Cannot create the log of %s-%d: %s",
                               self.broker_id, topic, p, log_)
                     errors[(topic, p)] = ErrorCode.KAFKA_STORAGE_ERROR
+                    self.offline_partitions[(topic, p)] = None     # Kafka's markPartitionOffline
                 elif (topic, p) not in self._partitions:
                     self._new_partition(topic, p, log_)
             accepted = [a for a in accepted if (a[0], a[2].partition_index) in self._partitions]

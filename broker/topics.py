@@ -163,7 +163,7 @@ class TopicManager:
                 configs[topic.name] = self.log_config(topic.name)
             self.broker.replica_manager.become_leader(
                 topic.name, index, topic.topic_id, state.leader_epoch, state.replicas,
-                configs[topic.name])
+                configs[topic.name], is_new=False)
         self.metadata_changed()
         log.info("Loaded %d topics, leading %d partitions", len(self.store.list_topics()),
                  len(assigned))

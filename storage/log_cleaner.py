@@ -380,7 +380,7 @@ class LogCleaner:
     # -- checkpoints ---------------------------------------------------------------------------
 
     def _load_checkpoints(self) -> None:
-        for log_dir in self.log_manager.log_dirs:
+        for log_dir in self.log_manager.online_dirs():
             path = os.path.join(log_dir, files.CLEANER_CHECKPOINT)
             try:
                 self._checkpoints.update(checkpoints.read_offsets(path))

@@ -75,8 +75,10 @@ class LogManager:
     # -- start-up ------------------------------------------------------------------------------
 
     def lock_log_dirs(self) -> None:
-        """Create each log dir if missing and lock it; all or none.  Raises
-        `storage.file_lock.DirLockedError` (Kafka's message) when another broker holds one.
+        """Create each log dir if missing and lock it.  Raises
+        `storage.file_lock.DirLockedError` (Kafka's message, nothing kept locked) when another
+        broker holds one.  A dir that cannot be created or locked (a disk error) goes offline,
+        as in Kafka's lockLogDirs; with none left, start-up stops (LogDirUnusable).
         Idempotent.  Blocking (cheap: no fsync)."""
         if self._dir_locks:
             return
@@ -87,13 +89,30 @@ class LogManager:
         taken = []
         try:
             for log_dir in self.log_dirs:
-                os.makedirs(log_dir, exist_ok=True)
-                taken.append(lock_dir(log_dir))
+                try:
+                    os.makedirs(log_dir, exist_ok=True)
+                    taken.append(lock_dir(log_dir))
+                except OSError as exc:
+                    self._dir_failed_at_startup(log_dir, "Disk error while locking directory",
+                                                exc)
+            self._require_an_online_dir(
+                f"none of the specified log dirs from {', '.join(self.log_dirs)} can be "
+                f"created or validated")
         except BaseException:
             for lock in taken:
                 lock.release()
             raise
         self._dir_locks = taken
+
+    def _dir_failed_at_startup(self, log_dir: str, what: str, exc: BaseException) -> None:
+        """Kafka's maybeAddOfflineLogDir during start-up: the dir is left out from then on."""
+        if log_dir not in self.offline_dirs:
+            log.error("%s %s: %s", what, log_dir, exc)
+            self.offline_dirs.add(log_dir)
+
+    def _require_an_online_dir(self, why: str) -> None:
+        if not self.online_dirs():
+            raise LogDirUnusable(f"Shutdown broker because {why}")
 
     def release_locks(self) -> None:
         """Drop the log dir locks without shutting down (a test simulating a crash; the
@@ -112,42 +131,24 @@ class LogManager:
         self.verify_meta_properties(cluster_id, broker_id)     # every dir, before any write
         self._write_meta_properties(cluster_id, broker_id)
         jobs, futures = [], []
-        for log_dir in self.log_dirs:
-            marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
-            clean = os.path.exists(marker)
-            self.had_clean_shutdown[log_dir] = clean
-            recovery_points = _read_offsets(log_dir, files.RECOVERY_POINT_CHECKPOINT)
-            high_watermarks = _read_offsets(log_dir, files.REPLICATION_CHECKPOINT)
-            start_offsets = _read_offsets(log_dir, files.LOG_START_OFFSET_CHECKPOINT)
-            for name in sorted(os.listdir(log_dir)):
-                path = os.path.join(log_dir, name)
-                if not os.path.isdir(path):
-                    continue
-                if files.parse_delete_dir(name):
-                    self._pending_dir_deletes.append((0, path, None))
-                    continue
-                future_key = files.parse_future_dir(name)
-                if future_key:
-                    # A move between log dirs that a restart interrupted: loaded, and resumed
-                    # once the partition is hosted (broker/log_dir_mover.py).
-                    futures.append((log_dir, tuple(future_key[:2]), path, dict(
-                        recovery_point=recovery_points.get(tuple(future_key[:2]), 0),
-                        had_clean_shutdown=clean)))
-                    continue
-                key = files.parse_partition_dir(name)
-                if key is None:
-                    continue
-                if key[0] == files.CLUSTER_METADATA_TOPIC:
-                    log.info("Leaving %s alone: KRaft's metadata log, not a partition", path)
-                    continue
-                jobs.append((log_dir, key, path, dict(
-                    recovery_point=recovery_points.get(key, 0),
-                    high_watermark=high_watermarks.get(key, 0),
-                    log_start_offset=start_offsets.get(key, 0),
-                    had_clean_shutdown=clean)))
+        for log_dir in self.online_dirs():
+            try:
+                found = self._partition_dirs_in(log_dir)
+            except OSError as exc:
+                self._dir_failed_at_startup(log_dir, "Error while loading log dir", exc)
+                continue
+            jobs += found[0]
+            futures += found[1]
+
         def load(job):
             log_dir, key, path, kwargs = job
-            return log_dir, key, Log(path, config_for(key[0]), time_ms=self._time_ms, **kwargs)
+            try:
+                return log_dir, key, Log(path, config_for(key[0]), time_ms=self._time_ms,
+                                         **kwargs)
+            except (OSError, ValueError) as exc:
+                # A disk error, or a checkpoint file that is not one (Kafka's
+                # CheckpointFile raises an IOException): the dir goes offline, not the broker.
+                return log_dir, key, exc
         if self.recovery_threads > 1 and len(jobs) + len(futures) > 1:
             with concurrent.futures.ThreadPoolExecutor(self.recovery_threads) as pool:
                 loaded = list(pool.map(load, jobs))
@@ -155,6 +156,16 @@ class LogManager:
         else:
             loaded = [load(job) for job in jobs]
             loaded_futures = [load(job) for job in futures]
+        for log_dir, key, result in loaded + loaded_futures:
+            if isinstance(result, BaseException):
+                self._dir_failed_at_startup(
+                    log_dir, f"Error while loading {key[0]}-{key[1]} in log dir", result)
+        for log_dir, key, result in loaded + loaded_futures:
+            if log_dir in self.offline_dirs and not isinstance(result, BaseException):
+                result.close_files()
+        loaded = [item for item in loaded if item[0] not in self.offline_dirs]
+        loaded_futures = [item for item in loaded_futures if item[0] not in self.offline_dirs]
+        self._require_an_online_dir(f"all log dirs in {', '.join(self.log_dirs)} have failed")
         with self._lock:
             for log_dir, key, log_ in loaded:
                 if key in self._logs:
@@ -164,13 +175,51 @@ class LogManager:
                 self._log_dir_of[key] = log_dir
             for log_dir, key, future in loaded_futures:
                 self._adopt_future_log(log_dir, key, future)
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs():
             marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker):
                 files.fs.remove(marker)
                 files.fs.fsync_dir(log_dir)
         self.loaded = True
-        log.info("Loaded %d logs from %s", len(loaded), ", ".join(self.log_dirs))
+        log.info("Loaded %d logs from %s", len(loaded), ", ".join(self.online_dirs()))
+
+    def _partition_dirs_in(self, log_dir: str) -> tuple:
+        """([load job of each partition folder], [load job of each -future folder]) of a log
+        dir, with its checkpoints read; ``-delete`` folders are queued for removal."""
+        jobs, futures = [], []
+        marker = os.path.join(log_dir, files.CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self.had_clean_shutdown[log_dir] = clean
+        recovery_points = _read_offsets(log_dir, files.RECOVERY_POINT_CHECKPOINT)
+        high_watermarks = _read_offsets(log_dir, files.REPLICATION_CHECKPOINT)
+        start_offsets = _read_offsets(log_dir, files.LOG_START_OFFSET_CHECKPOINT)
+        for name in sorted(os.listdir(log_dir)):
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if files.parse_delete_dir(name):
+                self._pending_dir_deletes.append((0, path, None))
+                continue
+            future_key = files.parse_future_dir(name)
+            if future_key:
+                # A move between log dirs that a restart interrupted: loaded, and resumed
+                # once the partition is hosted (broker/log_dir_mover.py).
+                futures.append((log_dir, tuple(future_key[:2]), path, dict(
+                    recovery_point=recovery_points.get(tuple(future_key[:2]), 0),
+                    had_clean_shutdown=clean)))
+                continue
+            key = files.parse_partition_dir(name)
+            if key is None:
+                continue
+            if key[0] == files.CLUSTER_METADATA_TOPIC:
+                log.info("Leaving %s alone: KRaft's metadata log, not a partition", path)
+                continue
+            jobs.append((log_dir, key, path, dict(
+                recovery_point=recovery_points.get(key, 0),
+                high_watermark=high_watermarks.get(key, 0),
+                log_start_offset=start_offsets.get(key, 0),
+                had_clean_shutdown=clean)))
+        return jobs, futures
 
     def verify_meta_properties(self, cluster_id: str | None = None,
                                broker_id: int | None = None) -> tuple:
@@ -182,9 +231,13 @@ class LogManager:
         must hold cluster.id and node.id, and node.id is this broker's id as broker.id is.
         Every file that names a cluster must name the same one.  Returns (cluster id, broker
         id) the files name, each None if none does.  Blocking (reads small files)."""
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs():
             path = os.path.join(log_dir, files.META_PROPERTIES)
-            props = checkpoints.read_properties(path)
+            try:
+                props = checkpoints.read_properties(path)
+            except OSError as exc:
+                self._dir_failed_at_startup(log_dir, "Failed to read meta.properties of", exc)
+                continue
             if props is None:
                 continue
             stored_cluster, stored_id, id_key = _parse_meta_properties(path, props)
@@ -205,25 +258,31 @@ class LogManager:
         """After `verify_meta_properties`: a missing file is written as version 0; an existing
         one is rewritten only to add what it lacks (cluster.id, its broker id), keeping its
         version and every other key (directory.id...), so Apache Kafka can take the dir back."""
-        for log_dir in self.log_dirs:
-            path = os.path.join(log_dir, files.META_PROPERTIES)
-            props = checkpoints.read_properties(path)
-            if props is None:
-                if cluster_id is None and broker_id is None:
-                    continue
-                props, id_key = {"version": "0"}, "broker.id"
-                stored_cluster = stored_id = None
-            else:
-                stored_cluster, stored_id, id_key = _parse_meta_properties(path, props)
-            missing = {}
-            if stored_id is None and broker_id is not None:
-                missing[id_key] = str(broker_id)
-            if stored_cluster is None and cluster_id is not None:
-                missing["cluster.id"] = cluster_id
-            if missing:
-                if len(props) > 1:
-                    log.info("Rewriting %s (adding %s)", path, ", ".join(missing))
-                checkpoints.write_properties(path, {**props, **missing})
+        for log_dir in self.online_dirs():
+            try:
+                self._write_meta_properties_of(log_dir, cluster_id, broker_id)
+            except OSError as exc:
+                self._dir_failed_at_startup(log_dir, "Failed to write meta.properties in", exc)
+
+    def _write_meta_properties_of(self, log_dir: str, cluster_id, broker_id) -> None:
+        path = os.path.join(log_dir, files.META_PROPERTIES)
+        props = checkpoints.read_properties(path)
+        if props is None:
+            if cluster_id is None and broker_id is None:
+                return
+            props, id_key = {"version": "0"}, "broker.id"
+            stored_cluster = stored_id = None
+        else:
+            stored_cluster, stored_id, id_key = _parse_meta_properties(path, props)
+        missing = {}
+        if stored_id is None and broker_id is not None:
+            missing[id_key] = str(broker_id)
+        if stored_cluster is None and cluster_id is not None:
+            missing["cluster.id"] = cluster_id
+        if missing:
+            if len(props) > 1:
+                log.info("Rewriting %s (adding %s)", path, ", ".join(missing))
+            checkpoints.write_properties(path, {**props, **missing})
 
     def meta_properties(self, log_dir: str | None = None):
         """The meta.properties of a log dir as a dict (None if absent).  Loop."""
@@ -405,8 +464,12 @@ class LogManager:
         self.cleaner.startup()
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
-                          topic_id=None) -> Log:
+                          topic_id=None, is_new: bool = True) -> Log:
         """The partition's log, created in the log dir holding the fewest partitions.
+
+        A replica that should exist already (`is_new` false: LeaderAndIsr's isNew, or a
+        topic this broker hosted before) is not created empty while a log dir is offline, as
+        Kafka's getOrCreateLog: its data may be on that dir (StorageError).
 
         Loop (creating a log creates a folder and two empty files; no fsync)."""
         key = (topic, partition)
@@ -417,6 +480,10 @@ class LogManager:
                     existing.config = config
                 existing.assign_topic_id(topic_id)
                 return existing
+            if not is_new and self.offline_dirs:
+                raise StorageError(f"Can not create log for {topic}-{partition} because log "
+                                   f"directories {','.join(sorted(self.offline_dirs))} are "
+                                   f"offline")
             online = self.online_dirs()
             if not online:
                 raise StorageError(f"no log dir is online to create {topic}-{partition}: "

@@ -157,3 +157,38 @@ def test_a_move_interrupted_by_a_restart_resumes_and_completes(tmp_path, broker_
     assert resumed and int(resumed.group(1)) > 0, broker.output()[-3000:]
     assert read_offsets(broker.bootstrap, len(acked), value) == sorted(acked) == \
         list(range(12000))
+
+
+def test_a_single_broker_starts_without_a_lost_second_dir_and_says_so(tmp_path, broker_process):
+    # Kafka starts on the dirs it can use; the partitions of the lost one answer
+    # KAFKA_STORAGE_ERROR (they are not re-created empty in the other dir: consumers would
+    # jump back to offset 0). (The first dir holds a single broker's metadata: it must stay.)
+    a, b = tmp_path / "a", tmp_path / "b"
+    broker = broker_process(log_dirs=f"{a},{b}", num_partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("two", b"v%d" % i, partition=i % 2)
+    assert producer.flush(60) == 0
+    broker.stop()
+    lost, kept = (0, 1) if (b / "two-0").is_dir() else (1, 0)
+    os.rename(b, tmp_path / "unmounted")
+    b.write_text("the mount is gone")
+    broker.start()
+    assert not (a / f"two-{lost}").exists()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g",
+                         "enable.auto.commit": False})
+    consumer.assign([CTP("two", kept, 0)])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 5 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    consumer.close()
+    assert got == [b"v%d" % i for i in range(kept, 10, 2)]
+
+    async def lost_partition():
+        async with ClusterClient(broker.bootstrap) as cluster:
+            return await Admin(cluster).list_offsets({TopicPartition("two", lost): -1})
+    # As Kafka's controller makes it: the only replica is offline, so no leader.
+    with pytest.raises(Exception, match="LEADER_NOT_AVAILABLE"):
+        asyncio.run(lost_partition())

@@ -73,3 +73,38 @@ def test_a_full_disk_takes_its_log_dir_offline_and_leadership_moves(tmp_path, sm
         assert producer.flush(30) == 0
         assert cluster.leader("safe", 0) == 0
         assert read_all(bootstrap, "safe", 1) == [b"still here"]
+
+
+def test_a_log_dir_unusable_at_start_up_leaves_the_broker_serving_its_other_dir(tmp_path):
+    # Kafka's log_dir_failure_test with bounce_broker: a broker whose dir cannot be used when
+    # it starts (here: the mount is gone, a file in its place) starts on its other dir; the
+    # replicas that lived on the lost dir are offline (not re-created empty elsewhere), and
+    # their partitions are led by the other replicas.
+    first, second = tmp_path / "first", tmp_path / "second"
+    with KafkaCluster(3, tmp_path / "cluster", broker_configs={
+            0: {"log.dirs": f"{first},{second}"}}) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        create(bootstrap, "lost", [[0, 1]])
+        cluster.wait_until(lambda: os.path.isdir(first / "lost-0"), 30, "no lost-0")
+        create(bootstrap, "kept", [[0, 2]])
+        cluster.wait_until(lambda: os.path.isdir(second / "kept-0"), 30, "no kept-0")
+        cluster.wait_for_isr("lost", 0, [0, 1])
+        cluster.wait_for_isr("kept", 0, [0, 2])
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for topic in ("lost", "kept"):
+            for i in range(10):
+                producer.produce(topic, f"{topic}-{i}".encode())
+        assert producer.flush(60) == 0
+        cluster.stop(0)
+        os.rename(first, tmp_path / "unmounted")
+        first.write_text("not a directory")
+        cluster.start(0)
+        cluster.wait_until(lambda: cluster.leader("lost", 0) == 1, 60, "lost led by 1")
+        cluster.wait_until(lambda: cluster.isr("lost", 0) == [1], 60, "0 out of lost's ISR")
+        cluster.wait_for_isr("kept", 0, [0, 2])
+        assert not (second / "lost-0").exists()
+        assert "Disk error while locking directory" in cluster.output(0)
+        assert read_all(bootstrap, "lost", 10) == [f"lost-{i}".encode() for i in range(10)]
+        cluster.stop(2)
+        cluster.wait_until(lambda: cluster.leader("kept", 0) == 0, 60, "kept led by 0")
+        assert read_all(bootstrap, "kept", 10) == [f"kept-{i}".encode() for i in range(10)]

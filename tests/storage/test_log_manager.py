@@ -6,6 +6,7 @@ import uuid
 import pytest
 
 from storage import checkpoints, files
+from storage.errors import LogDirUnusable, StorageError
 from storage.log_config import LogConfig
 from storage.log_manager import InvalidMetaProperties, LogManager
 from storage.record_batch import RecordBatchBuilder
@@ -273,3 +274,52 @@ def test_a_future_log_with_nothing_to_move_is_removed_at_restart(tmp_path):
     assert not any(os.path.exists(p) for p in paths)
     assert manager.get_log("t", 0).dir == current.dir
     manager.shutdown()
+
+
+def _two_dirs_with_a_log_each(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    manager = LogManager([str(a), str(b)], LogConfig())
+    manager.startup()
+    manager.get_or_create_log("x", 0).append_as_leader(batch([b"x"]), 0)     # in a
+    manager.get_or_create_log("y", 0).append_as_leader(batch([b"y"]), 0)     # in b
+    assert {manager.log_dir_of("x", 0), manager.log_dir_of("y", 0)} == {str(a), str(b)}
+    manager.shutdown()
+    return a, b
+
+
+def test_a_log_dir_that_cannot_be_used_at_start_up_goes_offline_alone(tmp_path):
+    # Kafka's lockLogDirs / loadLogs: a disk error takes that dir offline; the broker starts
+    # on the others. A replica that lived there is not re-created empty elsewhere (isNew false).
+    a, b = _two_dirs_with_a_log_each(tmp_path)
+    os.rename(a, tmp_path / "unmounted")
+    a.write_text("a file where the mount point was")
+    manager = LogManager([str(a), str(b)], LogConfig())
+    manager.startup()
+    assert manager.offline_dirs == {str(a)} and manager.online_dirs() == [str(b)]
+    assert manager.get_log("y", 0).log_end_offset == 1
+    with pytest.raises(StorageError, match="because log directories .* are offline"):
+        manager.get_or_create_log("x", 0, is_new=False)
+    assert not (b / "x-0").exists()
+    assert manager.log_dir_of("z", 0) is None
+    manager.get_or_create_log("z", 0)                           # a new replica: created in b
+    assert manager.log_dir_of("z", 0) == str(b)
+    manager.shutdown()
+
+
+def test_a_malformed_checkpoint_in_one_log_takes_only_its_dir_offline(tmp_path):
+    a, b = _two_dirs_with_a_log_each(tmp_path)
+    (a / "x-0" / files.LEADER_EPOCH_CHECKPOINT).write_text("0\n1\n")      # torn: 1 of 1 lines
+    before = {p.name: p.stat().st_mtime_ns for p in a.iterdir()}
+    manager = LogManager([str(a), str(b)], LogConfig())
+    manager.startup()
+    assert manager.offline_dirs == {str(a)}
+    assert manager.get_log("x", 0) is None and manager.get_log("y", 0) is not None
+    manager.shutdown()
+    assert {p.name: p.stat().st_mtime_ns for p in a.iterdir()} == before   # a untouched
+
+
+def test_start_up_stops_when_no_log_dir_is_usable(tmp_path):
+    a = tmp_path / "a"
+    a.write_text("not a directory")
+    with pytest.raises(LogDirUnusable, match="Shutdown broker because none of the specified"):
+        LogManager([str(a)], LogConfig()).startup()
