@@ -143,6 +143,9 @@ class Log:
         if topic_id is not None:
             self.assign_topic_id(topic_id)
         self._load_segments(names, recovery_point, had_clean_shutdown, log_start_offset)
+        start_above_end = log_start_offset > self._segments[-1].next_offset
+        if start_above_end:
+            self._start_empty_at(log_start_offset)
         active = self._segments[-1]
         self._log_end_offset = active.next_offset
         self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
@@ -159,10 +162,31 @@ class Log:
             self._assign_epochs_from_batches(self._log_start_offset)
         elif self._first_recovered_offset is not None:
             self._assign_epochs_from_batches(self._first_recovered_offset)
+        if start_above_end:
+            self.leader_epoch_cache.clear()
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state = None
-        self._load_producer_state(names, rebuild_txn_index_from=self._first_recovered_offset)
+        self._load_producer_state(None if start_above_end else names,
+                                  rebuild_txn_index_from=self._first_recovered_offset)
+
+    def _start_empty_at(self, log_start_offset: int) -> None:
+        """The checkpointed log start is above what the segments hold (DeleteRecords up to
+        the end, then a crash lost the unflushed tail): as Kafka's LogLoader
+        (deleteSegmentsIfLogStartGreaterThanLogEnd), every segment and producer snapshot goes
+        and the log starts empty there, so no offset below it is handed out again."""
+        log.warning("Deleting all segments of %s: the log start offset %d is above the log end "
+                    "offset %d", self.dir, log_start_offset, self._segments[-1].next_offset)
+        for segment in self._segments:
+            segment.delete_files()
+        for offset in self._snapshot_offsets():
+            files.fs.remove(files.segment_path(self.dir, offset, files.SNAPSHOT_SUFFIX))
+        segment = self._new_segment(log_start_offset, created_ms=self._time_ms())
+        segment.make_active()
+        self._set_segments([segment])
+        self._first_recovered_offset = None
+        self._recovered_bases = set()
+        self._dir_dirty = True
 
     # -- loading -------------------------------------------------------------------------------
 

@@ -411,3 +411,24 @@ def test_iter_batches_stops_at_a_preallocated_zero_tail():
     from storage.record_batch import iter_batches
     batch = producer_batch([b"a", b"b"])
     assert len(list(iter_batches(batch + bytes(4096)))) == 1
+
+
+def test_a_log_start_above_the_recovered_end_starts_an_empty_log_there(tmp_path):
+    # DeleteRecords up to the end (10), then a crash loses the unflushed tail: Kafka's
+    # LogLoader deletes the segments and starts empty at 10; no offset below is given again.
+    log_ = open_log(tmp_path / "t-0")
+    for i in range(10):
+        log_.append_as_leader(producer_batch([b"v%d" % i]), 0)
+    log_.update_high_watermark(10)
+    log_.delete_records_before(10)
+    assert log_.log_start_offset == 10
+    log_.close_files()                                  # a crash: no clean-shutdown marker
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    os.truncate(segment, os.path.getsize(segment) // 2)  # the tail never reached the disk
+    again = Log(str(tmp_path / "t-0"), LogConfig(segment_ms=10**12), time_ms=Clock(),
+                recovery_point=0, log_start_offset=10, high_watermark=10,
+                had_clean_shutdown=False)
+    assert (again.log_start_offset, again.log_end_offset) == (10, 10)
+    assert [s.base_offset for s in again.segments] == [10]
+    assert not segment.exists()
+    assert again.append_as_leader(producer_batch([b"new"]), 1).first_offset == 10
