@@ -227,6 +227,43 @@ def _alter_client_quotas(request, code):
         for entry in request.entries])
 
 
+def _write_txn_markers(request, code):
+    from protocol.messages.write_txn_markers import WriteTxnMarkersResponse as R
+    return R(markers=[R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+        R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+            R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code)
+            for p in t.partition_indexes]) for t in m.topics]) for m in request.markers])
+
+
+def _txn_offset_commit(request, code):
+    from protocol.messages.txn_offset_commit import TxnOffsetCommitResponse as R
+    return R(topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+        for p in t.partitions]) for t in request.topics])
+
+
+def _alter_replica_log_dirs(request, code):
+    from protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsResponse as R
+    return R(results=[R.AlterReplicaLogDirTopicResult(topic_name=t.name, partitions=[
+        R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code)
+        for p in t.partitions]) for d in request.dirs for t in d.topics])
+
+
+def _describe_producers(request, code):
+    from protocol.messages.describe_producers import DescribeProducersResponse as R
+    return R(topics=[R.TopicResponse(name=t.name, partitions=[
+        R.PartitionResponse(partition_index=p, error_code=code, active_producers=[])
+        for p in t.partition_indexes]) for t in request.topics])
+
+
+def _describe_transactions(request, code):
+    from protocol.messages.describe_transactions import DescribeTransactionsResponse as R
+    return R(transaction_states=[R.TransactionState(
+        error_code=code, transactional_id=t, transaction_state="", transaction_timeout_ms=0,
+        transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[])
+        for t in request.transactional_ids])
+
+
 _BUILDERS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -246,6 +283,11 @@ _BUILDERS = {
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
 }
 
 

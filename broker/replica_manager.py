@@ -420,19 +420,30 @@ class ReplicaManager:
         out = {}
         for tp, raw_dir in partition_dirs.items():
             target = os.path.abspath(raw_dir)
-            if target not in lm.log_dirs:
+            if len(f"{tp[0]}-{tp[1]}.{'0' * 32}-future") > 255:
+                # Its "-future" folder's name would be too long (Kafka: KAFKA-4893).
+                out[tp] = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif target not in lm.log_dirs:
                 out[tp] = ErrorCode.LOG_DIR_NOT_FOUND
             elif target in lm.offline_dirs or tp in self.offline_partitions:
                 out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             elif tp not in self._partitions:
                 lm.preferred_dirs[tp] = target
                 out[tp] = ErrorCode.REPLICA_NOT_AVAILABLE
-            else:
-                if lm.log_dir_of(*tp) == target:
-                    self.log_dir_mover.cancel(tp)          # already there: stop any other move
-                else:
-                    self.log_dir_mover.move(tp, target)
+            elif lm.log_dir_of(*tp) == target:
+                self.log_dir_mover.cancel(tp)              # already there: stop any other move
                 out[tp] = ErrorCode.NONE
+            elif lm.offline_dirs:
+                # No future log while a dir is offline (Kafka's getOrCreateLog): it could
+                # end up in two dirs.
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            else:
+                try:
+                    self.log_dir_mover.move(tp, target)
+                    out[tp] = ErrorCode.NONE
+                except OSError as exc:                     # a disk error in the target
+                    out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    lm.report_dir_failure(target, exc)
         return out
 
     def _storage_failure(self, part, exc: OSError) -> None:

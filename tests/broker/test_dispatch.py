@@ -17,6 +17,11 @@ from protocol.messages.list_offsets import ListOffsetsRequest
 from protocol.messages.metadata import MetadataRequest
 from protocol.messages.offset_fetch import OffsetFetchRequest
 from protocol.messages.produce import ProduceRequest
+from protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsRequest as ARLD
+from protocol.messages.describe_producers import DescribeProducersRequest as DP
+from protocol.messages.describe_transactions import DescribeTransactionsRequest
+from protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TOC
+from protocol.messages.write_txn_markers import WriteTxnMarkersRequest as WTM
 
 from broker.context import RequestContext
 from broker.dispatch import (_BUILDERS, BadRequest, UnsupportedApiVersions, decode_request,
@@ -74,7 +79,30 @@ def _sample_requests():
         ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]), 4),
         ApiKey.OFFSET_FETCH: (OffsetFetchRequest(group_id="g", topics=[
             OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]), 7),
+        ApiKey.WRITE_TXN_MARKERS: (WTM(markers=[WTM.WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+            topics=[WTM.WritableTxnMarkerTopic(name="t", partition_indexes=[0, 1])])]), 1),
+        ApiKey.TXN_OFFSET_COMMIT: (TOC(transactional_id="x", group_id="g", topics=[
+            TOC.TxnOffsetCommitRequestTopic(name="t", partitions=[
+                TOC.TxnOffsetCommitRequestPartition(partition_index=0)])]), 3),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (ARLD(dirs=[ARLD.AlterReplicaLogDir(path="/d", topics=[
+            ARLD.AlterReplicaLogDirTopic(name="t", partitions=[0, 2])])]), 2),
+        ApiKey.DESCRIBE_PRODUCERS: (DP(topics=[DP.TopicRequest(name="t",
+                                                               partition_indexes=[0])]), 0),
+        ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest(
+            transactional_ids=["x"]), 0),
     }
+
+
+def test_every_served_api_has_an_error_response():
+    # Kafka answers any failure with the request's getErrorResponse; an API without one here
+    # would close the client's connection instead.
+    for api_key in HANDLERS:
+        if api_key == ApiKey.API_VERSIONS:
+            continue
+        spec = API_SPECS[api_key]
+        assert error_response(api_key, spec.max_version, spec.request(),
+                              ErrorCode.UNKNOWN_SERVER_ERROR) is not None, api_key
 
 
 @pytest.mark.parametrize("api_key", list(_sample_requests()))

@@ -181,3 +181,35 @@ def test_a_move_paused_by_stop_replica_keeps_its_future_log_and_resumes(tmp_path
         await rm.log_dir_mover.drain()
         lm.shutdown()
     asyncio.run(scenario())
+
+
+def test_alter_replica_log_dirs_answers_each_partition_as_kafka(tmp_path):
+    """A topic name too long for a "-future" folder is INVALID_TOPIC_EXCEPTION (the request
+    failed whole and the connection closed); no future log is made while a dir is offline."""
+    import asyncio
+
+    from protocol.errors import ErrorCode
+    from storage.log_config import LogConfig
+
+    async def scenario():
+        rm, lm, dirs = _two_dir_broker(tmp_path)
+        long_name = "x" * 220
+        lm.preferred_dirs[(long_name, 0)] = dirs[0]
+        rm.become_leader(long_name, 0, None, 0, [0], LogConfig(segment_ms=10**12))
+        got = rm.alter_replica_log_dirs({(long_name, 0): dirs[1], ("t", 0): dirs[0],
+                                         ("nope", 0): dirs[1], ("t", 1): "/not/a/log/dir"})
+        assert got == {(long_name, 0): ErrorCode.INVALID_TOPIC_EXCEPTION,
+                       ("t", 0): ErrorCode.NONE,             # already there
+                       ("nope", 0): ErrorCode.REPLICA_NOT_AVAILABLE,
+                       ("t", 1): ErrorCode.LOG_DIR_NOT_FOUND}
+        assert lm.future_logs == {}
+        third = str(tmp_path / "c")
+        lm.log_dirs.append(third)
+        lm.offline_dirs.add(third)
+        assert rm.alter_replica_log_dirs({("t", 0): dirs[1]}) == {
+            ("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}
+        assert lm.future_logs == {}
+        rm.shutdown()
+        await rm.log_dir_mover.drain()
+        lm.shutdown()
+    asyncio.run(scenario())
