@@ -46,6 +46,7 @@ from storage import files
 from storage.cleaner_records import filter_records, map_keys, rebase_timestamps
 from storage.compression import compress
 from storage.errors import CleaningAborted, CorruptRecord
+from storage.log_config import LONG_MAX
 from storage.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
                                   CRC_OFFSET, DELETE_HORIZON_FLAG_MASK, HEADER_SIZE, LOG_OVERHEAD,
                                   MAGIC_V2, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
@@ -469,7 +470,10 @@ class _Filter:
                  last_batches: dict, txn: _TxnMetadata, stats: CleanerStats):
         self.map = offset_map
         self.now_ms = now_ms
-        self.new_horizon_ms = now_ms + delete_retention_ms
+        # Past Long.MAX (delete.retention.ms near it: "keep tombstones for ever") Kafka's sum
+        # wraps negative, which means no horizon: tombstones and markers simply stay.
+        horizon = now_ms + delete_retention_ms
+        self.new_horizon_ms = horizon if horizon <= LONG_MAX else -1
         self.last_batches = last_batches
         self.txn = txn
         self.stats = stats
@@ -503,7 +507,7 @@ class _Filter:
             if discardable and 0 <= horizon <= self.now_ms:
                 return _empty_batch(batch) if retain_empty else None
             stats.messages_written += count
-            if discardable and horizon < 0 and count > 0:        # stamp its delete horizon
+            if discardable and horizon < 0 <= self.new_horizon_ms:   # stamp its horizon
                 section = rebase_timestamps(batch.records_data(), count, batch.base_timestamp,
                                             self.new_horizon_ms)
                 return _rebuilt(batch, section, count, self.new_horizon_ms,

@@ -397,6 +397,30 @@ def test_a_full_offset_map_keeps_the_aborted_transactions_of_the_rest_of_the_seg
             if v.is_control] == [(21, False)]
 
 
+@pytest.mark.parametrize("pure_python", [False, True])
+def test_delete_retention_ms_near_long_max_keeps_tombstones_for_ever(tmp_path, monkeypatch,
+                                                                     pure_python):
+    # now + delete.retention.ms overflows a long: Kafka's sum wraps negative, "no horizon",
+    # so tombstones and markers stay unstamped; the clean failed and the partition was marked
+    # uncleanable.
+    from storage import cleaner as cleaner_module
+    from storage import cleaner_records
+    from storage.log_config import LONG_MAX
+    if pure_python:
+        monkeypatch.setattr(cleaner_module, "filter_records", cleaner_records.filter_records_py)
+    log_ = open_log(tmp_path / "t-0", LogConfig(**{**CONFIG.__dict__,
+                                                    "delete_retention_ms": LONG_MAX}))
+    log_.append_as_leader(batch([(b"a", b"1"), (b"b", None)]), 0)
+    log_.append_as_leader(batch([(b"a", b"2")], 7, 0, True), 0)
+    log_.append_as_leader(marker(7, commit=False), 0, origin="coordinator")
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"1")]), 0)
+    clean(log_)
+    clean(log_, now=NOW + 10**9)
+    assert data_records(log_) == [(0, b"a", b"1"), (1, b"b", None), (4, b"z", b"1")]
+    assert not [v for v in log_.read_batches() if v.has_delete_horizon]
+
+
 def test_an_open_transaction_bounds_the_cleanable_range(tmp_path):
     log_ = open_log(tmp_path / "t-0")
     log_.append_as_leader(batch([(b"a", b"1")]), 0)
