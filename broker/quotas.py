@@ -223,6 +223,10 @@ class Rate:
         return sum(s[1] for s in self.samples) / (size / 1000.0), size
 
 
+# Kafka's QuotaTypes bits: which kinds of entity have been configured.
+_CLIENT_ID_QUOTAS, _USER_QUOTAS, _USER_CLIENT_ID_QUOTAS = 1, 2, 4
+
+
 # -- one quota type -----------------------------------------------------------------------------
 
 class ClientQuotaManager:
@@ -234,32 +238,70 @@ class ClientQuotaManager:
         self.window_num = max(1, int(window_num))
         self.window_ms = max(1, int(window_size_s)) * 1000
         self.overrides: dict = {}      # entity tuple -> bound, only entities that set `key`
+        self.types_enabled = 0         # Kafka's QuotaTypes bits of the entities ever configured
         self.sensors: dict = {}        # (user tag, client tag) -> Rate
         self._next_expiry_check = 0
 
     def update(self, quotas: dict) -> None:
-        """Take the current {entity: {key: value}} (after every change)."""
+        """Take the current {entity: {key: value}} (after every change). The kinds of entity
+        ever configured stay enabled, as Kafka's quotaTypesEnabled (only ever OR-ed)."""
         self.overrides = {e: v[self.key] for e, v in quotas.items() if self.key in v}
+        for entity in quotas:
+            kinds = {t for t, _ in entity}
+            if USER in kinds:
+                self.types_enabled |= _USER_CLIENT_ID_QUOTAS if CLIENT_ID in kinds \
+                    else _USER_QUOTAS
+            elif CLIENT_ID in kinds:
+                self.types_enabled |= _CLIENT_ID_QUOTAS
+
+    def metric_tags(self, user: str, client_id: str) -> tuple:
+        """(user tag, client tag) of the sensor a request counts in (Kafka's
+        DefaultQuotaCallback.quotaMetricTags): the most specific configured entity decides,
+        an empty tag meaning that part does not count."""
+        enabled = self.types_enabled
+        if enabled in (0, _CLIENT_ID_QUOTAS):
+            return "", client_id
+        if enabled == _USER_QUOTAS:
+            return user, ""
+        if enabled == _USER_CLIENT_ID_QUOTAS:
+            return user, client_id
+        o = self.overrides
+        chain = ((((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
+                 (((CLIENT_ID, None), (USER, user)), (user, client_id)),
+                 (((USER, user),), (user, "")),
+                 (((CLIENT_ID, client_id), (USER, None)), (user, client_id)),
+                 (((CLIENT_ID, None), (USER, None)), (user, client_id)),
+                 (((USER, None),), (user, "")))
+        for entity, tags in chain:
+            if entity in o:
+                return tags
+        return "", client_id
+
+    def quota_limit(self, tags: tuple):
+        """The bound for a sensor's tags, or None (Kafka's DefaultQuotaCallback.quotaLimit):
+        a client id only counts when not empty."""
+        user, client_id = tags
+        o = self.overrides
+        if user and client_id:
+            chain = (((CLIENT_ID, client_id), (USER, user)), ((CLIENT_ID, None), (USER, user)),
+                     ((CLIENT_ID, client_id), (USER, None)), ((CLIENT_ID, None), (USER, None)))
+        elif user:
+            chain = (((USER, user),), ((USER, None),))
+        elif client_id:
+            chain = (((CLIENT_ID, client_id),), ((CLIENT_ID, None),))
+        else:
+            return None
+        for entity in chain:
+            bound = o.get(entity)
+            if bound is not None:
+                return bound
+        return None
 
     def resolve(self, user: str, client_id: str):
         """((user tag, client tag), bound) of the quota that applies, or (None, None)."""
-        o = self.overrides
-        client_id = client_id or ""
-        chain = (
-            (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
-            (((CLIENT_ID, None), (USER, user)), (user, client_id)),
-            (((USER, user),), (user, "")),
-            (((CLIENT_ID, client_id), (USER, None)), (user, client_id)),
-            (((CLIENT_ID, None), (USER, None)), (user, client_id)),
-            (((USER, None),), (user, "")),
-            (((CLIENT_ID, client_id),), ("", client_id)),
-            (((CLIENT_ID, None),), ("", client_id)),
-        )
-        for entity, tags in chain:
-            bound = o.get(entity)
-            if bound is not None:
-                return tags, bound
-        return None, None
+        tags = self.metric_tags(user, client_id or "")
+        bound = self.quota_limit(tags)
+        return (tags, bound) if bound is not None else (None, None)
 
     def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Record `value` bytes for the request; the throttle time in ms (0: within quota)."""

@@ -90,6 +90,16 @@ def test_precedence_follows_kafka_order():
     assert manager(quotas).resolve("alice", "c1") == (None, None)
 
 
+def test_an_empty_client_id_counts_only_as_a_user():
+    # Kafka's quotaLimit skips the client-id levels when the client id is empty: a default
+    # client-id quota does not throttle a client that sends none.
+    assert manager({DEFC: 1000.0}).resolve("ANONYMOUS", "") == (None, None)
+    assert manager({DEFU_DEFC: 1000.0}).resolve("ANONYMOUS", "") == (None, None)
+    assert manager({ALICE_ANYC: 1000.0, DEFU: 50.0}).resolve("alice", "") == (("alice", ""), 50.0)
+    assert manager({ALICE_ANYC: 1000.0, DEFU: 50.0}).resolve("alice", "c1") == (
+        ("alice", "c1"), 1000.0)
+
+
 def test_other_keys_and_other_names_do_not_apply():
     m = ClientQuotaManager(PRODUCER_BYTE_RATE)
     m.update({ALICE: {CONSUMER_BYTE_RATE: 10.0}, ent(user="bob"): {PRODUCER_BYTE_RATE: 5.0},
