@@ -23,6 +23,10 @@ class ToolError(Exception):
     """A user-facing failure: the message is printed as is."""
 
 
+class TerseError(ToolError):
+    """Kafka's TerseException: its message alone, without the tool's "Error: " prefix."""
+
+
 class ToolParser(argparse.ArgumentParser):
     """argparse with Kafka's conventions: no abbreviated flags, ``--version`` on every tool, and a
     one-line error (exit 1) for a bad flag or value."""
@@ -134,23 +138,45 @@ def error_text(code) -> str:
 
 
 # The Java exception Kafka's tools print for an error code ("<class>: <message>").
+# The exception class Kafka's Errors enum gives each code: its name in CamelCase (without a
+# trailing _EXCEPTION or _ERROR) + "Exception", except these.
 EXCEPTION_CLASSES = {
-    ErrorCode.OFFSET_OUT_OF_RANGE: "OffsetOutOfRangeException",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: "NotLeaderOrFollowerException",
-    ErrorCode.POLICY_VIOLATION: "PolicyViolationException",
-    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "PreferredLeaderNotAvailableException",
-    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "EligibleLeadersNotAvailableException",
-    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
-    ErrorCode.NOT_CONTROLLER: "NotControllerException",
+    ErrorCode.CORRUPT_MESSAGE: "CorruptRecordException",
     ErrorCode.REQUEST_TIMED_OUT: "TimeoutException",
+    ErrorCode.MESSAGE_TOO_LARGE: "RecordTooLargeException",
+    ErrorCode.STALE_CONTROLLER_EPOCH: "ControllerMovedException",
+    ErrorCode.OFFSET_METADATA_TOO_LARGE: "OffsetMetadataTooLarge",
+    ErrorCode.RECORD_LIST_TOO_LARGE: "RecordBatchTooLargeException",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "GroupAuthorizationException",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+    ErrorCode.TOPIC_ALREADY_EXISTS: "TopicExistsException",
+    ErrorCode.INVALID_CONFIG: "InvalidConfigurationException",
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: "OutOfOrderSequenceException",
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER: "DuplicateSequenceException",
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: "InvalidPidMappingException",
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: "InvalidTxnTimeoutException",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TransactionalIdAuthorizationException",
+    ErrorCode.SASL_AUTHENTICATION_FAILED: "SaslAuthenticationException",
+    ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED: "DelegationTokenDisabledException",
+    ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: "UnsupportedByAuthenticationException",
+    ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED: "DelegationTokenAuthorizationException",
+    ErrorCode.NON_EMPTY_GROUP: "GroupNotEmptyException",
+    ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE: "PrincipalDeserializationException",
 }
 
 
 def exception_class(code) -> str:
-    """org.apache.kafka.common.errors.<the exception of `code`> (its error name if unlisted)."""
-    return "org.apache.kafka.common.errors." + EXCEPTION_CLASSES.get(code, ErrorCode(code).name)
+    """org.apache.kafka.common.errors.<the exception Kafka's Errors gives `code`>."""
+    found = EXCEPTION_CLASSES.get(code)
+    if found is None:
+        name = ErrorCode(code).name
+        for suffix in ("_EXCEPTION", "_ERROR"):
+            if name.endswith(suffix):
+                name = name[:-len(suffix)]
+                break
+        found = "".join(word.capitalize() for word in name.split("_")) + "Exception"
+    return "org.apache.kafka.common.errors." + found
 
 
 # Kafka consumer properties the built-in Consumer honours: property -> (keyword, parser).
@@ -252,6 +278,9 @@ def run(main, argv=None, error_prefix: str = "Error: ") -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except TerseError as e:
+        sys.stderr.write(f"{e}\n")
+        return 1
     except (ToolError, KafkaError, ClientError, OSError, ValueError) as e:
         sys.stderr.write(f"{error_prefix}{describe_error(e)}\n")
         return 1

@@ -1,20 +1,24 @@
 """kafka-log-dirs.sh --describe: log directories of brokers and the size of each partition in them.
 
-Output, as Kafka's LogDirsCommand prints it: two progress lines, then one JSON document:
+Output, as Kafka 3.9's LogDirsCommand prints it: two progress lines, then one JSON document whose
+objects are Java HashMaps, so keys and lists come in their iteration order:
     Querying brokers for log directories information
     Received log directory information from brokers 1
-    {"version":1,"brokers":[{"broker":1,"logDirs":[{"logDir":"/data","error":null,
-     "partitions":[{"partition":"t-0","size":1234,"offsetLag":0,"isFuture":false}]}]}]}
+    {"brokers":[{"broker":1,"logDirs":[{"partitions":[{"partition":"t-0","size":1234,
+     "offsetLag":0,"isFuture":false}],"error":null,"logDir":"/data"}]}],"version":1}
 """
 from __future__ import annotations
 
 import json
 
-
 from broker.client.admin import Admin
 from broker.client.cluster import ClusterClient
-from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, exception_class,
-                                 main_entry, read_properties)
+from broker.client.types import TopicPartition
+from broker.tools.client_quotas import java_hashmap_order
+from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstrap, client_kwargs,
+                                 exception_class, main_entry, read_properties)
+from broker.tools.reassign_partitions import (copy_capacity, java_hash_order, java_int_hash,
+                                              java_string_hash, java_tp_hash)
 
 
 def build_parser() -> ToolParser:
@@ -31,39 +35,55 @@ def build_parser() -> ToolParser:
     return p
 
 
+def _int_set_order(ids) -> list:
+    """A java.util.HashSet<Integer> copied from a collection of `ids`: its iteration order."""
+    ids = list(dict.fromkeys(ids))
+    return java_hash_order(ids, java_int_hash, copy_capacity(len(ids)))
+
+
 async def run(opts) -> int:
     if not opts.describe:
-        raise ToolError("Missing required argument \"[describe]\"")
+        raise TerseError("Missing required argument \"[describe]\"")
     topics = [t for t in opts.topic_list.split(",") if t]
     props = read_properties(opts.command_config) if opts.command_config else {}
     async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
         admin = Admin(cluster)
+        existing = _int_set_order(cluster.brokers)
         if opts.broker_list:
             try:
-                brokers = [int(b) for b in opts.broker_list.split(",") if b.strip()]
+                asked = _int_set_order(int(b) for b in opts.broker_list.split(",") if b.strip())
             except ValueError:
                 raise ToolError(f"Invalid broker list '{opts.broker_list}'") from None
-            missing = [b for b in brokers if b not in cluster.brokers]
+            missing = [b for b in asked if b not in cluster.brokers]
             if missing:
-                raise ToolError(f"ERROR: The given brokers do not exist from --broker-list: "
-                                f"{','.join(map(str, missing))}. Current existent brokers: "
-                                f"{','.join(map(str, sorted(cluster.brokers)))}")
+                raise TerseError(f"ERROR: The given brokers do not exist from --broker-list: "
+                                 f"{','.join(map(str, missing))}. Current existent brokers: "
+                                 f"{','.join(map(str, existing))}")
+            brokers = asked
         else:
-            brokers = sorted(cluster.brokers)
+            brokers = existing
         print("Querying brokers for log directories information")
         results = await admin.describe_log_dirs(brokers)
         print(f"Received log directory information from brokers {','.join(map(str, brokers))}")
-        doc = {"version": 1, "brokers": []}
-        for broker in brokers:
-            dirs = []
-            for d in results[broker]:
-                partitions = [{"partition": f"{t.name}-{p.partition_index}", "size": p.partition_size,
-                               "offsetLag": p.offset_lag, "isFuture": p.is_future_key}
-                              for t in d.topics if not topics or t.name in topics for p in t.partitions]
+        described = []
+        for broker in java_hash_order(brokers, java_int_hash):
+            dirs = {d.log_dir: d for d in results[broker]}
+            names = java_hashmap_order(list(dirs), [java_string_hash(n) for n in dirs], len(dirs))
+            log_dirs = []
+            for name in names:
+                d = dirs[name]
+                sizes = {TopicPartition(t.name, p.partition_index): p
+                         for t in d.topics if not topics or t.name in topics
+                         for p in t.partitions}
+                partitions = [{"partition": f"{tp.topic}-{tp.partition}",
+                               "size": sizes[tp].partition_size,
+                               "offsetLag": sizes[tp].offset_lag,
+                               "isFuture": sizes[tp].is_future_key}
+                              for tp in java_hash_order(list(sizes), java_tp_hash)]
                 error = None if not d.error_code else exception_class(d.error_code)
-                dirs.append({"logDir": d.log_dir, "error": error, "partitions": partitions})
-            doc["brokers"].append({"broker": broker, "logDirs": dirs})
-        print(json.dumps(doc, separators=(",", ":")))
+                log_dirs.append({"partitions": partitions, "error": error, "logDir": name})
+            described.append({"broker": broker, "logDirs": log_dirs})
+        print(json.dumps({"brokers": described, "version": 1}, separators=(",", ":")))
     return 0
 
 

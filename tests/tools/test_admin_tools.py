@@ -3,6 +3,11 @@ perf tests against a live broker, output compared with Kafka's formats."""
 import json
 import re
 
+import pytest
+
+from broker.tools.common import exception_class
+from protocol.errors import ErrorCode
+
 
 def test_configs_alter_and_describe(tools_broker, tool):
     b = tools_broker.bootstrap
@@ -96,10 +101,21 @@ def test_log_dirs_and_api_versions(tools_broker, tool):
     assert r.lines[0] == "Querying brokers for log directories information"
     assert re.fullmatch(r"Received log directory information from brokers \d+", r.lines[1])
     doc = json.loads(r.lines[2])
-    assert list(doc) == ["version", "brokers"] and doc["version"] == 1
+    # Kafka 3.9 builds the document from Java HashMaps: their key order, not the old Scala tool's.
+    assert list(doc) == ["brokers", "version"] and doc["version"] == 1
+    assert list(doc["brokers"][0]) == ["broker", "logDirs"]
     log_dir = doc["brokers"][0]["logDirs"][0]
-    assert list(log_dir) == ["logDir", "error", "partitions"] and log_dir["error"] is None
+    assert list(log_dir) == ["partitions", "error", "logDir"] and log_dir["error"] is None
     assert log_dir["partitions"] == [{"partition": "dirs-0", "size": 0, "offsetLag": 0, "isFuture": False}]
+    broker_id = doc["brokers"][0]["broker"]
+    r = tool("log_dirs", "--bootstrap-server", b, "--describe", "--broker-list", f"{broker_id},{broker_id}")
+    assert r.lines[1] == f"Received log directory information from brokers {broker_id}"   # a set
+    assert len(json.loads(r.lines[2])["brokers"]) == 1
+    r = tool("log_dirs", "--bootstrap-server", b, "--describe", "--broker-list", "7777")
+    assert r.code == 1 and r.err == (f"ERROR: The given brokers do not exist from --broker-list: 7777. "
+                                     f"Current existent brokers: {broker_id}\n")       # TerseException: bare
+    r = tool("log_dirs", "--bootstrap-server", b)
+    assert r.code == 1 and r.err == 'Missing required argument "[describe]"\n'
 
     r = tool("broker_api_versions", "--bootstrap-server", b)
     assert re.fullmatch(r"127\.0\.0\.1:\d+ \(id: \d+ rack: null\) -> \(", r.lines[0])
@@ -128,3 +144,18 @@ def test_perf_tests(tools_broker, tool):
     assert len(cells) == 10 and cells[4] == "2000"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", cells[0])
     assert cells[2] == f"{2000 * 50 / 1024 / 1024:.4f}"
+
+
+@pytest.mark.parametrize("code,name", [
+    (ErrorCode.KAFKA_STORAGE_ERROR, "KafkaStorageException"),
+    (ErrorCode.UNKNOWN_SERVER_ERROR, "UnknownServerException"),
+    (ErrorCode.INVALID_TOPIC_EXCEPTION, "InvalidTopicException"),
+    (ErrorCode.NOT_LEADER_OR_FOLLOWER, "NotLeaderOrFollowerException"),
+    (ErrorCode.LOG_DIR_NOT_FOUND, "LogDirNotFoundException"),
+    (ErrorCode.REQUEST_TIMED_OUT, "TimeoutException"),
+    (ErrorCode.CORRUPT_MESSAGE, "CorruptRecordException"),
+    (ErrorCode.TOPIC_ALREADY_EXISTS, "TopicExistsException"),
+])
+def test_exception_class_names_are_kafkas(code, name):
+    # What Kafka's tools print from Errors.forCode(code).exception().getClass().getName().
+    assert exception_class(code) == "org.apache.kafka.common.errors." + name
