@@ -78,9 +78,6 @@ _SENDFILE_CHUNK = 192 * 1024
 _SCRATCH_SIZE = 1 << 16       # small frames are read here, several per read, then copied out
 _SIZE = struct.Struct(">i")
 _local = threading.local()    # the thread's shared read scratch (see the module docstring)
-# First version whose clients back off by themselves on throttle_time_ms (KIP-219; Kafka's
-# AbstractResponse.shouldClientThrottle); older ones get a delayed response.
-_CLIENT_THROTTLES = {0: 6, 1: 8}            # Produce, Fetch
 # What ConnectionServer.register (broker/server.py) decides for a new connection.
 ADMITTED, WAITING, REFUSED = "admitted", "waiting", "refused"
 
@@ -348,10 +345,9 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("Closing connection %s: %s", self.connection_id, exc)
             self.close()
             return
+        # Throttled: the response goes at once and the connection reads nothing more for that
+        # long, whatever the version (Kafka >= 2.0; clients before KIP-219 wait on the mute).
         throttle_s = ctx.throttle_time_ms / 1000.0
-        if throttle_s > 0 and header.api_version < _CLIENT_THROTTLES.get(header.api_key, 0):
-            await self._wait_until(self.broker.loop.time() + throttle_s)    # an old client
-            throttle_s = 0.0
         if response is not None and not self.closed:
             await self._send(header.correlation_id, header.api_key, header.api_version, response)
         if throttle_s > 0:
