@@ -18,11 +18,14 @@ order:
 The rate is measured on a *sensor* whose key depends on which level matched: a user-level quota
 (3, 6) is shared by every client of the user (sensor (user, "")), a client-id-level quota (7, 8)
 by every user of the client id (sensor ("", client id)), the rest per (user, client id). No
-entity sets the key: no quota, nothing is recorded.
+entity sets the key: no quota, nothing is recorded. As in Kafka's DefaultQuotaCallback the sensor
+is chosen first (with only one kind of entity ever configured, straight from that kind) and its
+quota looked up after; a client that sends no client id counts by its user only.
 
-A sensor is Kafka's `Rate` over a `SampledStat`: `quota.window.num` samples of
-`quota.window.size.seconds` each. A record adds to the current sample, starting a new one (and
-recycling the oldest) once the current is a window old; samples older than num * size are reset.
+A sensor is Kafka's `Rate` over a `SampledStat`: samples of `quota.window.size.seconds` each, in
+a ring of `quota.window.num` + 1 (one overlapping the window's start). A record adds to the
+current sample, starting a new one (and recycling the oldest) once the current is a window old;
+a sample whose last record is num * size old is reset.
 The rate is the samples' sum divided by the elapsed time they cover, counted as at least
 (num - 1) whole windows (so a first burst is spread over ~10 s, not divided by a few ms). A
 request that takes the rate above the bound is throttled for
@@ -173,7 +176,8 @@ def principal_name(principal: str) -> str:
 # -- the rate ------------------------------------------------------------------------------------
 
 class Rate:
-    """Kafka's Rate over a SampledStat (see the module docstring). Samples are [start_ms, sum]."""
+    """Kafka's Rate over a SampledStat (see the module docstring). Samples are
+    [start_ms, sum, last_record_ms]."""
 
     __slots__ = ("samples", "current", "last_record_ms")
 
@@ -184,24 +188,26 @@ class Rate:
 
     def record(self, value: float, now_ms: int, num: int, window_ms: int) -> None:
         if not self.samples:
-            self.samples.append([now_ms, 0.0])
+            self.samples.append([now_ms, 0.0, now_ms])
         sample = self.samples[self.current]
         if now_ms - sample[0] >= window_ms:
-            self.current = (self.current + 1) % num
+            self.current = (self.current + 1) % (num + 1)
             if self.current >= len(self.samples):
-                sample = [now_ms, 0.0]
+                sample = [now_ms, 0.0, now_ms]
                 self.samples.append(sample)
             else:
                 sample = self.samples[self.current]
                 sample[0], sample[1] = now_ms, 0.0
         sample[1] += value
+        sample[2] = now_ms
         self.last_record_ms = now_ms
 
     def _purge(self, now_ms: int, num: int, window_ms: int) -> None:
+        """Kafka's purgeObsoleteSamples: a sample overlapping the window is kept."""
         expire = num * window_ms
         for sample in self.samples:
-            if now_ms - sample[0] >= expire:
-                sample[0], sample[1] = now_ms, 0.0
+            if now_ms - sample[2] >= expire:
+                sample[0], sample[1], sample[2] = now_ms, 0.0, now_ms
 
     def window_size_ms(self, now_ms: int, num: int, window_ms: int) -> int:
         """The elapsed time the samples cover, at least (num - 1) whole windows."""
@@ -211,7 +217,7 @@ class Rate:
         full = elapsed // window_ms
         if full < num - 1:
             elapsed += (num - 1 - full) * window_ms
-        return elapsed
+        return max(elapsed, 1)
 
     def measure(self, now_ms: int, num: int, window_ms: int) -> float:
         """Bytes per second."""

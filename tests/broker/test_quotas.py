@@ -188,3 +188,15 @@ def test_managers_for_the_handlers():
 def test_throttle_fits_the_int32_field():
     m = manager({C1: 1.0})
     assert m.record("u", "c1", 1e12, 0) == 2**31 - 1
+
+
+def test_a_steady_overload_is_measured_over_eleven_windows_as_kafkas_sampled_stat():
+    # Kafka's SampledStat keeps quota.window.num + 1 samples (one overlapping the window's
+    # start) and purges by each sample's last record: 500 B every 100 ms against 1000 B/s is
+    # measured at ~5045 B/s over 11 s, a 44.5 s throttle (it was 10 s and 40.5 s here).
+    rate = Rate()
+    for t in range(0, 25_001, 100):
+        rate.record(500, t, 11, 1000)
+    measured, window = rate.measure_with_window(25_000, 11, 1000)
+    assert window == 11_000
+    assert round((measured - 1000) / 1000 * window) == 44_500
