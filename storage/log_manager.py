@@ -544,13 +544,14 @@ class LogManager:
     # -- retention and flushing ----------------------------------------------------------------
 
     def run_retention(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms / retention.bytes / log start offsets to every log (but the
-        compacted ones while the cleaner runs: it does theirs).  Loop (only renames; the files
-        go in `cleanup_deleted`).  Returns the number of segments deleted."""
+        """Apply retention.ms / retention.bytes / log start offsets to every log but the
+        compacted ones (Kafka's cleanupLogs): the cleaner does theirs, and with
+        log.cleaner.enable=false nothing does, as in Kafka (such topics only grow).  Loop
+        (only renames; the files go in `cleanup_deleted`).  Returns the number of segments
+        deleted."""
         now_ms = self._time_ms() if now_ms is None else now_ms
-        cleaner = self.cleaner
         return sum(log_.delete_old_segments(now_ms) for log_ in self.logs()
-                   if cleaner is None or not log_.config.compact)
+                   if not log_.config.compact)
 
     def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
         """producer.id.expiration.ms over every log.  Blocking (each log's lock)."""

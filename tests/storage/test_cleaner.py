@@ -614,10 +614,8 @@ def test_truncation_lowers_the_checkpoint(tmp_path):
     manager.shutdown()
 
 
-def test_compacted_logs_get_retention_from_the_cleaner_threads(tmp_path):
-    # Wall-clock time: an emptied cleaned segment's age is its file's modification time.
-    now = [int(time.time() * 1000)]
-    manager = _manager(tmp_path, now)
+def _expired_compact_delete_log(manager, now):
+    """A compact,delete log of 30 records in a rolled segment, with retention.ms=1000."""
     config = LogConfig(**{**CONFIG.__dict__, "cleanup_policy": "compact,delete",
                           "retention_ms": 1000})
     log_ = manager.get_or_create_log("cd", 0, config)
@@ -625,11 +623,32 @@ def test_compacted_logs_get_retention_from_the_cleaner_threads(tmp_path):
         log_.append_as_leader(batch([(b"k%d" % (i % 3), b"v%d" % i)], ts=now[0]), 0)
     log_.roll()
     log_.update_high_watermark(log_.log_end_offset)
+    return log_
+
+
+def test_compacted_logs_get_retention_from_the_cleaner_threads(tmp_path):
+    # Wall-clock time: an emptied cleaned segment's age is its file's modification time.
+    now = [int(time.time() * 1000)]
+    manager = _manager(tmp_path, now)
+    log_ = _expired_compact_delete_log(manager, now)
     manager.start_cleaner(CleanerConfig(threads=0))
     now[0] += 10_000
     assert manager.run_retention() == 0                      # not the retention task's job
     manager.cleaner.run_once()
     assert log_.log_start_offset == log_.log_end_offset == 30
+    manager.shutdown()
+
+
+def test_without_the_cleaner_compacted_logs_keep_every_segment(tmp_path):
+    # log.cleaner.enable=false: Kafka's cleanupLogs leaves compacted logs alone (they grow),
+    # even compact,delete ones past their retention.
+    now = [int(time.time() * 1000)]
+    manager = _manager(tmp_path, now)
+    log_ = _expired_compact_delete_log(manager, now)
+    now[0] += 10_000
+    assert manager.cleaner is None
+    assert manager.run_retention() == 0
+    assert log_.log_start_offset == 0
     manager.shutdown()
 
 
