@@ -719,6 +719,8 @@ def clean_in_worker(request: CleanRequest, dedupe_memory: int, load_factor: floa
             _remove_cleaned(request.dir, base)
         if isinstance(exc, CleaningAborted):
             raise CleaningAborted(str(exc)) from None
+        if isinstance(exc, OSError):            # a disk error: the broker takes the dir offline
+            raise OSError(exc.errno, exc.strerror, exc.filename) from None
         if isinstance(exc, Exception):          # crosses the process boundary as text
             raise WorkerError(f"{type(exc).__name__}: {exc}") from None
         raise

@@ -324,6 +324,15 @@ class LogCleaner:
                             stats.invalid_messages)
         except CleaningAborted as exc:
             log.info("Cleaning of log %s aborted: %s", name, exc)
+        except OSError as exc:
+            if log_.generation != generation:      # deleted under the clean: files gone
+                log.info("Cleaning of log %s aborted: the log changed while it was being "
+                         "cleaned", name)
+                return
+            # A disk error: the log dir goes offline (Kafka's cleanLog), not just this log.
+            log.error("Failed to clean up log for %s in dir %s due to IOException: %s", name,
+                      os.path.dirname(log_.dir), exc)
+            self.log_manager.report_dir_failure(log_.dir, exc)
         except Exception:
             if log_.generation != generation:      # truncated or deleted under the clean
                 log.info("Cleaning of log %s aborted: the log changed while it was being "

@@ -2,6 +2,7 @@
 of what survives cleaning (keys, tombstones and their delete horizon, transactions, partial
 offset maps, segment groups), the rules one by one, a crash at every filesystem step of a swap
 (a child process dies there), and the cleaner threads' choices and checkpoint."""
+import errno
 import os
 import shutil
 import subprocess
@@ -545,6 +546,48 @@ def _fill(log_, overwrites, keys=3):
     log_.roll()
     log_.append_as_leader(batch([(b"z", b"1")]), 0)
     log_.update_high_watermark(log_.log_end_offset)
+
+
+class _FailingSwap(NoSync):
+    """The disk fails when a cleaned segment is renamed into place."""
+
+    def rename(self, src, dst):
+        if src.endswith(files.CLEANED_SUFFIX) or dst.endswith(files.SWAP_SUFFIX):
+            raise OSError(errno.EIO, "Input/output error", src)
+        return super().rename(src, dst)
+
+
+def test_a_disk_error_while_cleaning_takes_the_log_dir_offline(tmp_path, monkeypatch):
+    # Kafka's cleanLog: an IOException goes to the LogDirFailureChannel; the partition is not
+    # merely marked uncleanable while the broker goes on serving from the failing disk.
+    now = [NOW]
+    manager = _manager(tmp_path, now)
+    failures = []
+    manager.on_dir_failure = lambda log_dir, exc: failures.append((log_dir, exc.errno))
+    _fill(manager.get_or_create_log("t", 0, CONFIG), 60)
+    monkeypatch.setattr(files, "fs", _FailingSwap())
+    cleaner = LogCleaner(manager, CleanerConfig(backoff_ms=10, worker_process=False))
+    cleaner.run_once()
+    assert failures == [(str(tmp_path / "logs"), errno.EIO)]
+    assert cleaner.uncleanable_partitions() == set()
+    monkeypatch.setattr(files, "fs", NoSync())
+    manager.shutdown()
+
+
+def test_a_worker_passes_a_disk_error_on_as_one(tmp_path, monkeypatch):
+    # Other failures cross the process boundary as WorkerError text; a disk error stays an
+    # OSError so the broker takes the dir offline.
+    from storage import cleaner as cleaner_module
+    log_ = open_log(tmp_path / "t-0")
+    _fill(log_, 60)
+    request = cleaner_module.clean_request(log_, 0, log_.segments[-1].base_offset, NOW)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", "x.cleaned")
+    monkeypatch.setattr(cleaner_module.Cleaner, "clean", full_disk)
+    with pytest.raises(OSError) as info:
+        cleaner_module.clean_in_worker(request, 1 << 20, 0.9, 65536, float("inf"))
+    assert info.value.errno == errno.ENOSPC
 
 
 def test_the_filthiest_log_goes_first_and_the_checkpoint_is_kafkas_file(tmp_path):
