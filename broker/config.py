@@ -263,6 +263,11 @@ BROKER_CONFIGS = [
        doc="Samples kept to measure a client's byte rate against its quota."),
     _c("quota.window.size.seconds", "int", 1, at_least(1), "low",
        doc="Time span of each quota sample."),
+    _c("replication.quota.window.num", "int", 11, at_least(1), "low",
+       doc="Samples kept to measure replication throttles (leader/follower.replication."
+           "throttled.rate)."),
+    _c("replication.quota.window.size.seconds", "int", 1, at_least(1), "low",
+       doc="Time span of each replication throttle sample."),
     # --- logs
     _c("log.dirs", "list", None, some_log_dir, "high",
        doc="Directories holding the log data; when unset, log.dir is used."),

@@ -342,7 +342,9 @@ class Broker:
                     self.broker_id,
                     lambda side=side: self.config.get(f"{side}.replication.throttled.rate"),
                     lambda topic, side=side: self.metadata.topic_config(topic).get(
-                        f"{side}.replication.throttled.replicas")))
+                        f"{side}.replication.throttled.replicas"),
+                    windows=self.config.get("replication.quota.window.num"),
+                    window_s=self.config.get("replication.quota.window.size.seconds")))
 
     async def _start_group_coordinator(self) -> None:
         # Loads the __consumer_offsets partitions this broker leads (coordinator/runtime.py);

@@ -34,3 +34,10 @@ def test_rate_is_measured_over_at_least_ten_windows():
     limit[0] = LONG_MAX
     quota.record(10**9)
     assert not quota.is_exceeded()           # no limit set
+
+
+async def test_the_replication_quota_window_settings_are_used(start_broker):
+    broker = await start_broker(replication_quota_window_num=5,
+                                replication_quota_window_size_seconds=2)
+    for quota in (broker.replica_manager.leader_quota, broker.replica_manager.follower_quota):
+        assert (quota._windows, quota._window_s) == (5, 2)
