@@ -92,6 +92,7 @@ def test_bad_flags_get_kafkas_message(args, message):
 def test_a_bad_election_file_is_named(tmp_path):
     path = tmp_path / "e.json"
     for text, message in (("", "Replica election data is empty"),
+                          ("{not json", "Replica election data is empty"),    # Json.parseFull
                           ('{"x": 1}', "Replica election data is missing \"partitions\" field"),
                           ('{"partitions": [{"topic": "a", "partition": 0}, '
                            '{"topic": "a", "partition": 0}]}',
