@@ -135,6 +135,17 @@ class Consumer:
         self.positions[tp] = offset
         self._buffer = [r for r in self._buffer if (r.topic, r.partition) != tp]
 
+    def rewind_unconsumed(self, records=()) -> None:
+        """Move each partition back to its first record fetched but not consumed: those in
+        the buffer and `records` (returned by poll but not used), so a commit at close does
+        not skip them (Kafka's ConsoleConsumer resetUnconsumedOffsets)."""
+        first: dict = {}
+        for r in list(records) + self._buffer:
+            tp = TopicPartition(r.topic, r.partition)
+            first[tp] = min(first.get(tp, r.offset), r.offset)
+        for tp, offset in first.items():
+            self.seek(tp, offset)
+
     async def seek_to_beginning(self, partitions=None) -> None:
         await self._reset(list(partitions or self._assigned), EARLIEST_TIMESTAMP)
 

@@ -243,6 +243,7 @@ async def run(opts) -> int:
             else:
                 consumer.subscribe(pattern=opts.include)
             started = True
+            unprinted = []              # polled but not printed (--max-messages reached)
             idle_deadline = None if opts.timeout_ms is None else loop.time() + opts.timeout_ms / 1000
             while not stop.is_set():
                 if opts.max_messages is not None and count >= opts.max_messages:
@@ -250,8 +251,9 @@ async def run(opts) -> int:
                 wait = 0.2 if idle_deadline is None else max(0.0, min(0.2, idle_deadline - loop.time()))
                 records = await consumer.poll(timeout_ms=int(wait * 1000))
                 if records:
-                    for r in records:
+                    for i, r in enumerate(records):
                         if opts.max_messages is not None and count >= opts.max_messages:
+                            unprinted = records[i:]
                             break
                         try:
                             out.write(formatter(r))
@@ -259,14 +261,14 @@ async def run(opts) -> int:
                             if not opts.skip_message_on_error:
                                 raise ToolError(f"Error processing message, terminating consumer process: {e}")
                         count += 1
-                        if opts.max_messages is not None and count >= opts.max_messages and consumer.group_id:
-                            consumer.seek((r.topic, r.partition), r.offset + 1)
                     out.flush()
                     if idle_deadline is not None:
                         idle_deadline = loop.time() + opts.timeout_ms / 1000
                 elif idle_deadline is not None and loop.time() >= idle_deadline:
                     break
         finally:
+            if started:
+                consumer.rewind_unconsumed(unprinted)      # the group's commit skips nothing
             try:
                 await asyncio.wait_for(consumer.close(), 10)
             except asyncio.TimeoutError:

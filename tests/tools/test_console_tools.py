@@ -145,3 +145,23 @@ def test_producer_settings_merge_like_kafka(tmp_path):
             assert "Invalid value" in str(e) and "\n" not in str(e)
         else:
             raise AssertionError(bad)
+
+
+def test_max_messages_with_a_group_commits_no_record_it_did_not_print(tools_broker, script, tool):
+    # Kafka's ConsoleConsumer resets every partition to its first unprinted record before
+    # closing: the next run of the group reads on from there, in every partition.
+    b = tools_broker.bootstrap
+    from confluent_kafka import Producer
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "maxm",
+                "--partitions", 2).code == 0
+    producer = Producer({"bootstrap.servers": b})
+    for i in range(20):
+        producer.produce("maxm", b"m%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    first = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "maxm",
+                   "--group", "maxm-g", "--from-beginning", "--max-messages", 5,
+                   "--timeout-ms", 10000)
+    assert len(first.lines) == 5, first
+    rest = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "maxm",
+                  "--group", "maxm-g", "--timeout-ms", 3000)
+    assert sorted(first.lines + rest.lines) == sorted(f"m{i}" for i in range(20)), rest
