@@ -1,3 +1,3 @@
 """Real Kafka infrastructure for tests (yours and ours): a ZooKeeper server (zookeeper.py) and a
 cluster of broker processes with fault injection (cluster.py). The `kafka_cluster` fixture of
-the pytest plugin (broker/pytest_plugin.py) is built on them."""
+the pytest plugin (kbroker_pytest.py) is built on them."""

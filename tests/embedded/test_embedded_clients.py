@@ -1,4 +1,4 @@
-"""Real Kafka clients against the `kafka_broker` fixture of the pytest plugin (broker/pytest_plugin.py)."""
+"""Real Kafka clients against the `kafka_broker` fixture of the pytest plugin (kbroker_pytest.py)."""
 import time
 
 import pytest

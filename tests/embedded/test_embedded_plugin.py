@@ -51,3 +51,20 @@ def test_session_broker_is_shared(kafka_broker_session, request):
 def test_session_and_function_brokers_differ(kafka_broker_session, kafka_broker):
     assert kafka_broker_session.port != kafka_broker.port
     assert kafka_broker_session.data_dir != kafka_broker.data_dir
+
+
+def test_loading_the_plugin_leaves_a_projects_own_broker_package_alone(tmp_path):
+    # pytest loads the plugin in every run once kbroker is installed; it must not import
+    # kbroker's `broker` package, or a project's own `broker` package could not be imported.
+    import subprocess
+    import sys
+    (tmp_path / "broker").mkdir()
+    (tmp_path / "broker" / "__init__.py").write_text("")
+    (tmp_path / "broker" / "orders.py").write_text("def place():\n    return 'placed'\n")
+    (tmp_path / "test_app.py").write_text(
+        "from broker.orders import place\n\n\ndef test_place():\n    assert place() == 'placed'\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "test_app.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout

@@ -34,7 +34,9 @@ the test; `cluster.bootstrap_servers` is what clients connect to. Its `kafka_clu
 marker takes `brokers=` (default 3) and broker properties for every broker.
 
 The plugin is loaded by pytest whenever the package is installed; importing it is cheap (the
-broker itself is imported when a fixture first starts one). `-p no:kbroker` turns it off. A
+broker itself is imported when a fixture first starts one). It is a top-level module of its own
+so that loading it does not import kbroker's `broker` package: a project with a package of that
+name keeps it in every test that does not use these fixtures. `-p no:kbroker` turns it off. A
 project conftest defining its own `kafka_broker` fixture overrides this one in its directory.
 """
 from __future__ import annotations
