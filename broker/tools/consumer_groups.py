@@ -117,7 +117,7 @@ def parse_datetime(text: str) -> int:
         raise ToolError(f"Error parsing timestamp. It does not conform to the format: YYYY-MM-DDTHH:mm:SS.sss "
                         f"(got '{text}')")
     if dt.tzinfo is None:
-        dt = dt.astimezone()   # local time, as Kafka does
+        dt = dt.replace(tzinfo=datetime.timezone.utc)   # UTC, as Kafka's Utils.getDateTime adds "Z"
     return int(dt.timestamp() * 1000)
 
 

@@ -226,3 +226,19 @@ def test_static_member_shows_group_instance_id(tools_broker, tool, script):
     assert row.split()[2:] == ["inst-1", "/127.0.0.1", "static-cli", "1"]
     r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-static", "--state")
     assert r.lines[2].split()[3:] == ["roundrobin", "Stable", "1"]
+
+
+def test_a_datetime_without_a_zone_is_utc(monkeypatch):
+    # Kafka's Utils.getDateTime appends "Z" when the time part names no zone.
+    import time
+
+    from broker.tools.consumer_groups import parse_datetime
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert parse_datetime("2024-01-01T00:00:00.000") == 1704067200000
+        assert parse_datetime("2024-01-01T00:00:00.000Z") == 1704067200000
+        assert parse_datetime("2024-01-01T01:00:00.000+01:00") == 1704067200000
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
