@@ -383,15 +383,21 @@ class GroupsTool:
 
     # --- reset --------------------------------------------------------------------------------
 
-    async def reset(self) -> None:
+    async def reset(self) -> int:
+        """Each group in turn, as Kafka's resetOffsets: an active group is reported and left
+        out, the others are reset and printed (exit 1 when one was left out)."""
         o = self.opts
         results = {}
+        refused = False
         for group_id in await self.group_ids():
             group = await self.admin.describe_group(group_id)
             state = "Dead" if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND else group.group_state
             if state not in ("Empty", "Dead"):
-                raise ToolError(f"Assignments can only be reset if the group '{group_id}' is inactive, but the "
-                                f"current state is {state}.")
+                sys.stderr.write(f"Error: Assignments can only be reset if the group '{group_id}' is "
+                                 f"inactive, but the current state is {state}.\n")
+                refused = True
+                results[group_id] = {}
+                continue
             offsets = await self.plan(group_id)
             if o.execute:
                 errors = await self.admin.commit_offsets(group_id, offsets)
@@ -400,23 +406,29 @@ class GroupsTool:
                     raise ToolError(", ".join(f"{tp}: {ErrorCode(c).name}" for tp, c in sorted(bad.items())))
             results[group_id] = offsets
         if o.export:
-            multi = len(results) > 1
+            # Kafka names the group unless exactly one --group was given.
+            multi = not (o.group and len(o.group) == 1)
             for group_id, offsets in results.items():
                 for tp in sorted(offsets):
                     print((f"{group_id}," if multi else "") + f"{tp.topic},{tp.partition},{offsets[tp]}")
-            return
+            return 1 if refused else 0
         fmt = "%-30s %-30s %-10s %-15s"
         if results:
             print("\n" + fmt % ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"))
         for group_id, offsets in results.items():
             for tp in sorted(offsets):
                 print(fmt % (group_id, tp.topic, tp.partition, offsets[tp]))
+        return 1 if refused else 0
 
     async def plan(self, group_id: str) -> dict:
         o = self.opts
+        requested = None
         if o.from_file:
-            return self._from_file(group_id)
-        if o.all_topics:
+            requested = self._from_file(group_id)       # clamped below, as Kafka's checkOffsetsRange
+            if not requested:
+                sys.stderr.write(f"Error: No reset plan for group {group_id} found\n")
+            tps = sorted(requested)
+        elif o.all_topics:
             tps = sorted(await self.admin.fetch_offsets(group_id))
         else:
             tps = await self._partitions_of(o.topic)
@@ -439,6 +451,8 @@ class GroupsTool:
                       f"Value will be set to {lo}", file=sys.stderr)
                 return lo
             return offset
+        if requested is not None:
+            return {tp: clamp(tp, requested[tp]) for tp in tps}
         if o.to_earliest:
             return {tp: earliest[tp].offset for tp in tps}
         if o.to_latest:
@@ -563,7 +577,7 @@ async def run(opts) -> int:
         elif opts.delete:
             return await tool.delete()
         elif opts.reset_offsets:
-            await tool.reset()
+            return await tool.reset()
         elif opts.delete_offsets:
             return await tool.delete_offsets()
     return 0

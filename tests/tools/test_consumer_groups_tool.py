@@ -79,6 +79,10 @@ def test_reset_from_file_and_delete_offsets(tools_broker, tool, tmp_path):
     b = tools_broker.bootstrap
     produce(b, "filed", {0: 4})
     plan = tmp_path / "plan.csv"
+    plan.write_text("filed,0,1000\n")                 # past the end: clamped, as Kafka does
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-file",
+             "--from-file", plan)
+    assert table(r.lines)[1:] == [["g-file", "filed", "0", "4"]] and "higher than latest" in r.err
     plan.write_text("filed,0,1\n")
     r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-file",
              "--from-file", plan, "--execute")
@@ -123,8 +127,9 @@ def test_members_state_list_and_delete(tools_broker, tool):
             listed = await loop.run_in_executor(None, tool, "consumer_groups", "--bootstrap-server", b,
                                                 "--list", "--state", "Stable")
             busy = await loop.run_in_executor(None, tool, "consumer_groups", "--bootstrap-server", b,
-                                              "--reset-offsets", "--group", "g-live", "--all-topics",
-                                              "--to-earliest", "--execute")
+                                              "--reset-offsets", "--group", "g-live", "--group",
+                                              "g-spare", "--topic", "live", "--to-earliest",
+                                              "--execute")
             await consumer.close()
             return len(got), members, state, offsets, listed, busy
     n, members, state, offsets, listed, busy = asyncio.run(with_member())
@@ -154,6 +159,8 @@ def test_members_state_list_and_delete(tools_broker, tool):
     assert r.lines == ["%-25s %-20s" % ("GROUP", "TYPE")]      # every group here is a classic one
     assert busy.code == 1 and busy.err == ("Error: Assignments can only be reset if the group 'g-live' is inactive, "
                                            "but the current state is Stable.\n")
+    # Kafka goes on with the other groups: g-spare (no members) is reset and printed.
+    assert table(busy.lines)[1:] == [["g-spare", "live", "0", "0"]]
 
     r = tool("consumer_groups", "--bootstrap-server", b, "--list")
     assert "g-live" in r.lines
