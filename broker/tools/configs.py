@@ -16,7 +16,8 @@ import argparse
 from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, Admin
 from broker.client.cluster import ClusterClient
 from broker.tools import client_quotas
-from broker.tools.common import ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
+from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry,
+                                 read_properties)
 
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
@@ -66,11 +67,12 @@ def build_parser() -> ToolParser:
     p.add_argument("--ip-defaults", action="store_true", help="The config defaults for all IPs.")
     p.add_argument("--force", action="store_true", help="Suppress console prompts (accepted; these tools never "
                                                           "prompt).")
-    p.add_argument("--add-config", metavar="<String>",
+    p.add_argument("--add-config", metavar="<String>", action="append",
                    help="Key Value pairs of configs to add. Square brackets can be used to group values which "
                         "contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.")
     p.add_argument("--add-config-file", metavar="<String>", help="Path to a properties file with configs to add.")
-    p.add_argument("--delete-config", metavar="<String>", help="config keys to remove 'k1,k2'")
+    p.add_argument("--delete-config", metavar="<String>", action="append",
+                   help="config keys to remove 'k1,k2'")
     p.add_argument("--all", action="store_true", help="List all configs for the given topic, broker, or "
                                                       "broker-logger entity (includes static configuration when the "
                                                       "entity type is brokers)")
@@ -166,12 +168,16 @@ async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) ->
 
 def config_changes(opts) -> tuple[dict, list]:
     """(configs to add, config names to delete) of an --alter."""
+    if opts.add_config and len(opts.add_config) > 1:        # jopt-simple's valueOf
+        raise TerseError("Found multiple arguments for option add-config, but you asked for only one")
     if opts.add_config and opts.add_config_file:
         raise ToolError("Only one of --add-config or --add-config-file must be specified")
-    adds = parse_add_config(opts.add_config) if opts.add_config else {}
+    adds = parse_add_config(opts.add_config[0]) if opts.add_config else {}
     if opts.add_config_file:
         adds.update(read_properties(opts.add_config_file))
-    deletes = [k.strip() for k in (opts.delete_config or "").split(",") if k.strip()]
+    # Repeatable, each comma-separated (Kafka's withValuesSeparatedBy(',') read with valuesOf).
+    deletes = [k.strip() for value in opts.delete_config or () for k in value.split(",")
+               if k.strip()]
     if not adds and not deletes:
         raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be specified "
                         "with --alter")

@@ -159,3 +159,18 @@ def test_perf_tests(tools_broker, tool):
 def test_exception_class_names_are_kafkas(code, name):
     # What Kafka's tools print from Errors.forCode(code).exception().getClass().getName().
     assert exception_class(code) == "org.apache.kafka.common.errors." + name
+
+
+def test_configs_repeated_flags_as_kafkas_parser():
+    # --delete-config repeats (each comma-separated); a second --add-config is refused.
+    from broker.tools import configs
+    from broker.tools.common import TerseError
+    opts = configs.build_parser().parse_args(
+        ["--bootstrap-server", "x", "--alter", "--topic", "t", "--delete-config", "a",
+         "--delete-config", "b,c"])
+    assert configs.config_changes(opts) == ({}, ["a", "b", "c"])
+    opts = configs.build_parser().parse_args(
+        ["--bootstrap-server", "x", "--alter", "--topic", "t", "--add-config", "x=1",
+         "--add-config", "y=2"])
+    with pytest.raises(TerseError, match="Found multiple arguments for option add-config"):
+        configs.config_changes(opts)
