@@ -233,11 +233,51 @@ def main(argv=None):
         raise ToolError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
     if not (opts.list or opts.describe) and opts.topic is None and not (opts.delete and opts.topic_id):
         raise ToolError("Missing required argument \"[topic]\"")      # never "delete every topic"
-    if opts.create and opts.replica_assignment:
-        for flag, given in (("partitions", opts.partitions), ("replication-factor", opts.replication_factor)):
-            if given is not None:
-                raise ToolError(f'Option "[replica-assignment]" can\'t be used with option "[{flag}]"')
+    check_invalid_args(opts)
     return run(opts)
+
+
+_REPORTS = ("under-replicated-partitions", "under-min-isr-partitions", "at-min-isr-partitions",
+            "unavailable-partitions")
+# Kafka's TopicCommandOptions.checkInvalidArgs: option -> the actions it goes with, and the other
+# options it cannot be combined with.
+_ALLOWED_WITH = {
+    "config": ({"alter", "create"}, ()),
+    "partitions": ({"alter", "create"}, ()),
+    "replication-factor": ({"create"}, ()),
+    "replica-assignment": ({"alter", "create"}, ()),
+    **{report: ({"describe"}, ("topics-with-overrides",)) for report in _REPORTS},
+    "topics-with-overrides": ({"describe"}, _REPORTS),
+    "if-exists": ({"alter", "delete", "describe"}, ()),
+    "if-not-exists": ({"create"}, ()),
+    "exclude-internal": ({"list", "describe"}, ()),
+}
+
+
+def check_invalid_args(opts) -> None:
+    """Options given with an action they do not go with are refused, as Kafka's
+    checkRequiredArgs/checkInvalidArgs do (rather than ignored)."""
+    def given(name):
+        value = getattr(opts, name.replace("-", "_"))
+        return value not in (None, False, [])
+    action = next(a for a in ("alter", "create", "describe", "list", "delete") if given(a))
+    if action == "alter" and given("config"):
+        raise ToolError('Option combination "[[bootstrap-server], [config]]" can\'t be used with '
+                        'option "[alter]" (the kafka-configs CLI supports altering topic configs '
+                        'with a --bootstrap-server option)')
+    for option, (actions, others) in _ALLOWED_WITH.items():
+        if not given(option):
+            continue
+        if action not in actions:
+            raise ToolError(f'Option "[{option}]" can\'t be used with option "[{action}]"')
+        for other in others:
+            if given(other):
+                raise ToolError(f'Option "[{option}]" can\'t be used with option "[{other}]"')
+    if action == "create" and given("replica-assignment"):
+        for other in ("partitions", "replication-factor"):
+            if given(other):
+                raise ToolError(f'Option "[replica-assignment]" can\'t be used with option '
+                                f'"[{other}]"')
 
 
 

@@ -2,6 +2,8 @@
 import asyncio
 import re
 
+import pytest
+
 from broker.client.cluster import ClusterClient
 from broker.client.consumer import Consumer
 from broker.client.types import TopicPartition
@@ -127,5 +129,24 @@ def test_internal_topics_are_not_deleted(tools_broker, tool):
     assert (r.code, r.err) == (1, "Error while executing topic command : Topic __consumer_offsets is a kafka internal "
                                   "topic and is not allowed to be marked for deletion.\n")
     r = tool("topics", "--bootstrap-server", b, "--delete", "--topic", "__.*", "--exclude-internal", "--if-exists")
-    assert r.code == 0, r
+    assert (r.code, r.err) == (1, "Error while executing topic command : Option \"[exclude-internal]\" can't be "
+                                  "used with option \"[delete]\"\n")          # Kafka's checkInvalidArgs
     assert "__consumer_offsets" in tool("topics", "--bootstrap-server", b, "--list").lines
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--alter", "--partitions", "6", "--replication-factor", "3"],
+     'Option "[replication-factor]" can\'t be used with option "[alter]"'),
+    (["--alter", "--partitions", "6", "--config", "retention.ms=1"],
+     'Option combination "[[bootstrap-server], [config]]" can\'t be used with option "[alter]" (the '
+     'kafka-configs CLI supports altering topic configs with a --bootstrap-server option)'),
+    (["--describe", "--partitions", "3"], 'Option "[partitions]" can\'t be used with option "[describe]"'),
+    (["--create", "--if-exists", "--partitions", "1"],
+     'Option "[if-exists]" can\'t be used with option "[create]"'),
+    (["--describe", "--under-replicated-partitions", "--topics-with-overrides"],
+     'Option "[under-replicated-partitions]" can\'t be used with option "[topics-with-overrides]"'),
+    (["--delete", "--exclude-internal"], 'Option "[exclude-internal]" can\'t be used with option "[delete]"'),
+])
+def test_option_combinations_kafka_refuses(tool, argv, message):
+    r = tool("topics", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", *argv)
+    assert (r.code, r.err) == (1, "Error while executing topic command : " + message + "\n")
