@@ -90,6 +90,14 @@ def parse_key_values(items, what: str) -> dict:
     return out
 
 
+def include_list(raw: str) -> re.Pattern:
+    """Kafka's TopicFilter.IncludeList: commas mean "or", spaces and surrounding quotes go
+    ("t1,t2" names two topics)."""
+    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|")
+                                                       .replace(" ", "")))
+    return compile_pattern(regex)
+
+
 def compile_pattern(pattern: str) -> re.Pattern:
     """A topic regular expression given on the command line; a bad one is a one-line error."""
     try:

@@ -1,24 +1,30 @@
 """kafka-get-offsets.sh (Kafka's GetOffsetShell): offsets of topic partitions, one ``topic:partition:offset``
-line each, sorted by topic then partition.
+line each, sorted as Kafka sorts them, by the text "topic-partition".
 
 ``--time`` is -1/latest (the log end offset), -2/earliest (the log start offset), -3/max-timestamp
-(the offset of the record with the largest timestamp), or a timestamp in ms (the earliest offset whose
-timestamp is at or after it); partitions with no such offset are left out, like Kafka does.
-``--topic`` is a regular expression; ``--partitions`` takes ids and ranges ("0,2-4"); ``--topic-partitions``
-takes ``topic-regex:partitions`` entries separated by commas.
+(the offset of the record with the largest timestamp), -4/earliest-local and -5/latest-tiered (no
+tiered storage here: the log start offset, and none), or a timestamp in ms (the earliest offset
+whose timestamp is at or after it); partitions with no such offset are left out, like Kafka does,
+and a partition that cannot answer (no leader) is skipped with a line on stderr.
+``--topic`` is a regular expression (commas mean "or", as Kafka's IncludeList); ``--partitions``
+takes ids and ranges ("0,2-4"); ``--topic-partitions`` takes ``topic-regex:partitions`` entries
+separated by commas.
 """
 from __future__ import annotations
 
 import re
+import sys
 
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import KafkaError
 
 from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
-from broker.tools.common import ToolError, ToolParser, client_kwargs, compile_pattern, main_entry, read_properties
+from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text, exception_class, include_list,
+                                 main_entry, read_properties)
 
-TIMES = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
+TIMES = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP,
+         "earliest-local": -4, "latest-tiered": -5}
 
 
 def build_parser() -> ToolParser:
@@ -54,7 +60,8 @@ def parse_time(text: str) -> int:
         value = int(text)
     except ValueError:
         raise ToolError(f"Malformed time argument {text}. Please use -1 or latest / -2 or earliest / -3 or "
-                        "max-timestamp, or a specified long format timestamp") from None
+                        "max-timestamp / -4 or earliest-local / -5 or latest-tiered, or a specified long "
+                        "format timestamp") from None
     return value
 
 
@@ -85,10 +92,10 @@ def build_filters(opts) -> list:
         out = []
         for item in _split_topic_partitions(opts.topic_partitions):
             topic, sep, parts = item.partition(":")
-            out.append((compile_pattern(topic or ".*"), parse_partition_set(parts) if sep and parts else (lambda p: True)))
+            out.append((include_list(topic or ".*"), parse_partition_set(parts) if sep and parts else (lambda p: True)))
         return out
     predicate = parse_partition_set(opts.partitions) if opts.partitions else (lambda p: True)
-    return [(compile_pattern(opts.topic or ".*"), predicate)]
+    return [(include_list(opts.topic or ".*"), predicate)]
 
 
 def _split_topic_partitions(text: str) -> list:
@@ -122,14 +129,25 @@ async def run(opts) -> int:
                     wanted.append(TopicPartition(name, p))
         if not wanted:
             raise ToolError("Could not match any topic-partitions with the specified filters")
-        results = await admin.list_offsets({tp: timestamp for tp in wanted})
-        for tp in wanted:
+        try:
+            results = await admin.list_offsets({tp: timestamp for tp in wanted})
+        except KafkaError:
+            # A partition without a leader fails the batch: ask each on its own, so only
+            # those are skipped (Kafka's GetOffsetShell reads each partition's result).
+            results = {}
+            for tp in wanted:
+                try:
+                    results.update(await admin.list_offsets({tp: timestamp}))
+                except KafkaError as e:
+                    results[tp] = e.error_code
+        # Kafka prints them ordered by the text "topic-partition" (t-10 before t-2).
+        for tp in sorted(wanted, key=lambda tp: f"{tp.topic}-{tp.partition}"):
             r = results.get(tp)
-            if r is None:
-                continue
-            if r.error_code:
-                raise KafkaError(r.error_code, f"Error fetching the offset of {tp}: {ErrorCode(r.error_code).name}")
-            if r.offset >= 0:
+            code = r if isinstance(r, int) else (r.error_code if r is not None else None)
+            if code:
+                sys.stderr.write(f"Skip getting offsets for topic-partition {tp.topic}-{tp.partition} due "
+                                 f"to error: {exception_class(code)}: {error_text(code)}\n")
+            elif r is not None and r.offset >= 0:
                 print(f"{tp.topic}:{tp.partition}:{r.offset}")
     return 0
 

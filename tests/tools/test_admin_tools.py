@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from broker.tools.common import exception_class
+from broker.tools.common import error_text, exception_class
 from protocol.errors import ErrorCode
 
 
@@ -80,6 +80,14 @@ def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):
     assert r.lines == [f"offs:1:{ends[1]}"]
     r = tool("get_offsets", "--bootstrap-server", b, "--topic", "no-such-topic")
     assert r.code == 1 and r.err == "Error: Could not match any topic-partitions with the specified filters\n"
+    # Kafka's IncludeList: a comma means "or"; the names earliest-local and latest-tiered exist.
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "offs2").code == 0
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "offs2, offs", "--time", "earliest-local")
+    assert r.lines == ["offs:0:0", "offs:1:0", "offs2:0:0"]
+    # ordered by the text "topic-partition", as Kafka's TreeMap does: t-10 before t-2
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "many", "--partitions", 11).code == 0
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "many")
+    assert [l.split(":")[1] for l in r.lines] == ["0", "1", "10", "2", "3", "4", "5", "6", "7", "8", "9"]
 
     spec = tmp_path / "delete.json"
     spec.write_text(json.dumps({"partitions": [{"topic": "offs", "partition": 0, "offset": 2},
@@ -174,3 +182,23 @@ def test_configs_repeated_flags_as_kafkas_parser():
          "--add-config", "y=2"])
     with pytest.raises(TerseError, match="Found multiple arguments for option add-config"):
         configs.config_changes(opts)
+
+
+def test_get_offsets_skips_a_partition_that_cannot_answer(tools_broker, tool, monkeypatch):
+    # Kafka's GetOffsetShell: "Skip getting offsets for topic-partition ..." on stderr, the
+    # other partitions printed, exit 0 (one leaderless partition failed the whole run).
+    from broker.tools import get_offsets
+    from protocol.errors import KafkaError
+    b = tools_broker.bootstrap
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "skip", "--partitions", 2).code == 0
+    real = get_offsets.Admin.list_offsets
+
+    async def leaderless_1(self, specs, **kwargs):
+        if any(tp.partition == 1 for tp in specs):
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, "No leader for skip-1")
+        return await real(self, specs, **kwargs)
+    monkeypatch.setattr(get_offsets.Admin, "list_offsets", leaderless_1)
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "skip")
+    assert (r.code, r.lines) == (0, ["skip:0:0"])
+    assert r.err == ("Skip getting offsets for topic-partition skip-1 due to error: org.apache.kafka.common."
+                     "errors.LeaderNotAvailableException: " + error_text(ErrorCode.LEADER_NOT_AVAILABLE) + "\n")
