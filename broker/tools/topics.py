@@ -19,6 +19,8 @@ from coordinator.internal_topics import INTERNAL_TOPICS
 
 from broker.client.admin import RESOURCE_TOPIC, Admin, NewTopic
 from broker.client.cluster import ClusterClient
+from broker.client.errors import UnsupportedVersionError
+from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, compile_pattern, main_entry,
                                  read_properties)
 
@@ -177,10 +179,35 @@ async def create(admin: Admin, opts) -> int:
     return 0
 
 
+def _in_progress(replicas, reassignment) -> bool:
+    """Kafka's isReassignmentInProgress: some replica is still being added or removed."""
+    return reassignment is not None and bool(set(replicas) & (set(reassignment[1]) | set(reassignment[2])))
+
+
+def _replication_factor(replicas, reassignment) -> int:
+    """Kafka's getReplicationFactor: during a reassignment, the replicas not being added."""
+    if _in_progress(replicas, reassignment):
+        return len(reassignment[0]) - len(reassignment[1])
+    return len(replicas)
+
+
+async def _reassignments(admin: Admin, partitions: list) -> dict:
+    """{TopicPartition: (replicas, adding, removing)} being reassigned (Kafka's
+    listAllReassignments; a broker that cannot tell gives none)."""
+    if not partitions:
+        return {}
+    try:
+        return await admin.list_partition_reassignments(partitions)
+    except UnsupportedVersionError:
+        return {}
+
+
 async def describe(admin: Admin, cluster, topics: dict, names: list, opts) -> None:
     report_filters = (opts.under_replicated_partitions or opts.unavailable_partitions
                       or opts.under_min_isr_partitions or opts.at_min_isr_partitions)
     live = set(cluster.brokers)
+    moving = await _reassignments(admin, [TopicPartition(name, p) for name in names
+                                          for p in topics[name].partitions])
     for name in names:
         meta = topics[name]
         config = await admin.describe_configs(RESOURCE_TOPIC, name)
@@ -193,7 +220,8 @@ async def describe(admin: Admin, cluster, topics: dict, names: list, opts) -> No
             topic_id = format_topic_id(meta.topic_id)
             if topic_id:
                 line += f"\tTopicId: {topic_id}"
-            rf = len(partitions[0].replicas) if partitions else 0
+            rf = _replication_factor(partitions[0].replicas, moving.get(
+                TopicPartition(name, partitions[0].partition))) if partitions else 0
             line += f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}\tConfigs: "
             line += ",".join(f"{k}={v}" for k, v in non_default)
             print(line)
@@ -201,14 +229,22 @@ async def describe(admin: Admin, cluster, topics: dict, names: list, opts) -> No
             continue
         for p in partitions:
             has_leader = p.leader >= 0
+            reassignment = moving.get(TopicPartition(name, p.partition))
             show = not report_filters or (
-                (opts.under_replicated_partitions and len(p.replicas) - len(p.isr) > 0)
+                (opts.under_replicated_partitions
+                 and _replication_factor(p.replicas, reassignment) - len(p.isr) > 0)
                 or (opts.unavailable_partitions and (not has_leader or p.leader not in live))
                 or (opts.under_min_isr_partitions and (not has_leader or len(p.isr) < min_isr))
                 or (opts.at_min_isr_partitions and len(p.isr) == min_isr))
             if show:
-                print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader if has_leader else 'none'}"
-                      f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                line = (f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader if has_leader else 'none'}"
+                        f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                if reassignment is not None:
+                    line += (f"\tAdding Replicas: {','.join(map(str, reassignment[1]))}"
+                             f"\tRemoving Replicas: {','.join(map(str, reassignment[2]))}")
+                # Kafka 3.9's Admin reads partitions from Metadata against a ZooKeeper-mode
+                # cluster (DescribeTopicPartitions is KRaft's): no ELR, printed as N/A.
+                print(line + "\tElr: N/A\tLastKnownElr: N/A")
 
 
 async def alter(admin: Admin, topics: dict, names: list, opts) -> None:

@@ -642,6 +642,13 @@ def test_a_throttled_reassignment_moves_at_the_throttle_rate(cluster, zk, tmp_pa
         topic_config = json.loads(zk.get("/config/topics/throttled")[0])["config"]
         assert topic_config["leader.replication.throttled.replicas"] == f"0:{source}"
         assert topic_config["follower.replication.throttled.replicas"] == f"0:{destination}"
+        # Mid-copy, kafka-topics.sh shows the move as Kafka 3.9's does: the replication factor
+        # without the replica being added, and the partition not under-replicated.
+        moving = describe(bootstrap, "--topic", "throttled")
+        assert "ReplicationFactor: 1\t" in moving, moving
+        assert (f"\tReplicas: {destination},{source}\tIsr: {source}\tAdding Replicas: {destination}"
+                f"\tRemoving Replicas: {source}\tElr: N/A\tLastKnownElr: N/A") in moving, moving
+        assert describe(bootstrap, "--topic", "throttled", "--under-replicated-partitions") == ""
         out, completed = verify_until_complete(bootstrap, plan, timeout=45, pause=0)
         took = completed - started
     stream.check()

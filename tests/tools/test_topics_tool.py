@@ -10,7 +10,8 @@ from broker.client.types import TopicPartition
 
 TOPIC_LINE = re.compile(r"^Topic: (\S+)\tTopicId: ([A-Za-z0-9_-]{22})\tPartitionCount: (\d+)\tReplicationFactor: (\d+)"
                         r"\tConfigs: (.*)$")
-PARTITION_LINE = re.compile(r"^\tTopic: (\S+)\tPartition: (\d+)\tLeader: (\d+|none)\tReplicas: ([\d,]*)\tIsr: ([\d,]*)$")
+PARTITION_LINE = re.compile(r"^\tTopic: (\S+)\tPartition: (\d+)\tLeader: (\d+|none)\tReplicas: ([\d,]*)\tIsr: ([\d,]*)"
+                            r"\tElr: N/A\tLastKnownElr: N/A$")       # Kafka 3.9 against a ZooKeeper-mode cluster
 
 
 def test_create_describe_alter_delete(tools_broker, tool):
