@@ -35,6 +35,7 @@ the project's own client (broker/client/), as an application would.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import shutil
 import tempfile
@@ -94,13 +95,18 @@ class AsyncEmbeddedBroker:
     """The broker on the caller's running event loop (`async with`, or `await start()`/`stop()`).
 
     `config`: broker properties overriding the defaults (Kafka names, Python or string values);
-    `topics`: created before `start()` returns (see `Topic`); `data_dir`: the log dir to use,
-    kept at stop (default: a new temporary dir, removed at stop)."""
+    `topics`: created before `start()` returns, unless they exist already (see `Topic`);
+    `data_dir`: the log dir to use, kept at stop (default: `log.dirs` or `log.dir` of `config`,
+    also kept, else a new temporary dir, removed at stop). A stopped broker may be started
+    again: it reopens the same dirs (all of them)."""
 
     def __init__(self, config: dict | None = None, *, topics=None, data_dir=None):
         self.overrides = {k: _property_text(v) for k, v in (config or {}).items()}
         self.topics = _topic_specs(topics)
         self.data_dir = os.fspath(data_dir) if data_dir is not None else None
+        # The log.dirs the broker runs on: the caller's (kept), or a temporary dir (removed).
+        self._log_dirs = self.data_dir if self.data_dir is not None else (
+            self.overrides.get("log.dirs") or self.overrides.get("log.dir"))
         self._owns_dir = False
         self.broker = None               # the broker.server.Broker once started
 
@@ -116,17 +122,17 @@ class AsyncEmbeddedBroker:
         props["listeners"] = "PLAINTEXT://127.0.0.1:0"
         props.pop("advertised.listeners", None)
         props.pop("log.dir", None)
-        if self.data_dir is not None:
-            props["log.dirs"] = self.data_dir
-        elif "log.dirs" not in props:
-            self.data_dir = props["log.dirs"] = tempfile.mkdtemp(prefix="kbroker-")
+        if self._log_dirs is None:
+            self._log_dirs = tempfile.mkdtemp(prefix="kbroker-")
             self._owns_dir = True
-        self.data_dir = props["log.dirs"].split(",")[0].strip()
+        props["log.dirs"] = self._log_dirs
+        self.data_dir = self._log_dirs.split(",")[0].strip()
         try:
             self.broker = Broker(BrokerConfig(props))
             await self.broker.start()
             for topic in self.topics:
-                await self.create_topic(topic.name, topic.partitions, topic.config)
+                if self.broker.metadata.get_topic(topic.name) is None:    # a reopened dir
+                    await self.create_topic(topic.name, topic.partitions, topic.config)
         except BaseException:
             await self.stop()
             raise
@@ -139,8 +145,9 @@ class AsyncEmbeddedBroker:
             if broker is not None:
                 await broker.shutdown()
         finally:
-            if self._owns_dir and self.data_dir is not None:
-                shutil.rmtree(self.data_dir, ignore_errors=True)
+            if self._owns_dir and self._log_dirs is not None:
+                shutil.rmtree(self._log_dirs, ignore_errors=True)
+                self._log_dirs, self._owns_dir = None, False     # a new one if started again
 
     async def __aenter__(self) -> "AsyncEmbeddedBroker":
         return await self.start()
@@ -277,10 +284,21 @@ class EmbeddedBroker:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="kbroker-embedded")
         self._thread.start()
+        started = self._submit(self._async.start())
         try:
-            self._call(self._async.start(), START_TIMEOUT_S)
-        except BaseException:
+            started.result(START_TIMEOUT_S)
+        except BaseException as exc:
+            # A timeout or Ctrl-C: the start is cancelled and what it opened is closed (the
+            # log dir lock, a temporary dir) before the loop goes.
+            started.cancel()
+            try:
+                self._submit(self._async.stop()).result(STOP_TIMEOUT_S)
+            except BaseException:      # noqa: BLE001 - the original error is what matters
+                pass
             self._stop_loop()
+            if isinstance(exc, concurrent.futures.TimeoutError):
+                raise TimeoutError(f"the embedded broker did not start within "
+                                   f"{START_TIMEOUT_S} s") from None
             raise
         return self
 

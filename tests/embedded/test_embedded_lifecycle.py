@@ -113,6 +113,33 @@ def test_caller_data_dir_is_kept_and_reopened(tmp_path):
         assert [r.value for r in broker.read_all("kept")] == [b"v1", b"v2"]
 
 
+def test_reopening_with_the_same_topics_and_restarting_on_several_dirs(tmp_path):
+    # topics= is created only when missing (a reopened dir has it); a broker stopped and
+    # started again keeps all its log.dirs, not only the first (the rest came back empty).
+    dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
+    broker = EmbeddedBroker({"log.dirs": dirs}, topics={"spread": 4}).start()
+    broker.produce("spread", [(b"k%d" % i, b"v%d" % i) for i in range(8)])
+    broker.stop()
+    broker.start()
+    try:
+        assert len(broker.read_all("spread")) == 8
+    finally:
+        broker.stop()
+    assert os.listdir(tmp_path / "b")                       # the caller's dirs are kept
+    with EmbeddedBroker(data_dir=tmp_path / "c", topics={"t": 1}) as first:
+        first.produce("t", [b"x"])
+    with EmbeddedBroker(data_dir=tmp_path / "c", topics={"t": 1}) as again:
+        assert [r.value for r in again.read_all("t")] == [b"x"]
+
+
+def test_log_dir_is_used_and_kept_as_kafka_reads_it(tmp_path):
+    # Kafka uses log.dir when log.dirs is not set.
+    with EmbeddedBroker({"log.dir": str(tmp_path / "single")}, topics={"t": 1}) as broker:
+        broker.produce("t", [b"x"])
+        assert broker.data_dir == str(tmp_path / "single")
+    assert (tmp_path / "single" / "t-0").is_dir()
+
+
 def test_a_second_broker_on_a_live_data_dir_is_refused(tmp_path):
     """Two embedded brokers in one process on one dir: the second fails with Kafka's message
     before it touches anything, and the first keeps serving."""
