@@ -35,6 +35,11 @@ A v2 record inside a batch::
 
 Varints are zigzag-encoded (Kafka's ByteUtils.readVarint). With LogAppendTime (attribute bit 3) every
 record's timestamp is the batch's max_timestamp.
+
+Entries of the message formats before 0.11 (magic 0 and 1, from data written by old clusters) are
+read as Kafka's consumer reads them: a compressed wrapper's inner messages get absolute offsets
+(magic 1 stores them relative to the wrapper, whose offset is the last one), a LogAppendTime
+wrapper's timestamp is every inner message's, and magic 0 has no timestamp (timestampType -1).
 """
 from __future__ import annotations
 
@@ -87,9 +92,30 @@ def batch_records(buf, pos: int, header) -> tuple[bytes, int]:
     return data, header[12]
 
 
-def _legacy_to_v2(buf, pos: int, header) -> bytes:
-    from storage.legacy import convert_to_v2      # magic 0/1 message sets, up-converted like Kafka
-    return convert_to_v2(bytes(buf[pos:pos + LOG_OVERHEAD + header[1]]))
+def _legacy_messages(buf, pos: int, length: int) -> list:
+    """The messages of the magic 0/1 entry at pos (storage.legacy.LegacyRecord: absolute
+    offsets, timestamps and timestamp types as Kafka's consumer sees them)."""
+    from storage.legacy import CorruptRecordError, iter_messages
+    try:
+        return list(iter_messages(bytes(buf[pos:pos + LOG_OVERHEAD + length])))
+    except CorruptRecordError as exc:
+        raise CorruptBatchError(f"legacy entry at {pos}: {exc}") from None
+
+
+def _legacy_to_v2(messages) -> tuple[bytes, bool]:
+    """(a v2 batch holding `messages` at their own offsets, whether they are magic 0: no
+    timestamp type)."""
+    from storage.record_batch import CREATE_TIME, LOG_APPEND_TIME, RecordBatchBuilder
+    first = messages[0]
+    builder = RecordBatchBuilder(timestamp_type=LOG_APPEND_TIME
+                                 if first.timestamp_type == LOG_APPEND_TIME else CREATE_TIME,
+                                 base_offset=first.offset)
+    try:
+        for m in messages:
+            builder.append(m.timestamp, m.key, m.value, offset=m.offset)
+    except ValueError as exc:                   # offsets that do not increase
+        raise CorruptBatchError(f"legacy entry at offset {first.offset}: {exc}") from None
+    return builder.build(), first.magic == 0
 
 
 class SegmentChangedError(RuntimeError):
@@ -167,10 +193,14 @@ class SplitReader:
     def _read_buffer(self, buf, pos: int, end: int) -> Iterator[pa.RecordBatch]:
         while pos < end:
             if buf[pos + MAGIC_OFFSET] < 2:             # magic 0/1: convert, then read as v2
-                base_offset, batch_length = struct.unpack_from(">qi", buf, pos)
-                v2 = _legacy_to_v2(buf, pos, (base_offset, batch_length))
-                yield from self._read_buffer(v2, 0, len(v2))
+                _, batch_length = struct.unpack_from(">qi", buf, pos)
+                if pos + LOG_OVERHEAD + batch_length > end:
+                    raise CorruptBatchError(f"{self.split.log_path}: entry at {pos} runs past {end}")
+                v2, no_timestamp_type = _legacy_to_v2(_legacy_messages(buf, pos, batch_length))
+                self._queue_batch(v2, 0, len(v2), read_batch_header(v2, 0), no_timestamp_type)
                 pos += LOG_OVERHEAD + batch_length
+                if self._queued_records >= self.rows_per_batch:
+                    yield from self._flush()
                 continue
             header = read_batch_header(buf, pos)
             next_pos = pos + LOG_OVERHEAD + header[1]
@@ -181,7 +211,8 @@ class SplitReader:
             if self._queued_records >= self.rows_per_batch:
                 yield from self._flush()
 
-    def _queue_batch(self, buf, pos: int, next_pos: int, header) -> None:
+    def _queue_batch(self, buf, pos: int, next_pos: int, header,
+                     no_timestamp_type: bool = False) -> None:
         (base_offset, _length, leader_epoch, _magic, crc, attributes, last_delta, base_ts, max_ts,
          producer_id, _epoch, _seq, count) = header
         last_offset = base_offset + last_delta
@@ -198,9 +229,13 @@ class SplitReader:
             return
         data, count = batch_records(buf, pos, header)
         horizon = base_ts if attributes & DELETE_HORIZON_FLAG_MASK and base_ts >= 0 else NO_TIMESTAMP
-        self._queue.append((data, count, base_offset, base_ts,
-                            max_ts if attributes & TIMESTAMP_TYPE_MASK else -1, leader_epoch, producer_id,
-                            bool(attributes & TRANSACTIONAL_FLAG_MASK), aborted, horizon))
+        # Element 4: the LogAppendTime of every record (>= 0), -1 for CreateTime, or -2 for
+        # magic 0 data, which has no timestamp type.
+        log_append_ts = -2 if no_timestamp_type else (
+            max_ts if attributes & TIMESTAMP_TYPE_MASK else -1)
+        self._queue.append((data, count, base_offset, base_ts, log_append_ts, leader_epoch,
+                            producer_id, bool(attributes & TRANSACTIONAL_FLAG_MASK), aborted,
+                            horizon))
         self._queued_records += count
 
     def _is_aborted(self, producer_id: int, offset: int) -> bool:
@@ -224,13 +259,14 @@ class SplitReader:
         except CorruptBatchError as exc:
             raise CorruptBatchError(f"{self.split.log_path}: {exc}") from None
         n = len(offsets)
-        log_append = per_record(4) >= 0
+        log_append_ts = per_record(4)
+        timestamp_types = np.where(log_append_ts == -2, -1, log_append_ts >= 0)
         split = self.split
         arrays = [keys, values, pa.repeat(pa.scalar(split.topic, pa.string()), n),
                   pa.repeat(pa.scalar(split.partition, pa.int32()), n), pa.array(offsets, pa.int64()),
                   pa.array(timestamps * 1000, pa.int64(), mask=timestamps == NO_TIMESTAMP)
                   .view(self.schema.field("timestamp").type),
-                  pa.array(log_append.astype(np.int32), pa.int32())]
+                  pa.array(timestamp_types.astype(np.int32), pa.int32())]
         if headers is not None:
             arrays.append(pa.array(headers, HEADER_TYPE))
         arrays += [pa.array(per_record(5, np.int32), pa.int32()), pa.array(per_record(6), pa.int64()),
@@ -253,7 +289,11 @@ class SplitReader:
 
 
 def offsets_and_timestamps(buf, pos: int) -> list[tuple[int, int]]:
-    """(offset, timestamp ms) of every record of the v2 batch at pos: for timestamp lookups."""
+    """(offset, timestamp ms) of every record of the batch (or legacy entry) at pos: for
+    timestamp lookups."""
+    if buf[pos + MAGIC_OFFSET] < 2:
+        length = struct.unpack_from(">i", buf, pos + 8)[0]
+        return [(m.offset, m.timestamp) for m in _legacy_messages(buf, pos, length)]
     header = read_batch_header(buf, pos)
     data, count = batch_records(buf, pos, header)
     n = max(count, 0)
@@ -273,6 +313,13 @@ BATCH_COLUMNS = [
 ]
 
 
+def _legacy_size(message) -> int:
+    """The bytes of one uncompressed legacy entry holding `message` (offset, size, crc, magic,
+    attributes, [timestamp], key and value with their lengths)."""
+    return (LOG_OVERHEAD + 4 + 2 + (8 if message.magic >= 1 else 0)
+            + 4 + len(message.key or b"") + 4 + len(message.value or b""))
+
+
 def read_batch_infos(split: Split, start_offset: int, end_offset: int) -> Iterator[pa.RecordBatch]:
     """One row per batch of the split (the `batches` view): sizes on disk and uncompressed, codec.
 
@@ -284,7 +331,19 @@ def read_batch_infos(split: Split, start_offset: int, end_offset: int) -> Iterat
     pos = 0
     while pos + LOG_OVERHEAD <= len(buf):
         if buf[pos + MAGIC_OFFSET] < 2:
-            pos += LOG_OVERHEAD + struct.unpack_from(">qi", buf, pos)[1]
+            length = struct.unpack_from(">qi", buf, pos)[1]
+            messages = _legacy_messages(buf, pos, length)
+            first, last = messages[0].offset, messages[-1].offset
+            if start_offset <= last and first < end_offset:
+                codec = buf[pos + MAGIC_OFFSET + 1] & 0x07
+                size = LOG_OVERHEAD + length
+                stamps = [m.timestamp for m in messages if m.timestamp != NO_TIMESTAMP]
+                row = (split.topic, split.partition, first, last, CODEC_NAMES.get(codec, str(codec)),
+                       size, size if codec == 0 else sum(_legacy_size(m) for m in messages),
+                       len(messages), False, False, -1, max(stamps) * 1000 if stamps else None)
+                for column, value in zip(columns, row):
+                    column.append(value)
+            pos += LOG_OVERHEAD + length
             continue
         header = read_batch_header(buf, pos)
         base_offset, length, attributes = header[0], header[1], header[5]

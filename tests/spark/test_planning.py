@@ -57,3 +57,35 @@ def test_split_reads_the_planned_file_while_a_segment_is_rewritten(tmp_path):
     os.remove(path)
     with pytest.raises(SegmentChangedError):
         _offsets(split)
+
+
+def test_legacy_entries_read_at_their_own_offsets_and_timestamp_types(tmp_path):
+    # Data from before Kafka 0.11 (a topic kept since an old cluster): magic 1 messages, a
+    # gzip LogAppendTime wrapper (inner offsets relative to it) and magic 0 messages, in a
+    # segment based at 100. Kafka's consumer sees offsets 100-107, timestamp type 1 for the
+    # wrapper's messages (all at its time) and -1 for magic 0, which has no timestamp.
+    from spark_jobs.decoder import offsets_and_timestamps, read_batch_infos
+    from storage.compression import Codec
+    from storage.legacy import MAGIC_V0, MAGIC_V1, build_message_set
+    from storage.record_batch import LOG_APPEND_TIME
+    (tmp_path / "t-0").mkdir()
+    data = build_message_set([(1000, b"k0", b"v0"), (1001, b"k1", b"v1"), (1002, None, b"v2")],
+                             MAGIC_V1, base_offset=100)
+    data += build_message_set([(2000, b"a", b"x"), (2001, b"b", b"y"), (2002, b"c", b"z")],
+                              MAGIC_V1, Codec.GZIP, base_offset=103, timestamp_type=LOG_APPEND_TIME)
+    data += build_message_set([(0, b"m0", b"w0"), (0, b"m1", b"w1")], MAGIC_V0, Codec.NONE,
+                              base_offset=106)
+    (tmp_path / "t-0" / "00000000000000000100.log").write_bytes(data)
+    log, = layout.discover([str(tmp_path)])
+    split, = layout.plan_splits(log, log.log_start_offset, log.committed_end, 1 << 20)
+    rows = [r for b in SplitReader(split, 104, log.committed_end) for r in b.to_pylist()]
+    assert [(r["offset"], r["value"], r["timestampType"]) for r in rows] == [
+        (104, b"y", 1), (105, b"z", 1), (106, b"w0", -1), (107, b"w1", -1)]
+    assert rows[0]["timestamp"] == rows[1]["timestamp"] and rows[2]["timestamp"] is None
+    all_rows = [r for b in SplitReader(split, 0, log.committed_end) for r in b.to_pylist()]
+    assert [r["offset"] for r in all_rows] == list(range(100, 108))
+    assert layout.offset_for_timestamp(log, 1500, offsets_and_timestamps) == 103
+    batches = [r for b in read_batch_infos(split, 0, 200) for r in b.to_pylist()]
+    assert [(b["baseOffset"], b["lastOffset"], b["codec"], b["recordsCount"]) for b in batches] == [
+        (100, 100, "none", 1), (101, 101, "none", 1), (102, 102, "none", 1), (103, 105, "gzip", 3),
+        (106, 106, "none", 1), (107, 107, "none", 1)]
