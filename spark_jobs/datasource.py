@@ -35,6 +35,9 @@ Options (names follow Spark's own Kafka source where one exists):
                         timestamp >= it (Kafka's ListOffsets by time; none -> no rows)
   endingTimestamp       ms, or JSON: end (exclusive) at the earliest offset whose timestamp >= it
                         (none -> latest)
+  (Spark's Kafka source names kafka.isolation.level, startingOffsetsByTimestamp and
+  endingOffsetsByTimestamp mean isolation, startingTimestamp and endingTimestamp; its assign and
+  startingOffsetsByTimestampStrategy are refused, not ignored)
   isolation             read_uncommitted (default) | read_committed: skips aborted transactions and
                         stops at the last_stable_offset; control batches are never returned
   includeHeaders        false (default) | true: adds the `headers` column
@@ -78,7 +81,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, 
                                StructField, StructType, TimestampType)
 
 from spark_jobs import layout
-from spark_jobs.decoder import SplitReader, offsets_and_timestamps, read_batch_infos
+from spark_jobs.decoder import SegmentChangedError, SplitReader, offsets_and_timestamps, read_batch_infos
 
 SHORT_NAME = "kafkalog"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -196,11 +199,25 @@ def _micros(value) -> int | None:
     return None
 
 
+# Spark's Kafka source option names read as this source's own (lower case).
+_SPARK_KAFKA_ALIASES = {"kafka.isolation.level": "isolation",
+                        "startingoffsetsbytimestamp": "startingtimestamp",
+                        "endingoffsetsbytimestamp": "endingtimestamp"}
+# Spark's Kafka source options this source cannot honour: refused rather than ignored.
+_SPARK_KAFKA_UNSUPPORTED = {
+    "assign": "name the topics in option topics and filter on the partition column",
+    "startingoffsetsbytimestampstrategy": "a timestamp with no offset at or after it reads no rows",
+}
+
+
 class KafkaLogScanReader(DataSourceReader):
     """Plans and reads; filters Spark pushed down (KafkaLogReader) narrow the plan."""
 
     def __init__(self, options: dict):
         self.options = {k.lower(): v for k, v in options.items()}
+        for alias, name in _SPARK_KAFKA_ALIASES.items():    # Spark's Kafka source names
+            if alias in self.options and name not in self.options:
+                self.options[name] = self.options[alias]
         self.topic_names: set[str] | None = None
         self.topic_prefixes: list[str] = []
         self.partition_range = _Range()
@@ -211,6 +228,10 @@ class KafkaLogScanReader(DataSourceReader):
     def _check_options(self) -> None:
         """Bad options fail the query at planning with a message naming the option."""
         o = self.options
+        for name, instead in _SPARK_KAFKA_UNSUPPORTED.items():
+            if name in o:         # silently ignored, it would read other records than asked
+                raise ValueError(f"kafkalog option {name} (Spark's Kafka source) is not supported: "
+                                 f"{instead}")
         choices = {"isolation": ("read_uncommitted", "read_committed"), "view": ("records", "batches")}
         for name, allowed in choices.items():
             if o.get(name, allowed[0]) not in allowed:
@@ -263,6 +284,14 @@ class KafkaLogScanReader(DataSourceReader):
         return [d.strip() for d in raw.split(",") if d.strip()]
 
     def plan(self) -> list[SplitPartition]:
+        try:
+            return self._plan()
+        except FileNotFoundError as exc:
+            # A segment went (retention, compaction) while the plan was being made.
+            raise SegmentChangedError(f"{exc.filename} was deleted or rewritten while the query "
+                                      f"was planned: run the query again") from None
+
+    def _plan(self) -> list[SplitPartition]:
         named = self._named_topics() or set()
         logs = [log for log in layout.discover(self._log_dirs(), self._topic_filter(),
                                                layout.CLUSTER_METADATA_TOPIC in named)

@@ -235,7 +235,10 @@ def _list_segments(dir_path: str) -> list[Segment]:
 
         def sibling(suffix):
             return os.path.join(dir_path, stem + suffix) if stem + suffix in names else None
-        st = os.stat(path)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:      # deleted by retention since the listing: not read
+            continue
         segments.append(Segment(int(m["base"]), path, st.st_size, sibling(INDEX_SUFFIX),
                                 sibling(TIME_INDEX_SUFFIX), sibling(TXN_INDEX_SUFFIX), st.st_ino))
     segments.sort(key=lambda s: s.base_offset)

@@ -89,3 +89,40 @@ def test_legacy_entries_read_at_their_own_offsets_and_timestamp_types(tmp_path):
     assert [(b["baseOffset"], b["lastOffset"], b["codec"], b["recordsCount"]) for b in batches] == [
         (100, 100, "none", 1), (101, 101, "none", 1), (102, 102, "none", 1), (103, 105, "gzip", 3),
         (106, 106, "none", 1), (107, 107, "none", 1)]
+
+
+def test_spark_kafka_option_names_are_honoured_or_refused(tmp_path):
+    from spark_jobs.datasource import KafkaLogScanReader
+    _, rows = write_sample(tmp_path / "logs")
+
+    def offsets(**options):
+        reader = KafkaLogScanReader({"logDirs": str(tmp_path / "logs"), "topics": "txn", **options})
+        return sorted(o for p in reader.plan() for b in reader.read(p)
+                      for o in b.column("offset").to_pylist())
+    assert offsets(**{"kafka.isolation.level": "read_committed"}) == offsets(isolation="read_committed")
+    assert offsets(**{"kafka.isolation.level": "read_committed"}) != offsets()
+    with pytest.raises(ValueError, match="option assign .* is not supported"):
+        KafkaLogScanReader({"logDirs": str(tmp_path / "logs"), "assign": '{"txn": [0]}'})
+
+
+def test_an_unknown_consumer_offsets_record_type_is_skipped():
+    # Kafka's GroupMetadataManager.readMessageKey: an unknown key version is UnknownKey,
+    # skipped when loading; it failed the whole consumer_lag job.
+    from spark_jobs.consumer_lag import decode_commit
+    assert decode_commit(b"\x00\x63" + b"\x00" * 10, b"x") is None
+
+
+def test_a_segment_deleted_while_planning_asks_for_the_query_again(tmp_path, monkeypatch):
+    from spark_jobs.datasource import KafkaLogScanReader
+    write_sample(tmp_path / "logs")
+    real = layout.scan_transactions
+
+    def retention_strikes(log):
+        for segment in log.segments:
+            os.rename(segment.log_path, segment.log_path + ".deleted")
+        return real(log)
+    monkeypatch.setattr(layout, "scan_transactions", retention_strikes)
+    reader = KafkaLogScanReader({"logDirs": str(tmp_path / "logs"), "topics": "txn",
+                                 "isolation": "read_committed"})
+    with pytest.raises(SegmentChangedError, match="run the query again"):
+        reader.plan()
