@@ -10,6 +10,9 @@ value is an OffsetCommitValue (offset, metadata, commit_timestamp), or null: a t
 deletes the committed offset. Other key versions (group metadata, KIP-848 records) are skipped. A
 group's records all live in one partition of `__consumer_offsets`, so the record with the highest
 offset per (group, topic, partition) is the current state, as the group coordinator's replay finds it.
+Offsets committed in a transaction (`sendOffsetsToTransaction`) count only once it committed, as
+Kafka's GroupMetadataManager loads them: those of aborted transactions and of transactions still
+open (at or past the partition's last stable offset) are left out.
 
 The log end offset is what `kafka-consumer-groups.sh` shows as LOG-END-OFFSET: the partition's
 high watermark (from `replication-offset-checkpoint`, else the end of its last complete batch).
@@ -32,10 +35,13 @@ def decode_commit(key: bytes | None, value: bytes | None):
     Runs as a plain Python UDF on the executors (a pandas-free path: pandas is not a dependency).
     """
     from protocol.internal import OffsetCommitKey
-    from protocol.internal_records import decode_offsets_key, decode_offsets_value
+    from protocol.internal_records import (OFFSETS_KEY_VERSIONS, decode_offsets_key,
+                                           decode_offsets_value)
 
-    if key is None:
+    if key is None or len(key) < 2:
         return None
+    if int.from_bytes(key[:2], "big", signed=True) not in OFFSETS_KEY_VERSIONS:
+        return None        # a record type this version does not know: skipped, as Kafka's loader
     k = decode_offsets_key(key)
     if not isinstance(k, OffsetCommitKey):
         return None
@@ -52,20 +58,35 @@ def end_offsets(log_dirs: list[str]) -> list[tuple]:
             for log in layout.discover(log_dirs, lambda t: t != "__consumer_offsets")]
 
 
+def last_stable_offsets(log_dirs: list[str]) -> list[tuple]:
+    """(partition, last stable offset) of each __consumer_offsets partition."""
+    from spark_jobs import layout
+    return [(log.partition, layout.scan_transactions(log).last_stable_offset)
+            for log in layout.discover(log_dirs, lambda t: t == "__consumer_offsets")]
+
+
 def compute(spark, log_dirs: str, group: str | None = None) -> dict:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    raw = common.load(spark, {"logDirs": log_dirs, "topics": "__consumer_offsets"})
+    dirs = [d for d in log_dirs.split(",") if d]
+    raw = common.load(spark, {"logDirs": log_dirs, "topics": "__consumer_offsets",
+                              "includeBatchFields": "true"})
+    stable = spark.createDataFrame(last_stable_offsets(dirs) or [(-1, 0)],
+                                   "log_partition int, last_stable_offset long")
+    decided = (raw.join(F.broadcast(stable), raw["partition"] == stable["log_partition"], "left")
+               .where(~F.col("isAborted") & (~F.col("isTransactional")
+                                              | (F.col("offset") < F.col("last_stable_offset")))))
     decode = F.udf(decode_commit, COMMIT_TYPE, useArrow=False)
-    commits = (raw.select(decode("key", "value").alias("c"), F.col("offset").alias("record_offset"))
+    commits = (decided.select(decode("key", "value").alias("c"),
+                              F.col("offset").alias("record_offset"))
                .where("c IS NOT NULL").select("c.*", "record_offset"))
     if group:
         commits = commits.where(F.col("group") == group)
     latest = Window.partitionBy("group", "topic", "partition").orderBy(F.col("record_offset").desc())
     current = (commits.withColumn("n", F.row_number().over(latest)).where("n = 1 AND NOT tombstone")
                .drop("n", "tombstone", "record_offset"))
-    ends = spark.createDataFrame(end_offsets([d for d in log_dirs.split(",") if d]),
+    ends = spark.createDataFrame(end_offsets(dirs),
                                  "topic string, partition int, log_end_offset long")
     lag = (current.join(ends, ["topic", "partition"], "left")
            .withColumn("lag", F.col("log_end_offset") - F.col("committed_offset"))

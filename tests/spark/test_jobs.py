@@ -109,6 +109,37 @@ def test_consumer_lag(spark, sample_dir):
     assert groups["g1"] == 90 + 120 + 0
 
 
+def test_consumer_lag_counts_offsets_committed_in_transactions_once_they_commit(spark, tmp_path):
+    # sendOffsetsToTransaction: Kafka's group coordinator applies such offsets at the COMMIT
+    # marker, drops them at ABORT and keeps them pending while the transaction is open.
+    from protocol.internal import OffsetCommitKey, OffsetCommitValue
+    from protocol.internal_records import encode_key, encode_value
+    from spark_jobs.sample_data import LogDirWriter
+
+    def commit(group, offset):
+        key = OffsetCommitKey(group=group, topic="orders", partition=0)
+        value = OffsetCommitValue(offset=offset, leader_epoch=-1, metadata="",
+                                  commit_timestamp=1, expire_timestamp=-1)
+        return (1, encode_key(key), encode_value(value, 3), [])
+    writer = LogDirWriter(str(tmp_path / "logs"))
+    writer.append("orders", 0, [(1, b"k", b"v", [])] * 500)
+    writer.append("__consumer_offsets", 0, [commit("aborted", 100)])
+    writer.append("__consumer_offsets", 0, [commit("aborted", 300)], producer_id=7,
+                  producer_epoch=0, transactional=True)
+    writer.end_transaction("__consumer_offsets", 0, 7, 0, commit=False, timestamp=2)
+    writer.append("__consumer_offsets", 0, [commit("committed", 200)], producer_id=8,
+                  producer_epoch=0, transactional=True)
+    writer.end_transaction("__consumer_offsets", 0, 8, 0, commit=True, timestamp=3)
+    writer.append("__consumer_offsets", 0, [commit("open", 50)])
+    writer.append("__consumer_offsets", 0, [commit("open", 400)], producer_id=9,
+                  producer_epoch=0, transactional=True)
+    writer.append("__consumer_offsets", 0, [commit("plain-after-open", 450)])
+    writer.close()
+    got = {r["group"]: r["committed_offset"]
+           for r in consumer_lag.compute(spark, str(tmp_path / "logs"))["lag"].collect()}
+    assert got == {"aborted": 100, "committed": 200, "open": 50, "plain-after-open": 450}
+
+
 def test_consumer_lag_on_kafka_fixture_has_only_group_metadata(spark, kafka_fixtures):
     results = consumer_lag.compute(spark, str(kafka_fixtures / "kafka-3.4.0"))
     assert results["lag"].count() == 0       # the fixture's __consumer_offsets holds GroupMetadata only
