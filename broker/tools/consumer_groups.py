@@ -27,6 +27,7 @@ from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
 from broker.client.cluster import ClusterClient
 from broker.client.consumer_protocol import decode_assignment
 from broker.client.types import TopicPartition
+from broker.tools.client_quotas import java_hashmap_order, java_string_hash
 from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, error_text, main_entry,
                                  read_properties)
 
@@ -96,10 +97,6 @@ DELETE_OFFSETS_ERRORS = {
 }
 PARTITION_LEVEL_ERRORS = (ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                           ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-def _quoted(names) -> str:
-    return ", ".join("'" + n + "'" for n in names)
-
-
 def _fmt(widths, values) -> str:
     """Java's "%-Ns %-Ns ... %s": all but the last column left-justified to their width."""
     return " ".join(f"{v:<{w}}" for v, w in zip(values[:-1], widths)) + " " + str(values[-1])
@@ -304,7 +301,7 @@ class GroupsTool:
         COORDINATOR (ID) column is a fixed 25 wide."""
         node = await self.cluster.find_coordinator(group.group_id)
         broker = self.cluster.brokers[node]
-        coordinator = f"{broker.host}:{broker.port} ({node})"
+        coordinator = f"{broker.host}:{broker.port}  ({node})"         # two spaces, as Kafka
         self._state_notice(group)
         width = max(25, len(coordinator))
         strategy = group.protocol_data or ""
@@ -320,13 +317,18 @@ class GroupsTool:
         results = await self.admin.delete_groups(ids)
         failed = {g: c for g, c in results.items() if c}
         ok = [g for g, c in results.items() if not c]
+        # Kafka's quotes, quirks included: ('g1, g2'), and 'g1'g2', ' for the partial success;
+        # its maps are HashMaps, so their order.
+        def java_order(names):
+            return java_hashmap_order(list(names), [java_string_hash(n) for n in names], 16)
+        ok, failed = java_order(ok), {g: failed[g] for g in java_order(failed)}
         if not failed:
-            print(f"Deletion of requested consumer groups ({_quoted(ids)}) was successful.")
+            print(f"Deletion of requested consumer groups ('{', '.join(ok)}') was successful.")
             return 0
         for g, c in failed.items():
             print(f"* Group '{g}' could not be deleted due to: {error_text(c)}")
         if ok:
-            print(f"\nThese consumer groups were deleted successfully: {_quoted(ok)}")
+            print(f"\nThese consumer groups were deleted successfully: '{chr(39).join(ok)}', '")
         raise ToolError("Deletion of some consumer groups failed: " +
                         ", ".join(f"'{g}' ({ErrorCode(c).name})" for g, c in failed.items()))
 

@@ -141,12 +141,12 @@ def test_members_state_list_and_delete(tools_broker, tool):
     rows = table(state.lines)
     # Kafka's "\n%-Ns %-25s %-20s %-15s %s" where N = max(25, len(coordinator)) -- GROUP takes that width
     assert state.out.startswith("\nGROUP ") and state.out.endswith("\n") and not state.out.endswith("\n\n")
-    coordinator = " ".join(rows[1][1:3])
+    coordinator = "  ".join(rows[1][1:3])                  # Kafka's "host:port  (id)"
     width = max(25, len(coordinator))
     assert state.lines[1] == "%-*s %-25s %-20s %-15s %s" % (width, "GROUP", "COORDINATOR (ID)",
                                                              "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
     assert state.lines[2] == "%-*s %-25s %-20s %-15s %s" % (width, "g-live", coordinator, "range", "Stable", 1)
-    assert re.fullmatch(r"127\.0\.0\.1:\d+ \(\d+\)", coordinator)
+    assert re.fullmatch(r"127\.0\.0\.1:\d+  \(\d+\)", coordinator)
     rows = table(offsets.lines)
     assert rows[1][:6] == ["g-live", "live", "0", "2", "2", "0"] and rows[1][6].startswith("member-client-")
     assert table(listed.lines) == [["GROUP", "STATE"], ["g-live", "Stable"]]
@@ -207,6 +207,9 @@ def test_reset_current_duration_and_multi_group_file(tools_broker, tool, tmp_pat
     assert sorted(r.lines) == ["g-modes,modes,0,5", "g-other,modes,1,2"]
     rows = table(tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-other").lines)
     assert [row[1:4] for row in rows[1:]] == [["modes", "0", "1"], ["modes", "1", "2"]]
+    r = tool("consumer_groups", "--bootstrap-server", b, "--delete", "--group", "g-other", "--group", "g-modes")
+    # Kafka's quoting of several groups, in its HashMap's order
+    assert r.out == "Deletion of requested consumer groups ('g-other, g-modes') was successful.\n", r
     r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic", "modes",
              "--to-earliest", "--to-latest")
     assert r.code == 1 and r.err.startswith("Error: Option [reset-offsets] requires one of the following scenarios")
