@@ -11,8 +11,9 @@ deletes the committed offset. Other key versions (group metadata, KIP-848 record
 group's records all live in one partition of `__consumer_offsets`, so the record with the highest
 offset per (group, topic, partition) is the current state, as the group coordinator's replay finds it.
 Offsets committed in a transaction (`sendOffsetsToTransaction`) count only once it committed, as
-Kafka's GroupMetadataManager loads them: those of aborted transactions and of transactions still
-open (at or past the partition's last stable offset) are left out.
+Kafka's GroupMetadataManager loads them: those of aborted transactions and those of a transaction
+its producer has not ended yet are left out (each producer's on its own: another producer's open
+transaction does not hold back one that committed).
 
 The log end offset is what `kafka-consumer-groups.sh` shows as LOG-END-OFFSET: the partition's
 high watermark (from `replication-offset-checkpoint`, else the end of its last complete batch).
@@ -58,11 +59,13 @@ def end_offsets(log_dirs: list[str]) -> list[tuple]:
             for log in layout.discover(log_dirs, lambda t: t != "__consumer_offsets")]
 
 
-def last_stable_offsets(log_dirs: list[str]) -> list[tuple]:
-    """(partition, last stable offset) of each __consumer_offsets partition."""
+def undecided_transactions(log_dirs: list[str]) -> list[tuple]:
+    """(partition, producer id, first offset) of each transaction of __consumer_offsets that
+    its producer has not ended yet (for readers: no marker, or one past the high watermark)."""
     from spark_jobs import layout
-    return [(log.partition, layout.scan_transactions(log).last_stable_offset)
-            for log in layout.discover(log_dirs, lambda t: t == "__consumer_offsets")]
+    return [(log.partition, producer_id, first)
+            for log in layout.discover(log_dirs, lambda t: t == "__consumer_offsets")
+            for producer_id, first in layout.scan_transactions(log).undecided.items()]
 
 
 def compute(spark, log_dirs: str, group: str | None = None) -> dict:
@@ -72,11 +75,14 @@ def compute(spark, log_dirs: str, group: str | None = None) -> dict:
     dirs = [d for d in log_dirs.split(",") if d]
     raw = common.load(spark, {"logDirs": log_dirs, "topics": "__consumer_offsets",
                               "includeBatchFields": "true"})
-    stable = spark.createDataFrame(last_stable_offsets(dirs) or [(-1, 0)],
-                                   "log_partition int, last_stable_offset long")
-    decided = (raw.join(F.broadcast(stable), raw["partition"] == stable["log_partition"], "left")
-               .where(~F.col("isAborted") & (~F.col("isTransactional")
-                                              | (F.col("offset") < F.col("last_stable_offset")))))
+    open_txns = spark.createDataFrame(undecided_transactions(dirs) or [(-1, -1, 0)],
+                                      "log_partition int, open_producer long, open_from long")
+    decided = (raw.join(F.broadcast(open_txns),
+                        (raw["partition"] == open_txns["log_partition"])
+                        & (raw["producerId"] == open_txns["open_producer"]), "left")
+               .where(~F.col("isAborted")
+                      & (~F.col("isTransactional") | F.col("open_from").isNull()
+                         | (F.col("offset") < F.col("open_from")))))
     decode = F.udf(decode_commit, COMMIT_TYPE, useArrow=False)
     commits = (decided.select(decode("key", "value").alias("c"),
                               F.col("offset").alias("record_offset"))

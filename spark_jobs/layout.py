@@ -355,6 +355,9 @@ class TxnState:
     """What read_committed needs of one partition: aborted transactions and the last_stable_offset."""
     aborted: list[AbortedTxn] = field(default_factory=list)
     last_stable_offset: int = 0
+    # producer id -> first offset of its transaction not decided for readers yet (no marker, or
+    # a marker at or past the committed end)
+    undecided: dict = field(default_factory=dict)
 
 
 CONTROL_KEY = struct.Struct(">hh")  # control record key: version int16, type int16 (0 abort, 1 commit)
@@ -373,7 +376,7 @@ def scan_transactions(log: PartitionLog) -> TxnState:
     its transaction has no data left, and a kept ABORT marker keeps its `.txnindex` entry.
     """
     ongoing: dict[int, int] = {}
-    ended_above_hw: list[int] = []      # first offsets of transactions whose marker is not committed yet
+    ended_above_hw: dict[int, int] = {}  # producer -> first offset, its marker not committed yet
     committed_end = log.committed_end
     aborted: set[AbortedTxn] = set()
     for segment in log.segments:
@@ -389,14 +392,18 @@ def scan_transactions(log: PartitionLog) -> TxnState:
                     if first is not None and h[12] > 0 and _control_type(buf, pos) == 0:
                         aborted.add(AbortedTxn(producer_id, first, h[0]))
                     if first is not None and h[0] >= committed_end:
-                        ended_above_hw.append(first)
+                        ended_above_hw.setdefault(producer_id, first)
                 else:
                     ongoing.setdefault(producer_id, h[0])
         finally:
             if isinstance(buf, mmap.mmap):
                 buf.close()
-    lso = min(list(ongoing.values()) + ended_above_hw, default=log.log_end_offset)
-    return TxnState(sorted(aborted, key=lambda a: a.first_offset), min(lso, committed_end))
+    undecided = {**ongoing, **ended_above_hw}
+    for producer_id, first in ongoing.items():            # the earliest one of each producer
+        undecided[producer_id] = min(first, ended_above_hw.get(producer_id, first))
+    lso = min(undecided.values(), default=log.log_end_offset)
+    return TxnState(sorted(aborted, key=lambda a: a.first_offset), min(lso, committed_end),
+                    undecided)
 
 
 def segment_max_timestamp(segment: Segment) -> int:

@@ -134,10 +134,15 @@ def test_consumer_lag_counts_offsets_committed_in_transactions_once_they_commit(
     writer.append("__consumer_offsets", 0, [commit("open", 400)], producer_id=9,
                   producer_epoch=0, transactional=True)
     writer.append("__consumer_offsets", 0, [commit("plain-after-open", 450)])
+    # another producer's transaction committed while producer 9's is still open: it counts
+    writer.append("__consumer_offsets", 0, [commit("committed-after-open", 42)], producer_id=10,
+                  producer_epoch=0, transactional=True)
+    writer.end_transaction("__consumer_offsets", 0, 10, 0, commit=True, timestamp=4)
     writer.close()
     got = {r["group"]: r["committed_offset"]
            for r in consumer_lag.compute(spark, str(tmp_path / "logs"))["lag"].collect()}
-    assert got == {"aborted": 100, "committed": 200, "open": 50, "plain-after-open": 450}
+    assert got == {"aborted": 100, "committed": 200, "open": 50, "plain-after-open": 450,
+                   "committed-after-open": 42}
 
 
 def test_consumer_lag_on_kafka_fixture_has_only_group_metadata(spark, kafka_fixtures):
