@@ -284,15 +284,16 @@ class EmbeddedBroker:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="kbroker-embedded")
         self._thread.start()
-        started = self._submit(self._async.start())
+        task = asyncio.run_coroutine_threadsafe(self._start_task(), self._loop).result()
+        started = asyncio.run_coroutine_threadsafe(self._await(task), self._loop)
         try:
             started.result(START_TIMEOUT_S)
         except BaseException as exc:
-            # A timeout or Ctrl-C: the start is cancelled and what it opened is closed (the
-            # log dir lock, a temporary dir) before the loop goes.
-            started.cancel()
+            # A timeout or Ctrl-C: the start is cancelled, and its own clean-up (a stop: the
+            # log dir lock, a temporary dir) has finished before the loop goes.
             try:
-                self._submit(self._async.stop()).result(STOP_TIMEOUT_S)
+                asyncio.run_coroutine_threadsafe(self._cancel(task), self._loop).result(
+                    STOP_TIMEOUT_S)
             except BaseException:      # noqa: BLE001 - the original error is what matters
                 pass
             self._stop_loop()
@@ -301,6 +302,20 @@ class EmbeddedBroker:
                                    f"{START_TIMEOUT_S} s") from None
             raise
         return self
+
+    async def _start_task(self):
+        return asyncio.ensure_future(self._async.start())
+
+    @staticmethod
+    async def _await(task):
+        return await asyncio.shield(task)
+
+    async def _cancel(self, task) -> None:
+        """Cancel the start and wait for it (it stops what it opened), then stop whatever is
+        left (a start that had just finished)."""
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await self._async.stop()
 
     def stop(self) -> None:
         """Shut the broker down, then the loop and its thread. Safe to call twice."""

@@ -191,3 +191,32 @@ def test_twenty_brokers_in_a_row_leak_nothing():
     # 20 brokers with a topic each; a leak of a broker's state (logs, indexes, maps) would
     # show as several MB per cycle; measured growth over 20 cycles is ~0.5 MB.
     assert rss_bytes() - rss < 10 * 1024 * 1024
+
+
+def test_a_start_that_times_out_has_closed_what_it_opened(monkeypatch):
+    # The start is cancelled and its clean-up (a full shutdown) finishes before start() raises:
+    # the log dir lock must not outlive it (a retry on the same dir would be refused).
+    import asyncio
+
+    import broker.embedded as embedded
+    events = []
+
+    class SlowShutdown:
+        async def shutdown(self):
+            await asyncio.sleep(0.5)
+            events.append("shut down")
+
+    class SlowStart(AsyncEmbeddedBroker):
+        async def start(self):
+            self.broker = SlowShutdown()
+            try:
+                await asyncio.sleep(60)          # a long log recovery
+            except BaseException:
+                await self.stop()
+                raise
+    monkeypatch.setattr(embedded, "START_TIMEOUT_S", 0.3)
+    broker = EmbeddedBroker()
+    broker._async = SlowStart()
+    with pytest.raises(TimeoutError, match="did not start within 0.3 s"):
+        broker.start()
+    assert events == ["shut down"]
