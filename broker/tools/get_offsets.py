@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 import sys
 
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 
 from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Admin
 from broker.client.cluster import ClusterClient
+from broker.client.errors import ClientError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text, exception_class, include_list,
                                  main_entry, read_properties)
@@ -131,15 +132,18 @@ async def run(opts) -> int:
             raise ToolError("Could not match any topic-partitions with the specified filters")
         try:
             results = await admin.list_offsets({tp: timestamp for tp in wanted})
-        except KafkaError:
-            # A partition without a leader fails the batch: ask each on its own, so only
-            # those are skipped (Kafka's GetOffsetShell reads each partition's result).
+        except (KafkaError, ClientError):
+            # A partition without a leader (or with one that does not answer) fails the batch:
+            # ask each on its own, so only those are skipped (Kafka's GetOffsetShell reads each
+            # partition's result).
             results = {}
             for tp in wanted:
                 try:
                     results.update(await admin.list_offsets({tp: timestamp}))
                 except KafkaError as e:
                     results[tp] = e.error_code
+                except ClientError:
+                    results[tp] = ErrorCode.REQUEST_TIMED_OUT
         # Kafka prints them ordered by the text "topic-partition" (t-10 before t-2).
         for tp in sorted(wanted, key=lambda tp: f"{tp.topic}-{tp.partition}"):
             r = results.get(tp)

@@ -295,7 +295,7 @@ def check_invalid_args(opts) -> None:
     checkRequiredArgs/checkInvalidArgs do (rather than ignored)."""
     def given(name):
         value = getattr(opts, name.replace("-", "_"))
-        return value not in (None, False, [])
+        return value is not None and value is not False and value != []     # 0 is given
     action = next(a for a in ("alter", "create", "describe", "list", "delete") if given(a))
     if action == "alter" and given("config"):
         raise ToolError('Option combination "[[bootstrap-server], [config]]" can\'t be used with '

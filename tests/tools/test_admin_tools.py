@@ -187,6 +187,7 @@ def test_configs_repeated_flags_as_kafkas_parser():
 def test_get_offsets_skips_a_partition_that_cannot_answer(tools_broker, tool, monkeypatch):
     # Kafka's GetOffsetShell: "Skip getting offsets for topic-partition ..." on stderr, the
     # other partitions printed, exit 0 (one leaderless partition failed the whole run).
+    from broker.client.errors import KafkaTimeoutError
     from broker.tools import get_offsets
     from protocol.errors import KafkaError
     b = tools_broker.bootstrap
@@ -202,3 +203,11 @@ def test_get_offsets_skips_a_partition_that_cannot_answer(tools_broker, tool, mo
     assert (r.code, r.lines) == (0, ["skip:0:0"])
     assert r.err == ("Skip getting offsets for topic-partition skip-1 due to error: org.apache.kafka.common."
                      "errors.LeaderNotAvailableException: " + error_text(ErrorCode.LEADER_NOT_AVAILABLE) + "\n")
+
+    async def unreachable_1(self, specs, **kwargs):     # a leader that does not answer
+        if any(tp.partition == 1 for tp in specs):
+            raise KafkaTimeoutError("Request to broker 7 timed out")
+        return await real(self, specs, **kwargs)
+    monkeypatch.setattr(get_offsets.Admin, "list_offsets", unreachable_1)
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "skip")
+    assert (r.code, r.lines) == (0, ["skip:0:0"]) and "TimeoutException" in r.err

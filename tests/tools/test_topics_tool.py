@@ -142,6 +142,7 @@ def test_internal_topics_are_not_deleted(tools_broker, tool):
      'Option combination "[[bootstrap-server], [config]]" can\'t be used with option "[alter]" (the '
      'kafka-configs CLI supports altering topic configs with a --bootstrap-server option)'),
     (["--describe", "--partitions", "3"], 'Option "[partitions]" can\'t be used with option "[describe]"'),
+    (["--describe", "--partitions", "0"], 'Option "[partitions]" can\'t be used with option "[describe]"'),
     (["--create", "--if-exists", "--partitions", "1"],
      'Option "[if-exists]" can\'t be used with option "[create]"'),
     (["--describe", "--under-replicated-partitions", "--topics-with-overrides"],
