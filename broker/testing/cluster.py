@@ -22,6 +22,7 @@ for all brokers and `broker_configs[id]` for one; its output goes to `broker-N.o
 """
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import pathlib
@@ -134,15 +135,22 @@ class KafkaCluster:
         self.close()
 
     def start_all(self, timeout: float = START_TIMEOUT_S) -> "KafkaCluster":
-        if self._own_zookeeper:
-            self.zookeeper.start()
-        for node in self.brokers.values():
-            node.start()
-        self.wait_for_brokers(set(self.brokers), timeout)
-        self.wait_until(lambda: self.controller() is not None, timeout, "no controller elected")
-        # Clients bootstrap from any broker: each must know the controller and every broker.
-        for broker_id in self.brokers:
-            self.wait_for_metadata(broker_id, set(self.brokers), timeout)
+        """Start ZooKeeper and every broker; if any of it fails (a broker exits, a wait times
+        out, Ctrl-C), what did start is stopped before the error goes on (a `with` block's
+        __exit__ does not run when __enter__ raises)."""
+        try:
+            if self._own_zookeeper:
+                self.zookeeper.start()
+            for node in self.brokers.values():
+                node.start()
+            self.wait_for_brokers(set(self.brokers), timeout)
+            self.wait_until(lambda: self.controller() is not None, timeout, "no controller elected")
+            # Clients bootstrap from any broker: each must know the controller and every broker.
+            for broker_id in self.brokers:
+                self.wait_for_metadata(broker_id, set(self.brokers), timeout)
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def close(self) -> None:
@@ -173,15 +181,23 @@ class KafkaCluster:
     def kill(self, broker_id: int) -> None:
         """SIGKILL, as a crash; returns once the process is gone (its ZooKeeper session lives
         until zookeeper.session.timeout.ms passes)."""
-        node = self.brokers[broker_id]
+        node = self._node(broker_id)
         if node.running():
             node.proc.kill()
             node.wait(10)
         node.paused = False
 
+    def _node(self, broker_id: int) -> BrokerNode:
+        node = self.brokers.get(broker_id)
+        if node is None:
+            raise ValueError(f"no broker {broker_id} in this cluster (brokers "
+                             f"{sorted(self.brokers)}; leader() answers -1 when a partition "
+                             f"has no leader)")
+        return node
+
     def pause(self, broker_id: int) -> None:
         """SIGSTOP: the process stops without exiting, sockets open (a long stall)."""
-        self.brokers[broker_id].signal(signal.SIGSTOP)
+        self._node(broker_id).signal(signal.SIGSTOP)
         self.brokers[broker_id].paused = True
 
     def resume(self, broker_id: int) -> None:
@@ -190,7 +206,7 @@ class KafkaCluster:
 
     def stop(self, broker_id: int, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM (a controlled shutdown) and wait; returns the exit code."""
-        node = self.brokers[broker_id]
+        node = self._node(broker_id)
         if node.paused:
             self.resume(broker_id)
         if not node.running():
@@ -205,7 +221,7 @@ class KafkaCluster:
     def start(self, broker_id: int, timeout: float = START_TIMEOUT_S) -> None:
         """Start a stopped or killed broker again (same id, port and log dir) and wait until
         it is registered."""
-        node = self.brokers[broker_id]
+        node = self._node(broker_id)
         if node.running():
             return
         # A killed broker's old session may still hold /brokers/ids/N: registering again
@@ -285,7 +301,15 @@ class KafkaCluster:
                 return await conn.send(MetadataRequest(topics=[]), 1)
             finally:
                 await conn.close()
-        response = asyncio.run(probe())
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            response = asyncio.run(probe())
+        else:
+            # Called from a coroutine (a pytest-asyncio test): asyncio.run cannot nest, so the
+            # probe runs on a loop of its own in a helper thread.
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                response = pool.submit(asyncio.run, probe()).result()
         return response.controller_id, {b.node_id for b in response.brokers}
 
     def wait_for_metadata(self, broker_id: int, brokers: set,
@@ -315,8 +339,16 @@ class KafkaCluster:
 
     def wait_for_isr(self, topic: str, partition: int, isr, timeout: float = 60.0) -> None:
         want = sorted(isr)
-        self.wait_until(lambda: sorted(self.isr(topic, partition)) == want, timeout,
-                        f"ISR of {topic}-{partition} is {self.isr(topic, partition)}, not {want}")
+        seen = []
+
+        def reached():
+            seen[:] = sorted(self.isr(topic, partition))
+            return seen == want
+        try:
+            self.wait_until(reached, timeout, f"ISR of {topic}-{partition} is not {want}")
+        except TimeoutError:
+            raise TimeoutError(f"ISR of {topic}-{partition} is {seen}, not {want} (after "
+                               f"{timeout} s)") from None
 
     def output(self, broker_id: int) -> str:
         return self.brokers[broker_id].output()

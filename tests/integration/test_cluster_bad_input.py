@@ -332,3 +332,27 @@ def test_a_corrupt_batch_stops_only_that_partitions_fetcher(kafka_cluster):
     follower_log = next((cluster.brokers[1].log_dir / "crc-0").glob("*.log"))
     assert b"p0-" not in follower_log.read_bytes()
     assert cluster.brokers[1].running()
+
+
+def test_a_cluster_that_cannot_start_stops_what_it_started(tmp_path):
+    # KafkaCluster.__enter__ raising leaves no ZooKeeper or broker behind (its __exit__ never
+    # runs), so a bad value in a test's kafka_cluster_config leaks nothing.
+    from broker.testing.cluster import KafkaCluster
+    cluster = KafkaCluster(3, tmp_path / "c", broker_configs={1: {"num.partitions": "many"}})
+    with pytest.raises(RuntimeError, match="broker 1 exited"):
+        cluster.__enter__()
+    assert cluster.zookeeper.proc.poll() is not None
+    assert all(node.proc is None or node.proc.poll() is not None
+               for node in cluster.brokers.values())
+
+
+@pytest.mark.kafka_cluster_config(brokers=1)
+def test_the_cluster_helpers_work_from_a_coroutine(kafka_cluster):
+    # A pytest-asyncio test calls restart()/wait_for_metadata() inside a running loop: the
+    # Metadata probe must not need asyncio.run there (it timed out after 60 s).
+    async def inside_a_loop():
+        kafka_cluster.wait_for_metadata(0, {0}, timeout=20)
+        return kafka_cluster.metadata(0)
+    assert asyncio.run(inside_a_loop()) == (0, {0})
+    with pytest.raises(ValueError, match="no broker -1"):
+        kafka_cluster.kill(-1)
