@@ -49,7 +49,8 @@ _INT64 = struct.Struct(">q")
 # Smallest message after the size field: crc 4 + magic 1 + attributes 1 + key len 4 + value len 4.
 MIN_MESSAGE_SIZE = {MAGIC_V0: 14, MAGIC_V1: 22}
 
-LegacyRecord = namedtuple("LegacyRecord", "offset timestamp timestamp_type key value magic codec")
+LegacyRecord = namedtuple("LegacyRecord", "offset timestamp timestamp_type key value magic codec crc",
+                          defaults=(None,))
 LegacyRecord.__doc__ = "One message of a legacy set, with wrappers already unpacked."
 
 
@@ -88,7 +89,7 @@ def _parse_message(buf, pos, end):
     value, p = _bytes_field(buf, p, msg_end)
     if p != msg_end:
         raise CorruptRecordError("legacy message size does not match its fields")
-    return offset, magic, attributes, timestamp, key, value, msg_end
+    return offset, magic, attributes, timestamp, key, value, msg_end, crc
 
 
 def iter_messages(buf, start=0, end=None):
@@ -98,12 +99,12 @@ def iter_messages(buf, start=0, end=None):
         end = len(buf)
     pos = start
     while pos < end:
-        offset, magic, attributes, timestamp, key, value, pos = _parse_message(buf, pos, end)
+        offset, magic, attributes, timestamp, key, value, pos, crc = _parse_message(buf, pos, end)
         codec = attributes & CODEC_MASK
         ts_type = LOG_APPEND_TIME if magic == MAGIC_V1 and attributes & TIMESTAMP_TYPE_MASK \
             else CREATE_TIME
         if codec == Codec.NONE:
-            yield LegacyRecord(offset, timestamp, ts_type, key, value, magic, Codec.NONE)
+            yield LegacyRecord(offset, timestamp, ts_type, key, value, magic, Codec.NONE, crc)
             continue
         if codec > Codec.LZ4:
             raise CorruptRecordError(f"codec {codec} is not valid for magic {magic}")
@@ -117,21 +118,21 @@ def _unwrap(wrapper_offset, magic, ts_type, wrapper_timestamp, codec, inner):
     inner_msgs = []
     pos, end = 0, len(inner)
     while pos < end:
-        offset, imagic, attributes, timestamp, key, value, pos = _parse_message(inner, pos, end)
+        offset, imagic, attributes, timestamp, key, value, pos, crc = _parse_message(inner, pos, end)
         if attributes & CODEC_MASK:
             raise CorruptRecordError("compressed message inside a compressed wrapper")
         if imagic != magic:
             raise CorruptRecordError("inner message magic differs from its wrapper's")
-        inner_msgs.append((offset, timestamp, key, value))
+        inner_msgs.append((offset, timestamp, key, value, crc))
     if not inner_msgs:
         raise CorruptRecordError("compressed wrapper holds no messages")
     last_relative = inner_msgs[-1][0]
-    for offset, timestamp, key, value in inner_msgs:
+    for offset, timestamp, key, value, crc in inner_msgs:
         if magic == MAGIC_V1:
             offset = wrapper_offset - last_relative + offset
             if ts_type == LOG_APPEND_TIME:
                 timestamp = wrapper_timestamp
-        yield LegacyRecord(offset, timestamp, ts_type, key, value, magic, codec)
+        yield LegacyRecord(offset, timestamp, ts_type, key, value, magic, codec, crc)
 
 
 def convert_to_v2(buf):

@@ -20,6 +20,8 @@ import os
 import struct
 import sys
 
+import crc32c
+
 from storage.compression import CorruptRecordError
 from storage.legacy import iter_messages
 from storage.record_batch import MAGIC_V2, ControlRecordType, iter_batches
@@ -95,14 +97,14 @@ class Dumper:
         self.p(f"Dumping {path}")
         if not os.path.isfile(path):
             raise FileNotFoundError(2, "No such file or directory", path)
-        if not os.path.basename(path).split(".")[0].isdigit():
-            raise ValueError(f"{path}: a segment file name starts with its 20-digit base offset")
         suffix = os.path.splitext(path)[1]
         handler = {".log": self.dump_log, ".index": self.dump_index, ".timeindex": self.dump_time_index,
                    ".txnindex": self.dump_txn_index, ".snapshot": self.dump_producer_snapshot}.get(suffix)
-        if handler is None:
+        if handler is None:                     # Kafka goes on with the other files
             self.err.write(f"Ignoring unknown file {path}\n")
             return
+        if not os.path.basename(path).split(".")[0].isdigit():
+            raise ValueError(f"{path}: a segment file name starts with its 20-digit base offset")
         handler(path)
 
     def report(self) -> None:
@@ -212,8 +214,10 @@ class Dumper:
             if not self.opts.skip_record_metadata:
                 key_size = -1 if record.key is None else len(record.key)
                 value_size = -1 if record.value is None else len(record.value)
+                # Kafka's line, its stray "}" included; each message's own CRC (an inner
+                # message's, not its wrapper's)
                 line += (f"{prefix}offset: {record.offset} {ts_type}: {record.timestamp} keySize: {key_size} "
-                         f"valueSize: {value_size} crc: {entry.crc} isvalid: {valid}")
+                         f"valueSize: {value_size} isValid: {valid} crc: {record.crc}}}")
                 prefix = " "
             if self.print_data:
                 key, payload = self.parse_record(record)
@@ -280,7 +284,7 @@ class Dumper:
                 if size % _TIME_ENTRY.size:
                     raise ValueError(f"Time index file {name} is corrupt, found {size} bytes which is neither "
                                      f"positive nor a multiple of {_TIME_ENTRY.size}.")
-                last_ts, last_rel = _last_time_entry(entries)
+                last_ts, last_rel = entries[-1]        # Kafka reads the last slot, zeros or not
                 if last_ts < entries[0][0]:
                     raise ValueError(f"Corrupt time index found, time index file ({name}) has non-zero size but "
                                      f"the last timestamp is {last_ts} which is less than the first timestamp "
@@ -337,34 +341,33 @@ class Dumper:
         with open(path, "rb") as f:
             raw = f.read()
         entry = struct.Struct(">qhiqiqiq")
+        # As Kafka's readSnapshot: the whole file is checked before anything is printed; a bad
+        # one is a line on stderr and the other files are still dumped.
         try:
-            version, _crc, count = struct.unpack_from(">hIi", raw, 0)
+            version, stored_crc, count = struct.unpack_from(">hIi", raw, 0)
             if version != 1:
                 raise ValueError(f"Snapshot contained an unknown file version {version}")
-            for i in range(count):
-                pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, txn_first = \
-                    entry.unpack_from(raw, 10 + i * entry.size)
-                first_seq = last_seq - delta if last_seq - delta >= 0 else last_seq - delta + 2**31
-                txn = "OptionalLong.empty" if txn_first < 0 else f"OptionalLong[{txn_first}]"
-                line = (f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord_epoch} "
-                        f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} ")
-                if last_seq >= 0 or last_offset >= 0:
-                    line += (f"firstSequence: {first_seq} lastSequence: {last_seq} lastOffset: {last_offset} "
-                             f"offsetDelta: {delta} timestamp: {ts}")
-                self.p(line)
+            computed = crc32c.crc32c(raw[6:])
+            if stored_crc != computed:
+                raise ValueError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: "
+                                 f"{stored_crc}. Computed crc: {computed}")
+            rows = [entry.unpack_from(raw, 10 + i * entry.size) for i in range(count)]
         except struct.error:
-            self.err.write(f"Snapshot file {path} is truncated\n")
-            self.failed = True
-
-
-def _last_time_entry(entries):
-    """The last real entry of a possibly preallocated time index (entries after it are zeros)."""
-    last = entries[0]
-    for i, e in enumerate(entries):
-        if i > 0 and e[1] == 0:
-            break
-        last = e
-    return last
+            self.err.write("Snapshot failed schema validation: Error reading field "
+                           "'producer_entries': the file is truncated\n")
+            return
+        except ValueError as exc:
+            self.err.write(f"{exc}\n")
+            return
+        for pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, txn_first in rows:
+            first_seq = last_seq - delta if last_seq - delta >= 0 else last_seq - delta + 2**31
+            txn = "OptionalLong.empty" if txn_first < 0 else f"OptionalLong[{txn_first}]"
+            line = (f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord_epoch} "
+                    f"currentTxnFirstOffset: {txn} lastTimestamp: {ts} ")
+            if last_offset >= 0:
+                line += (f"firstSequence: {first_seq} lastSequence: {last_seq} lastOffset: {last_offset} "
+                         f"offsetDelta: {delta} timestamp: {ts}")
+            self.p(line)
 
 
 def _legacy_timestamp(entry) -> tuple[str, int]:
@@ -386,7 +389,10 @@ def _control_description(record) -> str:
         except (struct.error, TypeError):
             coordinator_epoch = -1
         return f"endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
-    names = {3: "LEADER_CHANGE", 4: "SNAPSHOT_HEADER", 5: "SNAPSHOT_FOOTER", 6: "KRAFT_VERSION", 7: "KRAFT_VOTERS"}
+    # Kafka's ControlRecordType ids (KRaft's metadata log): LEADER_CHANGE 2, then 3-6, which
+    # Kafka prints as JSON of their records (not decoded here).
+    names = {2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION",
+             6: "KRAFT_VOTERS"}
     return f"controlType: {names.get(type_id, 'UNKNOWN')}({type_id})"
 
 

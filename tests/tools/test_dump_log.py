@@ -1,5 +1,6 @@
 """kafka-dump-log on segments written by Apache Kafka (offline) and on index files we write by hand."""
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -181,13 +182,16 @@ def test_legacy_message_sets(tmp_path, capsys):
     assert code == 0 and err == ""
     assert lines[2].startswith("offset: 0 position: 0 NoTimestampType: -1 size: ")
     assert lines[2].endswith("magic: 0 compresscodec: none crc: " + lines[2].split("crc: ")[1])
-    assert lines[3].startswith("| offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 1 crc: ")
-    assert lines[3].endswith("isvalid: true key: a payload: x")
+    # Kafka's line for a legacy record, its stray "}" included
+    assert re.fullmatch(r"\| offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 1 isValid: true "
+                        r"crc: \d+\} key: a payload: x", lines[3]), lines[3]
     wrapper = [l for l in lines if l.startswith("offset: 3 ")][0]
     assert "CreateTime: 1001" in wrapper and "magic: 1 compresscodec: gzip" in wrapper
     inner = [l for l in lines if l.startswith("| offset: 2 ") or l.startswith("| offset: 3 ")]
-    assert inner[0].startswith("| offset: 2 CreateTime: 1000 keySize: 1 valueSize: 2 crc: ")
+    assert inner[0].startswith("| offset: 2 CreateTime: 1000 keySize: 1 valueSize: 2 isValid: true crc: ")
     assert inner[1].endswith("payload: v2")
+    crcs = [re.search(r"crc: (\d+)\}", l).group(1) for l in inner]
+    assert crcs[0] != crcs[1] and f"crc: {crcs[0]} " not in wrapper      # each message's own
 
 
 def test_a_cleaned_segment(tmp_path, capsys):
@@ -215,3 +219,35 @@ def test_a_cleaned_segment(tmp_path, capsys):
     assert lines[3].startswith("baseOffset: 1 lastOffset: 1 count: 1 ")
     assert f"deleteHorizonMs: OptionalLong[{now + 86400000}]" in lines[5]
     assert f"| offset: 2 CreateTime: {now - 5000} keySize: 1 valueSize: -1" in lines[6]
+
+
+def test_bad_files_are_reported_and_the_others_dumped(tmp_path, capsys):
+    # Kafka: an unknown file is "Ignoring unknown file", a corrupt producer snapshot is one
+    # line on stderr (its CRC is checked), and the run goes on with exit 0.
+    from storage.log import Log
+    from storage.log_config import LogConfig
+    log_ = Log(str(tmp_path / "t-0"), LogConfig(segment_ms=10**12), time_ms=lambda: 1000)
+    builder = RecordBatchBuilder(producer_id=5, producer_epoch=0, base_sequence=0)
+    builder.append(1000, None, b"x")
+    log_.append_as_leader(builder.build(), 0)
+    log_.close()
+    snapshot = next(p for p in (tmp_path / "t-0").iterdir() if p.suffix == ".snapshot")
+    good = snapshot.read_bytes()
+    corrupt = tmp_path / "00000000000000000001.snapshot"
+    corrupt.write_bytes(good[:-1] + bytes([good[-1] ^ 0xFF]))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a segment")
+    code, out, err = run_tool(capsys, "--files", f"{notes},{corrupt},{snapshot}")
+    assert code == 0
+    assert f"Ignoring unknown file {notes}" in err
+    assert "Snapshot is corrupt (CRC is no longer valid). Stored crc: " in err
+    assert [l for l in out.splitlines() if l.startswith("producerId: 5 ")]     # the good one
+
+
+def test_a_time_index_ending_in_zero_entries_fails_the_sanity_check(tmp_path, capsys):
+    # Kafka's TimeIndex.sanityCheck reads the last slot: a crash's zero tail is corrupt.
+    path = tmp_path / "00000000000000000000.timeindex"
+    path.write_bytes(struct.pack(">qi", 1005, 1) + struct.pack(">qi", 1010, 2) + bytes(12 * 10))
+    with pytest.raises(ValueError, match="the last timestamp is 0 which is less than the first "
+                                         "timestamp 1005"):
+        run_tool(capsys, "--files", str(path), "--index-sanity-check")
