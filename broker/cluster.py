@@ -117,12 +117,8 @@ class ClusterMembership:
         self._config_change_seq = max((zd.sequence_number(c) for c in changes), default=-1)
 
     def broker_info(self) -> zd.BrokerInfo:
-        protocols = self.config.get("listener.security.protocol.map") or {}
-        if isinstance(protocols, str):
-            protocols = dict(item.split(":", 1) for item in protocols.split(",") if ":" in item)
         endpoints = tuple(
-            zd.EndPoint(name, host, port, protocols.get(name, name if name in (
-                "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") else "PLAINTEXT"))
+            zd.EndPoint(name, host, port, self.config.security_protocol_of(name) or "PLAINTEXT")
             for name, host, port in self.broker.advertised_listeners)
         return zd.BrokerInfo(self.broker.broker_id, endpoints, self.config.get("broker.rack"))
 

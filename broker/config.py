@@ -28,6 +28,7 @@ import dataclasses
 import ipaddress
 import logging
 import re
+import socket
 
 from broker import metadata_version
 
@@ -96,7 +97,9 @@ def some_log_dir(value):
         raise ValueError("At least one log directory must be defined via log.dirs or log.dir")
 
 
-_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]*\]|[^:/\s]*):(-?\d+)$")
+# Kafka's SocketServerConfigs.URI_PARSE_REGEXP: any name, a host of [0-9a-zA-Z-%._:] (brackets
+# optional around an IPv6 address, whose last ":" is the port's), a port.
+_LISTENER = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
 
 def listener_list(value):
@@ -118,8 +121,9 @@ _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 def security_protocol_map(value):
-    """Kafka's listener.security.protocol.map: NAME:PROTOCOL pairs, comma separated."""
-    for pair in value.split(","):
+    """Kafka's listener.security.protocol.map: NAME:PROTOCOL pairs, comma separated (trailing
+    empty items dropped, as Java's split does)."""
+    for pair in re.sub(r"(\s*,)+\s*$", "", value).split(","):
         name, sep, protocol = pair.partition(":")
         if not sep or not name.strip() or not protocol.strip():
             raise ValueError(f"Error parsing configuration property "
@@ -127,6 +131,33 @@ def security_protocol_map(value):
         if protocol.strip().upper() not in _SECURITY_PROTOCOLS:
             raise ValueError(f"Invalid security protocol `{protocol.strip()}` defined in "
                              f"listener.security.protocol.map")
+
+
+_VALID_HOST = re.compile(r"^[0-9a-zA-Z\-%._:]*$")      # Kafka's Utils.validHostPattern
+
+
+def connection_overrides(value):
+    """max.connections.per.ip.overrides: host:count pairs (Kafka's getMap, then toInt and
+    validHostPattern); the count may not be negative."""
+    for host, count in parse_connection_overrides(value):
+        if not _VALID_HOST.match(host):
+            raise ValueError(f"max.connections.per.ip.overrides contains invalid addresses : {host}")
+        if count < 0:
+            raise ValueError(f"the limit for {host} must not be negative")
+
+
+def parse_connection_overrides(value) -> list:
+    """'host:count,...' -> [(host, count)]; ValueError for an item that is not one."""
+    out = []
+    for item in (value or "").split(","):
+        if not item.strip():
+            continue
+        host, sep, count = item.strip().rpartition(":")
+        if not sep or not count.strip().lstrip("-").isdigit():
+            raise ValueError(f"Invalid max.connections.per.ip.overrides entry '{item.strip()}': "
+                             f"expected host:count")
+        out.append((host.strip(), int(count)))
+    return out
 
 
 def zookeeper_connect(value):
@@ -254,7 +285,7 @@ BROKER_CONFIGS = [
        doc="Most connections the broker serves; further ones wait, unread, for a free slot."),
     _c("max.connections.per.ip", "int", INT_MAX, at_least(0), "medium", True,
        doc="Most connections from one client address; further ones are closed."),
-    _c("max.connections.per.ip.overrides", "string", "", None, "medium", True,
+    _c("max.connections.per.ip.overrides", "string", "", connection_overrides, "medium", True,
        doc="Per-address limits, 'host:count,host:count', overriding max.connections.per.ip."),
     _c("connections.max.idle.ms", "long", 600000, None, "medium",
        doc="Idle connections are closed after this many milliseconds."),
@@ -761,6 +792,33 @@ class Listener:
 _HOT = {name.replace(".", "_"): name for name in BROKER_CONFIG}
 
 
+def _normal_address(host: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host
+
+
+def _resolve_overrides(raw: str) -> dict:
+    """{normalised address: limit} of max.connections.per.ip.overrides; a host name is resolved
+    once here (Kafka's InetAddress.getByName), and one that does not resolve is left out."""
+    out = {}
+    for host, count in parse_connection_overrides(raw):
+        try:
+            out[str(ipaddress.ip_address(host))] = count
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except (OSError, UnicodeError):
+            log.warning("max.connections.per.ip.overrides: %s does not resolve; ignored", host)
+            continue
+        for info in infos:
+            out[_normal_address(info[4][0])] = count
+    return out
+
+
 def _ip_version(host: str) -> int | None:
     """4 or 6 for an IP address literal, None for a name or an empty host."""
     try:
@@ -808,8 +866,13 @@ class BrokerConfig:
     @classmethod
     def from_file(cls, path, overrides=None) -> "BrokerConfig":
         """Read server.properties, then apply `overrides` ("k=v" strings or a dict)."""
-        with open(path, encoding="utf-8") as f:
-            props = read_properties(f.read())
+        with open(path, "rb") as f:
+            raw = f.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:        # Java's Properties.load reads ISO-8859-1
+            text = raw.decode("latin-1")
+        props = read_properties(text)
         props.update(parse_overrides(overrides))
         return cls(props)
 
@@ -842,8 +905,12 @@ class BrokerConfig:
                 "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
         threads = values["log.cleaner.threads"]
         size = values["log.cleaner.dedupe.buffer.size"]
-        require(not (values["log.cleaner.enable"] and threads > 0
-                     and size / threads <= 1024 * 1024), "log.cleaner.dedupe.buffer.size",
+        # Kafka divides by the thread count whether or not the cleaner is enabled (0 threads
+        # stops its start with a division by zero: compaction would never run).
+        require(threads >= 1, "log.cleaner.threads",
+                "Log cleaner threads should be at least 1 (log.cleaner.enable=false turns the "
+                "cleaner off)")
+        require(size // threads > 1024 * 1024, "log.cleaner.dedupe.buffer.size",
                 "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.")
         wait_ms = values["replica.fetch.wait.max.ms"]
         require(wait_ms <= values["replica.socket.timeout.ms"], "replica.socket.timeout.ms",
@@ -868,7 +935,7 @@ class BrokerConfig:
                                   "Each listener must have a different name")
         advertised = self.static.get("advertised.listeners") or self.static.get("listeners") or []
         for item in advertised:
-            if Listener.parse(item).host in ("0.0.0.0", "::"):
+            if Listener.parse(item).host == "0.0.0.0":
                 # Kafka refuses it too: clients elsewhere cannot connect to a wildcard address.
                 raise ConfigError("advertised.listeners", ",".join(advertised),
                                   "advertised.listeners cannot use the nonroutable meta-address "
@@ -877,7 +944,12 @@ class BrokerConfig:
         listeners = [Listener.parse(item)
                      for item in self.static.get("listeners") or BROKER_CONFIG["listeners"].default]
         for listener in listeners:
-            if listener.name != "PLAINTEXT" and not self._security_of(listener.name) == "PLAINTEXT":
+            protocol = self.security_protocol_of(listener.name)
+            if protocol is None:
+                raise ConfigError("listener.security.protocol.map", self.static.get(
+                    "listener.security.protocol.map", ""),
+                    f"No security protocol defined for listener {listener.name}")
+            if protocol != "PLAINTEXT":        # also a listener named PLAINTEXT mapped to SSL
                 raise ConfigError("listeners", f"{listener.name}://{listener.host}:"
                                   f"{listener.port}",
                                   "only PLAINTEXT listeners are supported by this broker")
@@ -911,7 +983,7 @@ class BrokerConfig:
                                   "Only one of inter.broker.listener.name and "
                                   "security.inter.broker.protocol should be set.")
             name = name.upper()
-            if self._security_of(name) is None:
+            if self.security_protocol_of(name) is None:
                 raise ConfigError("inter.broker.listener.name", name,
                                   f"Listener with name {name} defined in "
                                   "inter.broker.listener.name not found in "
@@ -924,7 +996,8 @@ class BrokerConfig:
                               "advertised.listeners. The valid options based on currently "
                               f"configured listeners are {','.join(advertised_names)}")
 
-    def _security_of(self, listener_name: str) -> str | None:
+    def security_protocol_of(self, listener_name: str) -> str | None:
+        """The protocol listener.security.protocol.map gives a listener name, or None."""
         mapping = self.static.get("listener.security.protocol.map",
                                   BROKER_CONFIG["listener.security.protocol.map"].default)
         for pair in mapping.split(","):
@@ -994,12 +1067,14 @@ class BrokerConfig:
         return [Listener.parse(item) for item in items] if items else self.listeners
 
     def max_connections_for(self, host: str) -> int:
-        overrides = self._values["max.connections.per.ip.overrides"] or ""
-        for pair in overrides.split(","):
-            key, sep, count = pair.rpartition(":")
-            if sep and key.strip() == host:
-                return int(count)
-        return self._values["max.connections.per.ip"]
+        """A client address's limit: its entry in max.connections.per.ip.overrides (names and
+        every spelling of an address match, as Kafka resolves each key), else the default."""
+        raw = self._values["max.connections.per.ip.overrides"] or ""
+        if raw != getattr(self, "_overrides_raw", None):
+            self._overrides_by_ip = _resolve_overrides(raw)
+            self._overrides_raw = raw
+        found = self._overrides_by_ip.get(_normal_address(host))
+        return self._values["max.connections.per.ip"] if found is None else found
 
     # -- dynamic changes
     @staticmethod
@@ -1029,7 +1104,7 @@ class BrokerConfig:
             if name == "log.cleaner.threads":
                 if new < 1:
                     reason = "Log cleaner threads should be at least 1"
-                elif new < old / 2:
+                elif new < old // 2:                     # integer halving, as Kafka
                     reason = ("Log cleaner threads cannot be reduced to less than half the "
                               f"current value {old}")
                 elif new > old * 2:

@@ -472,7 +472,8 @@ class Broker:
     def _start_periodic_tasks(self) -> None:
         config = self.config
         idle_ms = config.connections_max_idle_ms
-        self._every(max(0.05, min(idle_ms / 4000, 10.0)), self._reap_idle)
+        if idle_ms >= 0:                       # -1: idle connections are never closed (Kafka)
+            self._every(max(0.05, min(idle_ms / 4000, 10.0)), self._reap_idle)
         self._every(config.log_retention_check_interval_ms / 1000, self._retention,
                     executor=True)
         self._every(config.replica_high_watermark_checkpoint_interval_ms / 1000,

@@ -398,3 +398,37 @@ def test_message_format_warning_only_when_the_ibp_ignores_it(caplog):
     assert not caplog.records
     BrokerConfig({"log.message.format.version": "0.10.2", "inter.broker.protocol.version": "3.9"})
     assert "inter-broker protocol version `3.9` is greater or equal than 3.0" in caplog.text
+
+
+def test_listener_and_connection_settings_as_kafka_reads_them():
+    # Kafka's URI_PARSE_REGEXP: any listener name, IPv6 without brackets, a zone id.
+    BrokerConfig({"listeners": "CLIENT-EXT://:9092",
+                  "listener.security.protocol.map": "CLIENT-EXT:PLAINTEXT,"})   # trailing comma
+    BrokerConfig({"listeners": "PLAINTEXT://[::]:9092"})       # only 0.0.0.0 is refused
+    # A listener named PLAINTEXT is checked against the map like any other.
+    with pytest.raises(ConfigError, match="only PLAINTEXT listeners"):
+        BrokerConfig({"listeners": "PLAINTEXT://:9092",
+                      "listener.security.protocol.map": "PLAINTEXT:SSL"})
+    with pytest.raises(ConfigError, match="No security protocol defined for listener PLAINTEXT"):
+        BrokerConfig({"listeners": "PLAINTEXT://:9092",
+                      "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
+    with pytest.raises(ConfigError, match="max.connections.per.ip.overrides"):
+        BrokerConfig({"max.connections.per.ip.overrides": "127.0.0.1:abc"})
+    with pytest.raises(ConfigError, match="invalid addresses"):
+        BrokerConfig({"max.connections.per.ip.overrides": "bad host!:3"})
+    config = BrokerConfig({"max.connections.per.ip.overrides": "localhost:2,0:0:0:0:0:0:0:1:4"})
+    assert config.max_connections_for("127.0.0.1") == 2       # a name, resolved
+    assert config.max_connections_for("::1") == 4             # another spelling of ::1
+    assert config.max_connections_for("10.0.0.9") == config.get("max.connections.per.ip")
+    with pytest.raises(ConfigError, match="Log cleaner threads should be at least 1"):
+        BrokerConfig({"log.cleaner.threads": "0"})
+    with pytest.raises(ConfigError, match="at least 1MB per cleaner thread"):
+        BrokerConfig({"log.cleaner.enable": "false", "log.cleaner.dedupe.buffer.size": "1000"})
+    config = BrokerConfig({"log.cleaner.threads": "5"})
+    config.check_dynamic({"log.cleaner.threads": "2"})         # 5 // 2, as Kafka
+
+
+def test_a_latin_1_properties_file_is_read_as_java_reads_it(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_bytes(b"# caf\xe9\nbroker.id=3\n")
+    assert BrokerConfig.from_file(path).broker_id == 3

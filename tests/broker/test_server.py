@@ -376,3 +376,14 @@ def test_sendfile_under_uvloop(tmp_path):
 async def test_in_process_tests_run_on_uvloop():
     import uvloop
     assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
+
+
+async def test_connections_max_idle_ms_minus_one_never_closes_idle_connections(start_broker):
+    # Kafka's Selector: a negative connections.max.idle.ms turns idle expiry off (every idle
+    # connection was closed within 50 ms).
+    import asyncio
+    broker = await start_broker(connections_max_idle_ms=-1)
+    client = await RawClient.connect(broker.port)
+    await asyncio.sleep(0.3)
+    assert (await client.request(ApiVersionsRequest(), 0)).error_code == 0
+    await client.close()
