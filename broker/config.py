@@ -256,7 +256,8 @@ BROKER_CONFIGS = [
        doc="In a cluster, generate a broker id (from /brokers/seqid) when broker.id is unset."),
     _c("reserved.broker.max.id", "int", 1000, at_least(0), "medium",
        doc="Largest broker id that is never generated (generated ids start above it)."),
-    _c("inter.broker.protocol.version", "string", "3.7-IV4", metadata_version.validate, "medium",
+    _c("inter.broker.protocol.version", "string", metadata_version.LATEST_PRODUCTION,
+       metadata_version.validate, "medium",
        doc="Protocol version brokers speak to each other." + _UNUSED),
     # --- sockets and connections
     _c("listeners", "list", ["PLAINTEXT://:9092"], non_empty_listener_list, "high",
