@@ -12,8 +12,10 @@ version prints as that version; "usable" is the highest version both sides speak
 from __future__ import annotations
 
 from protocol.api import API_SPECS
+from protocol.errors import KafkaError
 
 from broker.client.cluster import ClusterClient
+from broker.client.errors import ClientError
 from broker.tools.common import ToolParser, add_bootstrap, client_kwargs, main_entry, read_properties
 
 
@@ -54,10 +56,13 @@ async def run(opts) -> int:
     async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
         for node_id in sorted(cluster.brokers):
             broker = cluster.brokers[node_id]
-            conn = await cluster.connection(node_id)
             rack = broker.rack if broker.rack is not None else "null"
-            print(f"{broker.host}:{broker.port} (id: {node_id} rack: {rack}) -> "
-                  f"{describe_versions(conn.api_versions)}")
+            try:
+                versions = describe_versions((await cluster.connection(node_id)).api_versions)
+            except (ClientError, KafkaError, OSError):
+                # Kafka's BrokerApiVersionsCommand prints the failure and goes on.
+                versions = "ERROR: org.apache.kafka.common.errors.DisconnectException"
+            print(f"{broker.host}:{broker.port} (id: {node_id} rack: {rack}) -> {versions}")
     return 0
 
 

@@ -211,3 +211,17 @@ def test_get_offsets_skips_a_partition_that_cannot_answer(tools_broker, tool, mo
     monkeypatch.setattr(get_offsets.Admin, "list_offsets", unreachable_1)
     r = tool("get_offsets", "--bootstrap-server", b, "--topic", "skip")
     assert (r.code, r.lines) == (0, ["skip:0:0"]) and "TimeoutException" in r.err
+
+
+def test_api_versions_of_an_unreachable_broker_is_an_error_line(tools_broker, tool, monkeypatch):
+    # Kafka's BrokerApiVersionsCommand: "-> ERROR: ..." for that broker, the others printed, exit 0.
+    from broker.client.cluster import ClusterClient
+    from broker.client.errors import KafkaConnectionError
+
+    async def refused(self, node_id):
+        raise KafkaConnectionError(f"Connection to node {node_id} refused")
+    monkeypatch.setattr(ClusterClient, "connection", refused)
+    r = tool("broker_api_versions", "--bootstrap-server", tools_broker.bootstrap)
+    assert r.code == 0 and re.fullmatch(r"127\.0\.0\.1:\d+ \(id: \d+ rack: null\) -> ERROR: "
+                                        r"org\.apache\.kafka\.common\.errors\.DisconnectException",
+                                        r.lines[0]), r
