@@ -69,8 +69,12 @@ async def run(opts) -> int:
     bootstrap = opts.bootstrap_server or opts.broker_list
     if not bootstrap:
         raise ToolError("Missing required argument \"[bootstrap-server]\"")
+    if opts.reporting_interval <= 0:
+        raise ToolError("Reporting interval must be greater than 0.")
     props = read_properties(opts.consumer_config) if opts.consumer_config else {}
-    group = opts.group or props.get("group.id") or f"perf-consumer-{random.randrange(100000)}"
+    # Kafka's ConsumerPerfOptions sets group.id itself: --group, else a new random group (a
+    # group.id in --consumer.config is overwritten, so a run never resumes an earlier one).
+    group = opts.group or f"perf-consumer-{random.randrange(100000)}"
     header_summary = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
                       "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
     header_detailed = ("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "

@@ -11,7 +11,9 @@ lines of ``--payload-file`` split on ``--payload-delimiter``. ``--throughput -1`
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import sys
 import time
 
 from broker.client.cluster import ClusterClient
@@ -32,6 +34,9 @@ def build_parser() -> ToolParser:
                         "--payload-file.")
     p.add_argument("--payload-file", metavar="PAYLOAD-FILE",
                    help="file to read the message payloads from. This works only for UTF-8 encoded text files.")
+    p.add_argument("--payload-monotonic", action="store_true",
+                   help="payload is monotonically increasing integer. Note that you must provide exactly one "
+                        "of --record-size or --payload-file or --payload-monotonic.")
     p.add_argument("--payload-delimiter", default="\\n", metavar="PAYLOAD-DELIMITER",
                    help="provides delimiter to be used when --payload-file is provided. (default: \\n)")
     p.add_argument("--throughput", type=float, required=True, metavar="THROUGHPUT",
@@ -93,22 +98,34 @@ class Stats:
         elapsed = max(time.monotonic() - self.start, 1e-9)
         rate = self.count / elapsed
         mb = self.bytes / MB / elapsed
-        avg = self.total_latency / self.count if self.count else 0.0
+        avg = f"{self.total_latency / self.count:.2f}" if self.count else "NaN"    # Java's 0.0/0
         lat = sorted(self.latencies)
         percs = [lat[int(p * len(lat))] if lat else 0 for p in (0.5, 0.95, 0.99, 0.999)]
-        print(f"{self.count} records sent, {rate:f} records/sec ({mb:.2f} MB/sec), {avg:.2f} ms avg latency, "
+        print(f"{self.count} records sent, {rate:f} records/sec ({mb:.2f} MB/sec), {avg} ms avg latency, "
               f"{float(self.max_latency):.2f} ms max latency, {percs[0]} ms 50th, {percs[1]} ms 95th, "
               f"{percs[2]} ms 99th, {percs[3]} ms 99.9th.", flush=True)
 
 
-def payloads(opts) -> list:
-    if (opts.record_size is None) == (opts.payload_file is None):
-        raise ToolError("Exactly one of --record-size or --payload-file must be specified")
+# A byte -> a letter A-Z, as Kafka's random.nextInt(26) + 65.
+_LETTERS = bytes(65 + b % 26 for b in range(256))
+_POOL = 1024         # random payloads made up front (Kafka makes one per record)
+
+
+def payloads(opts) -> list | None:
+    """The payloads to draw from, or None for --payload-monotonic (the record number)."""
+    given = [opts.record_size is not None, opts.payload_file is not None, opts.payload_monotonic]
+    if sum(given) != 1:
+        raise ToolError("Exactly one of --record-size or --payload-file or --payload-monotonic "
+                        "must be specified")
+    if opts.payload_monotonic:
+        return None
     if opts.record_size is not None:
         if opts.record_size < 0:
             raise ToolError("--record-size must be non-negative")
-        rng = random.Random()
-        return [bytes(rng.randrange(26) + 65 for _ in range(opts.record_size))]
+        # Random letters for each record in Kafka: here a pool of distinct random payloads, so
+        # compressed batches compress like Kafka's (one payload repeated compressed to nothing).
+        return [os.urandom(opts.record_size).translate(_LETTERS)
+                for _ in range(max(1, min(opts.num_records, _POOL)))]
     delimiter = opts.payload_delimiter.encode().decode("unicode_escape")
     with open(opts.payload_file, encoding="utf-8") as f:
         items = [s.encode() for s in f.read().split(delimiter) if s]
@@ -140,11 +157,18 @@ async def run(opts) -> int:
         def done(future, sent_at, size):
             pending.discard(future)
             if future.cancelled() or future.exception() is not None:
+                # Kafka's callback prints the exception and the run goes on to its summary.
                 failures.append(future.exception())
+                sys.stderr.write(f"Error sending record: {future.exception()}\n")
                 return
             stats.record(int((time.monotonic() - sent_at) * 1000), size)
         for i in range(opts.num_records):
-            payload = items[0] if len(items) == 1 else items[rng.randrange(len(items))]
+            if items is None:
+                payload = str(i).encode()
+            elif opts.record_size is not None:
+                payload = items[i % len(items)]
+            else:
+                payload = items[0] if len(items) == 1 else items[rng.randrange(len(items))]
             sent_at = time.monotonic()
             future = await producer.send(opts.topic, payload)
             pending.add(future)
@@ -158,8 +182,6 @@ async def run(opts) -> int:
             if len(pending) > 20000:
                 await asyncio.wait(list(pending)[:1000])
         await producer.close()
-        if failures:
-            raise ToolError(f"{len(failures)} record(s) failed: {failures[0]}")
     stats.print_total()
     return 0
 

@@ -152,6 +152,16 @@ def test_perf_tests(tools_broker, tool):
     assert len(cells) == 10 and cells[4] == "2000"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", cells[0])
     assert cells[2] == f"{2000 * 50 / 1024 / 1024:.4f}"
+    # --payload-monotonic: the record number as the value (Kafka 3.9)
+    r = tool("producer_perf_test", "--topic", "mono", "--num-records", 5, "--payload-monotonic",
+             "--throughput", -1, "--producer-props", f"bootstrap.servers={b}")
+    assert r.code == 0, r
+    r = tool("console_consumer", "--bootstrap-server", b, "--topic", "mono", "--from-beginning",
+             "--max-messages", 5, "--timeout-ms", 10000)
+    assert r.lines == ["0", "1", "2", "3", "4"]
+    r = tool("consumer_perf_test", "--bootstrap-server", b, "--topic", "perf", "--messages", 1,
+             "--reporting-interval", 0)
+    assert (r.code, r.err) == (1, "Error: Reporting interval must be greater than 0.\n")
 
 
 @pytest.mark.parametrize("code,name", [
