@@ -17,14 +17,17 @@ Two tools print these records:
 """
 from __future__ import annotations
 
+import base64
 import json
 
 from protocol.exceptions import ProtocolError
-from protocol.internal import GroupMetadataKey, OffsetCommitKey, TransactionLogKey
+from protocol.internal import (OFFSETS_KEY_VERSIONS, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
+                               TransactionLogKey)
+from protocol.message import Message
+from protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from protocol.internal_records import (decode_offsets_key, decode_offsets_value, decode_transaction_key,
                                        decode_transaction_value)
 
-from broker.client.consumer_protocol import decode_assignment
 
 TRANSACTION_STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
                       5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
@@ -37,56 +40,83 @@ TRANSACTION_FORMATTERS = ("kafka.coordinator.transaction.TransactionLog$Transact
                           "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter")
 
 
-def _hex(data) -> str:
-    """Scala's "%X".format(BigInt(1, bytes)): no leading zeros, "" for empty."""
-    if not data:
-        return ""
-    return format(int.from_bytes(bytes(data), "big"), "X")
-
-
-def _tp_list(tps) -> str:
-    return "[" + ", ".join(f"{t}-{p}" for t, p in tps) + "]"
-
-
 # --- kafka-dump-log.sh decoders ------------------------------------------------------------------
 
 def dump_offsets_record(offset: int, key, value):
+    """--offsets-decoder, as Kafka 3.9's OffsetsMessageParser: the key as {"type": its version,
+    "data": the record key as JSON}, the value as {"version", "data"} (a consumer group's member
+    subscriptions and assignments decoded), or "<DELETE>" for a tombstone."""
     if key is None:
         raise ValueError("Failed to decode message using offset topic decoder (message had a missing key)")
     try:
-        k = decode_offsets_key(key)
-        if isinstance(k, OffsetCommitKey):
-            key_text = f"offset_commit::group={k.group},partition={k.topic}-{k.partition}"
-            v = decode_offsets_value(k, value)
-            if v is None:
-                return key_text, "<DELETE>"
-            return key_text, f"offset={v.offset}" + (f",metadata={v.metadata}" if v.metadata else "")
-        if isinstance(k, GroupMetadataKey):
-            key_text = f"group_metadata::group={k.group}"
-            v = decode_offsets_value(k, value)
-            if v is None:
-                return key_text, "<DELETE>"
-            return key_text, _group_metadata_json(v)
-        return f"Unknown record type at offset {offset}, skipping.", None
+        key_version = int.from_bytes(bytes(key[:2]), "big", signed=True)
+        try:
+            k = decode_offsets_key(key)
+        except ProtocolError:
+            if key_version not in OFFSETS_KEY_VERSIONS:
+                return f"Unknown record type {key_version} at offset {offset}, skipping.", None
+            raise
+        key_json = _compact({"type": str(key_version), "data": message_json(k, key_version)})
+        v = decode_offsets_value(k, value)
+        if v is None:
+            return key_json, "<DELETE>"
+        value_version = int.from_bytes(bytes(value[:2]), "big", signed=True)
+        data = message_json(v, value_version)
+        if isinstance(v, GroupMetadataValue) and v.protocol_type == "consumer":
+            for member_json, member in zip(data.get("members", ()), v.members):
+                _decode_member_field(member_json, "subscription", member.subscription,
+                                     ConsumerProtocolSubscription)
+                _decode_member_field(member_json, "assignment", member.assignment,
+                                     ConsumerProtocolAssignment)
+        return key_json, _compact({"version": str(value_version), "data": data})
     except (ProtocolError, ValueError) as e:
         return f"Error at offset {offset}, skipping. {e}", None
 
 
-def _group_metadata_json(v) -> str:
-    protocol_type = v.protocol_type or ""
-    members = []
-    for m in v.members:
-        if protocol_type == "consumer":
-            try:
-                tps, user_data = decode_assignment(m.assignment)
-                text = f"{m.member_id}={_tp_list(tps)}"
-                members.append(text + (f":{_hex(user_data)}" if user_data else ""))
-                continue
-            except ProtocolError:
-                pass
-        members.append(f"{m.member_id}={_hex(m.assignment)}")
-    return json.dumps({"protocolType": protocol_type, "protocol": v.protocol, "generationId": v.generation,
-                       "assignment": "{" + ",".join(members) + "}"}, separators=(",", ":"))
+def _compact(doc) -> str:
+    """Jackson's ObjectNode.toString: no spaces, UTF-8 as is."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+def _camel(attr: str) -> str:
+    first, *rest = attr.split("_")
+    return first + "".join(part.capitalize() for part in rest)
+
+
+def message_json(message, version: int) -> dict:
+    """A generated message as Kafka's generated JsonConverter writes it: the fields of that
+    version under their schema names, bytes in base64, nested structs and arrays as JSON."""
+    out = {}
+    for attr, _type, _is_array, (lo, hi), _nullable, tag in type(message)._SCHEMA:
+        if not lo <= version <= hi:
+            continue
+        value = getattr(message, attr)
+        if tag is not None and value is None:
+            continue
+        out[_camel(attr)] = _json_value(value, version)
+    return out
+
+
+def _json_value(value, version):
+    if isinstance(value, Message):
+        return message_json(value, version)
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, version) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode()
+    return value
+
+
+def _decode_member_field(member_json: dict, name: str, data, cls) -> None:
+    """Replace a member's subscription or assignment bytes by their decoded JSON when they
+    decode (their first int16 is their version); kept as base64 when not, as Kafka does."""
+    if data is None or name not in member_json:
+        return
+    try:
+        version = int.from_bytes(bytes(data[:2]), "big", signed=True)
+        member_json[name] = message_json(cls.decode(data, version, 2), version)
+    except (ProtocolError, ValueError, IndexError):
+        pass
 
 
 def _txn_partitions(v) -> list:

@@ -57,12 +57,20 @@ def test_offsets_decoder_on_kafka_consumer_offsets(kafka_fixtures, capsys):
     log = kafka_fixtures / "kafka-3.1.0" / "__consumer_offsets-0" / "00000000000000000000.log"
     code, out, _ = run_tool(capsys, "--files", str(log), "--offsets-decoder")
     records = [l for l in out.splitlines() if l.startswith("| ")]
+    # Kafka 3.9's JSON (OffsetsMessageParser): the key's type and data, the value's version and
+    # data, a consumer member's subscription and assignment decoded.
+    member = "console-consumer-4fcee79b-493d-41c0-b3ea-633d704faf45"
     assert records[0].endswith(
-        'key: group_metadata::group=console-consumer-14897 payload: {"protocolType":"consumer",'
-        '"protocol":"range","generationId":1,"assignment":"{console-consumer-4fcee79b-493d-41c0-b3ea-'
-        '633d704faf45=[cities-0]}"}')
-    assert records[1].endswith('payload: {"protocolType":"consumer","protocol":null,"generationId":2,'
-                               '"assignment":"{}"}')
+        'key: {"type":"2","data":{"group":"console-consumer-14897"}} payload: {"version":"3","data":'
+        '{"protocolType":"consumer","generation":1,"protocol":"range","leader":"' + member + '",'
+        '"currentStateTimestamp":1645954314494,"members":[{"memberId":"' + member + '",'
+        '"groupInstanceId":null,"clientId":"console-consumer","clientHost":"/192.168.50.45",'
+        '"rebalanceTimeout":300000,"sessionTimeout":45000,"subscription":{"topics":["cities"],'
+        '"userData":null,"ownedPartitions":[]},"assignment":{"assignedPartitions":[{"topic":"cities",'
+        '"partitions":[0]}],"userData":null}}]}}')
+    assert records[1].endswith('payload: {"version":"3","data":{"protocolType":"consumer","generation":2,'
+                               '"protocol":null,"leader":null,"currentStateTimestamp":1645954316920,'
+                               '"members":[]}}')
 
 
 def test_offsets_and_transaction_decoders_on_our_records(tmp_path, capsys):
@@ -77,9 +85,30 @@ def test_offsets_and_transaction_decoders_on_our_records(tmp_path, capsys):
     seg.write_bytes(b.build())
     code, out, _ = run_tool(capsys, "--files", str(seg), "--offsets-decoder")
     records = [l.split("headerKeys: [] ")[1] for l in out.splitlines() if l.startswith("| ")]
-    assert records == ["key: offset_commit::group=g1,partition=t-3 payload: offset=42",
-                       "key: offset_commit::group=g1,partition=t-3 payload: offset=43,metadata=m",
-                       "key: offset_commit::group=g1,partition=t-3 payload: <DELETE>"]
+    key_json = '{"type":"1","data":{"group":"g1","topic":"t","partition":3}}'
+    assert records == [
+        f'key: {key_json} payload: {{"version":"3","data":{{"offset":42,"leaderEpoch":-1,"metadata":"",'
+        f'"commitTimestamp":5}}}}',
+        f'key: {key_json} payload: {{"version":"3","data":{{"offset":43,"leaderEpoch":-1,"metadata":"m",'
+        f'"commitTimestamp":6}}}}',
+        f"key: {key_json} payload: <DELETE>"]
+    from protocol.internal import GroupMetadataKey, GroupMetadataValue
+    M = GroupMetadataValue.MemberMetadata
+    b = RecordBatchBuilder()          # bytes that are no consumer protocol stay base64, as Kafka
+    b.append(1, encode_key(GroupMetadataKey(group="group")), encode_value(GroupMetadataValue(
+        protocol_type="consumer", generation=10, protocol="range", leader="member", members=[M(
+            member_id="member", client_id="client", client_host="host", rebalance_timeout=1000,
+            session_timeout=100, subscription=b"Subscription", assignment=b"Assignment")]), 3))
+    seg.write_bytes(b.build())
+    code, out, _ = run_tool(capsys, "--files", str(seg), "--offsets-decoder")
+    line = [l for l in out.splitlines() if l.startswith("| ")][0]
+    assert '"subscription":"U3Vic2NyaXB0aW9u","assignment":"QXNzaWdubWVudA=="' in line
+    b = RecordBatchBuilder()
+    b.append(1, b"\x7f\xff\x00", b"x")                      # a record type this version does not know
+    seg.write_bytes(b.build())
+    code, out, _ = run_tool(capsys, "--files", str(seg), "--offsets-decoder")
+    assert [l for l in out.splitlines() if l.startswith("| ")][0].endswith(
+        "key: Unknown record type 32767 at offset 0, skipping.")
     P = TransactionLogValue.PartitionsSchema
     b = RecordBatchBuilder()
     b.append(1, encode_key(TransactionLogKey(transactional_id="tx")), encode_value(TransactionLogValue(
