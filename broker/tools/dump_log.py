@@ -108,24 +108,28 @@ class Dumper:
         handler(path)
 
     def report(self) -> None:
+        """Kafka's summary on stderr: each kind of problem with one header per file; offset
+        index mismatches and non-consecutive offsets newest first, as Kafka prepends them."""
         for name, pairs in self.index_mismatches.items():
             self.err.write(f"Mismatches in :{name}\n")
-            for index_offset, log_offset in pairs:
+            for index_offset, log_offset in reversed(pairs):
                 self.err.write(f"  Index offset: {index_offset}, log offset: {log_offset}\n")
-        for name, entries in self.time_errors.items():
-            for kind, a, b in entries:
-                if kind == "mismatch":
-                    self.err.write(f"Found timestamp mismatch in :{name}\n")
-                    self.err.write(f"  Index timestamp: {a}, log timestamp: {b}\n")
-                elif kind == "order":
-                    self.err.write(f"Found out of order timestamp in :{name}\n")
-                    self.err.write(f"  Index timestamp: {a}, Previously indexed timestamp: {b}\n")
-                else:
-                    self.err.write("The following indexed offsets are not found in the log.\n")
-                    self.err.write(f"Indexed offset: {a}, found log offset: {b}\n")
+        headers = {"mismatch": "Found timestamp mismatch in :{name}",
+                   "order": "Found out of order timestamp in :{name}",
+                   "notfound": "The following indexed offsets are not found in the log."}
+        lines = {"mismatch": "  Index timestamp: {a}, log timestamp: {b}",
+                 "order": "  Index timestamp: {a}, Previously indexed timestamp: {b}",
+                 "notfound": "Indexed offset: {a}, found log offset: {b}"}
+        for kind in ("mismatch", "order", "notfound"):
+            for name, entries in self.time_errors.items():
+                found = [(a, b) for k, a, b in entries if k == kind]
+                if found:
+                    self.err.write(headers[kind].format(name=name) + "\n")
+                    for a, b in found:
+                        self.err.write(lines[kind].format(a=a, b=b) + "\n")
         for name, pairs in self.non_consecutive.items():
             self.err.write(f"Non-consecutive offsets in {name}\n")
-            for first, second in pairs:
+            for first, second in reversed(pairs):
                 self.err.write(f"  {first} is followed by {second}\n")
 
     # --- .log -------------------------------------------------------------------------------------

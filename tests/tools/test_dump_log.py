@@ -280,3 +280,15 @@ def test_a_time_index_ending_in_zero_entries_fails_the_sanity_check(tmp_path, ca
     with pytest.raises(ValueError, match="the last timestamp is 0 which is less than the first "
                                          "timestamp 1005"):
         run_tool(capsys, "--files", str(path), "--index-sanity-check")
+
+
+def test_non_consecutive_offsets_are_listed_newest_first(tmp_path, capsys):
+    # Kafka prepends each pair it finds (a compacted log's gaps), so the last comes first.
+    b = RecordBatchBuilder()
+    for offset in (0, 2, 5):
+        b.append(1, None, b"x", offset=offset)
+    seg = tmp_path / "00000000000000000000.log"
+    seg.write_bytes(b.build())
+    code, out, err = run_tool(capsys, "--files", str(seg), "--deep-iteration")
+    assert err.splitlines() == [f"Non-consecutive offsets in {seg}", "  2 is followed by 5",
+                                "  0 is followed by 2"]
