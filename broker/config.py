@@ -909,8 +909,7 @@ class BrokerConfig:
         # Kafka divides by the thread count whether or not the cleaner is enabled (0 threads
         # stops its start with a division by zero: compaction would never run).
         require(threads >= 1, "log.cleaner.threads",
-                "Log cleaner threads should be at least 1 (log.cleaner.enable=false turns the "
-                "cleaner off)")
+                "Log cleaner threads should be at least 1")
         require(size // threads > 1024 * 1024, "log.cleaner.dedupe.buffer.size",
                 "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.")
         wait_ms = values["replica.fetch.wait.max.ms"]

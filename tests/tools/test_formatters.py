@@ -34,9 +34,12 @@ def test_group_metadata_formatters():
         "g::GroupMetadata(groupId=g, generation=3, protocolType=Some(consumer), currentState=Stable, "
         "members=HashMap(m1 -> MemberMetadata(memberId=m1, groupInstanceId=None, clientId=c, clientHost=/127.0.0.1, "
         "sessionTimeoutMs=45000, rebalanceTimeoutMs=300000, supportedProtocols=List(range))))")
-    assert formatters.dump_offsets_record(0, key, value) == (
-        "group_metadata::group=g",
-        '{"protocolType":"consumer","protocol":"range","generationId":3,"assignment":"{m1=[t-0, t-1]}"}')
+    assert formatters.dump_offsets_record(0, key, value) == (      # Kafka 3.9's JSON
+        '{"type":"2","data":{"group":"g"}}',
+        '{"version":"3","data":{"protocolType":"consumer","generation":3,"protocol":"range","leader":"m1",'
+        '"currentStateTimestamp":5,"members":[{"memberId":"m1","groupInstanceId":null,"clientId":"c",'
+        '"clientHost":"/127.0.0.1","rebalanceTimeout":300000,"sessionTimeout":45000,"subscription":"",'
+        '"assignment":{"assignedPartitions":[{"topic":"t","partitions":[0,1]}],"userData":null}}]}}')
     assert formatters.format_group_metadata(key, None) == "g::NULL"
 
 
