@@ -61,12 +61,14 @@ def is_retriable(error: BaseException) -> bool:
 class ClusterClient:
     def __init__(self, bootstrap_servers, *, client_id: str = "kbroker-client",
                  request_timeout_ms: int = 30000, default_api_timeout_ms: int = 60000,
-                 retry_backoff_ms: int = 100, retries: int = 10, connect_timeout_ms: int = 10000):
+                 retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 1000,
+                 retries: int = 2**31 - 1, connect_timeout_ms: int = 10000):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.retry_backoff = retry_backoff_ms / 1000
+        self.retry_backoff_max = max(retry_backoff_max_ms, retry_backoff_ms) / 1000
         self.retries = retries
         self.connect_timeout_ms = connect_timeout_ms
         self.brokers: dict[int, BrokerInfo] = {}
@@ -103,7 +105,11 @@ class ClusterClient:
                 await conn.close()
                 errors.append(str(e))
         servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
-        raise KafkaConnectionError(f"Could not connect to any bootstrap server {servers} ({errors[-1]})")
+        error = KafkaConnectionError(f"Could not connect to any bootstrap server {servers} ({errors[-1]})")
+        # Never reached a broker: a wrong address or a cluster that is down, reported at once
+        # rather than after default.api.timeout.ms. A cluster known before is worth waiting for.
+        error.retriable = bool(self.brokers)
+        raise error
 
     def _new_connection(self, host, port, node_id) -> BrokerConnection:
         return BrokerConnection(host, port, client_id=self.client_id, node_id=node_id,
@@ -233,7 +239,11 @@ class ClusterClient:
     # --- retries -----------------------------------------------------------------------------
 
     async def retry(self, operation, *, timeout_ms: int | None = None, refresh: bool = True):
-        """Run ``await operation()``; retry retriable failures with backoff and a metadata refresh."""
+        """Run ``await operation()``; retry retriable failures with backoff and a metadata refresh.
+
+        As Kafka's AdminClient: retries are bounded by the call's timeout (``retries`` is
+        Integer.MAX_VALUE by default), the backoff doubles from ``retry.backoff.ms`` up to
+        ``retry.backoff.max.ms`` (KIP-580), so a call outlives a controller or leader failover."""
         deadline = time.monotonic() + (timeout_ms or self.default_api_timeout_ms) / 1000
         attempt = 0
         while True:
@@ -243,7 +253,8 @@ class ClusterClient:
                 attempt += 1
                 if not is_retriable(e) or attempt > self.retries or time.monotonic() >= deadline:
                     raise
-                await asyncio.sleep(min(self.retry_backoff * attempt, max(0.0, deadline - time.monotonic())))
+                backoff = min(self.retry_backoff * 2 ** min(attempt - 1, 30), self.retry_backoff_max)
+                await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
                 if refresh:
                     try:
                         await self.refresh_metadata(list(self.topics) or [])

@@ -112,6 +112,7 @@ CLIENT_PROPERTIES = {
     "request.timeout.ms": ("request_timeout_ms", int),
     "default.api.timeout.ms": ("default_api_timeout_ms", int),
     "retry.backoff.ms": ("retry_backoff_ms", int),
+    "retry.backoff.max.ms": ("retry_backoff_max_ms", int),
     "retries": ("retries", int),
 }
 

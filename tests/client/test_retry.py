@@ -1,0 +1,73 @@
+"""ClusterClient.retry as Kafka's AdminClient retries a call: bounded by the call's timeout, not by
+a small count, with a backoff that doubles from retry.backoff.ms up to retry.backoff.max.ms."""
+import asyncio
+
+import pytest
+
+from broker.client.cluster import ClusterClient
+from broker.client.errors import KafkaConnectionError
+from protocol.errors import ErrorCode, KafkaError
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_a_call_outlives_a_failover(monkeypatch):
+    # A controller killed with kill -9 refuses connections until ZooKeeper expires its session
+    # (6-18 s); the call keeps trying with the metadata refreshed and succeeds once it moved.
+    sleeps = []
+
+    async def sleep(seconds):
+        sleeps.append(seconds)
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    cluster = ClusterClient("127.0.0.1:1", default_api_timeout_ms=60_000)
+    attempts = []
+
+    async def op():
+        attempts.append(1)
+        if len(attempts) <= 25:
+            raise KafkaConnectionError("Connection to node 2 (127.0.0.1:1) could not be established")
+        return "done"
+    assert run(cluster.retry(op, refresh=False)) == "done"
+    assert sleeps[:5] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0])
+    assert max(sleeps) == 1.0
+
+
+def test_the_timeout_still_ends_it(monkeypatch):
+    cluster = ClusterClient("127.0.0.1:1", retry_backoff_ms=10, retry_backoff_max_ms=20)
+
+    async def op():
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "moved")
+    with pytest.raises(KafkaError):
+        run(cluster.retry(op, timeout_ms=300, refresh=False))
+
+
+def test_retries_setting_bounds_the_count():
+    cluster = ClusterClient("127.0.0.1:1", retries=2, retry_backoff_ms=1)
+    attempts = []
+
+    async def op():
+        attempts.append(1)
+        raise KafkaConnectionError("refused")
+    with pytest.raises(KafkaConnectionError):
+        run(cluster.retry(op, refresh=False))
+    assert len(attempts) == 3
+
+
+def test_a_non_retriable_error_is_not_retried():
+    cluster = ClusterClient("127.0.0.1:1")
+    attempts = []
+
+    async def op():
+        attempts.append(1)
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "no")
+    with pytest.raises(KafkaError):
+        run(cluster.retry(op, refresh=False))
+    assert len(attempts) == 1
+
+
+def test_a_bootstrap_never_reached_is_reported_at_once():
+    cluster = ClusterClient("127.0.0.1:1", connect_timeout_ms=1000)
+    with pytest.raises(KafkaConnectionError, match="Could not connect to any bootstrap server"):
+        run(cluster.retry(lambda: cluster.refresh_metadata([])))
