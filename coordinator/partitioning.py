@@ -10,7 +10,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 def java_string_hashcode(s: str) -> int:
     h = 0
-    data = s.encode("utf-16-be")
+    data = s.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h

@@ -26,6 +26,7 @@ from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequ
 from broker.client.errors import UnsupportedVersionError
 from broker.quotas import is_ip_literal, java_double  # noqa: F401 (java_double: tests)
 from broker.tools.common import ToolError
+from broker.tools.javautil import java_hash_order, java_string_hash
 
 QUOTA_TYPES = ("users", "clients", "ips")
 ENTITY = {"users": "user", "clients": "client-id", "ips": "ip"}
@@ -47,33 +48,6 @@ def _int32(x: int) -> int:
     return x - (1 << 32) if x & 0x80000000 else x
 
 
-def java_string_hash(s: str | None) -> int:
-    if s is None:
-        return 0
-    data, h = s.encode("utf-16-be"), 0                       # UTF-16 code units, as Java's chars
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return _int32(h)
-
-
-def java_hashmap_order(keys: list, hashes: list, initial_capacity: int) -> list:
-    """The iteration order of a java.util.HashMap(initial_capacity) filled with `keys` in order:
-    by bucket of the final table, then insertion order (resizes keep each bucket's order)."""
-    cap = 1
-    while cap < max(1, initial_capacity):
-        cap <<= 1
-    threshold = int(cap * 0.75)
-    for size in range(1, len(keys) + 1):
-        if size > threshold:
-            cap <<= 1
-            threshold = int(cap * 0.75)
-    def bucket(h):
-        h &= 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (cap - 1)
-    order = sorted(range(len(keys)), key=lambda i: (bucket(hashes[i]), i))
-    return [keys[i] for i in order]
-
-
 def entity_hash(parts: list) -> int:
     """ClientQuotaEntity.hashCode: its Map's hash, the sum of hash(type) ^ hash(name)."""
     return _int32(sum(java_string_hash(t) ^ java_string_hash(n) for t, n in parts))
@@ -84,7 +58,7 @@ def quota_line(parts: list, values: list) -> str:
     by_type = dict(parts)
     entity = ", ".join(f"{LABEL[t]} '{by_type[t]}'" if by_type[t] is not None else f"the default {LABEL[t]}"
                        for t in ("user", "client-id", "ip") if t in by_type)
-    keys = java_hashmap_order([k for k, _ in values], [java_string_hash(k) for k, _ in values], len(values))
+    keys = java_hash_order([k for k, _ in values], java_string_hash, len(values))
     value_of = dict(values)
     return f"Quota configs for {entity} are " + ", ".join(f"{k}={java_double(value_of[k])}" for k in keys)
 
@@ -170,7 +144,7 @@ async def describe_entities(cluster, types: list, names: list) -> list:
 async def describe(cluster, types: list, names: list) -> None:
     entries = await describe_entities(cluster, types, names)
     # the admin client's HashMap<ClientQuotaEntity, ...>, sized for the entries, decides the order
-    order = java_hashmap_order(list(range(len(entries))), [entity_hash(p) for p, _ in entries], len(entries))
+    order = java_hash_order(range(len(entries)), lambda i: entity_hash(entries[i][0]), len(entries))
     for i in order:
         print(quota_line(*entries[i]))
     if "clients" not in types and "" not in names:

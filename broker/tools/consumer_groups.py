@@ -27,9 +27,9 @@ from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
 from broker.client.cluster import ClusterClient
 from broker.client.consumer_protocol import decode_assignment
 from broker.client.types import TopicPartition
-from broker.tools.client_quotas import java_hashmap_order, java_string_hash
 from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, error_text, main_entry,
                                  read_properties)
+from broker.tools.javautil import java_hash_order, java_string_hash
 
 MISSING = "-"
 
@@ -320,7 +320,7 @@ class GroupsTool:
         # Kafka's quotes, quirks included: ('g1, g2'), and 'g1'g2', ' for the partial success;
         # its maps are HashMaps, so their order.
         def java_order(names):
-            return java_hashmap_order(list(names), [java_string_hash(n) for n in names], 16)
+            return java_hash_order(names, java_string_hash)
         ok, failed = java_order(ok), {g: failed[g] for g in java_order(failed)}
         if not failed:
             print(f"Deletion of requested consumer groups ('{', '.join(ok)}') was successful.")

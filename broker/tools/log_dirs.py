@@ -14,11 +14,9 @@ import json
 from broker.client.admin import Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
-from broker.tools.client_quotas import java_hashmap_order
 from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstrap, client_kwargs,
                                  exception_class, main_entry, read_properties)
-from broker.tools.reassign_partitions import (copy_capacity, java_hash_order, java_int_hash,
-                                              java_string_hash, java_tp_hash)
+from broker.tools.javautil import copy_capacity, java_hash_order, java_int_hash, java_string_hash, java_tp_hash
 
 
 def build_parser() -> ToolParser:
@@ -68,7 +66,7 @@ async def run(opts) -> int:
         described = []
         for broker in java_hash_order(brokers, java_int_hash):
             dirs = {d.log_dir: d for d in results[broker]}
-            names = java_hashmap_order(list(dirs), [java_string_hash(n) for n in dirs], len(dirs))
+            names = java_hash_order(dirs, java_string_hash, len(dirs))
             log_dirs = []
             for name in names:
                 d = dirs[name]

@@ -67,6 +67,8 @@ from broker.controller.placement import (BrokerMetadata, ENFORCED_MIXED_RACKS_ME
                                          assign_replicas_to_brokers)
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text,
                                  exception_class, main_entry, read_properties)
+from broker.tools.javautil import (copy_capacity, java_hash_order, java_int_hash, java_string_hash,
+                                   java_tp_hash, map_copy_capacity)
 
 HELP_TEXT = "This tool helps to move topic partitions between replicas."
 ANY_LOG_DIR = "any"
@@ -143,46 +145,7 @@ def kafka_exception(code, message) -> str:
     return f"{name}: {kafka_message(code, message)}"
 
 
-# --- Java's orders -------------------------------------------------------------------------------
-
-def java_string_hash(s: str) -> int:
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h
-
-
-def java_int_hash(i: int) -> int:
-    return i & 0xFFFFFFFF
-
-
-def java_tp_hash(tp: TopicPartition) -> int:
-    return (31 * (31 + tp.partition) + java_string_hash(tp.topic)) & 0xFFFFFFFF
-
-
-def java_hash_order(items, hash_fn, capacity: int = 16) -> list:
-    """The iteration order of a java.util.HashSet/HashMap filled with `items` in this order
-    (duplicates dropped): buckets by spread hash at the final table size, insertion order within
-    a bucket. `capacity` is the initial table size (16 for ``new HashSet<>()``)."""
-    unique = list(dict.fromkeys(items))
-    while len(unique) > capacity * 0.75:
-        capacity *= 2
-
-    def bucket(item):
-        h = hash_fn(item) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-    return sorted(unique, key=bucket)
-
-
-def copy_capacity(n: int) -> int:
-    """Initial table size of ``new HashSet<>(collection of n)``."""
-    want = max(int(n / 0.75) + 1, 16)
-    capacity = 1
-    while capacity < want:
-        capacity *= 2
-    return capacity
-
+# --- Java's orders (broker/tools/javautil.py) -----------------------------------------------------
 
 def duplicates(items) -> list:
     """ToolsUtils.duplicates: each element seen more than once, in insertion order of the set."""
@@ -576,14 +539,6 @@ def java_replica_hash(replica) -> int:
     """TopicPartitionReplica.hashCode."""
     tp, broker = replica
     return (31 * (31 * (31 + java_string_hash(tp.topic)) + tp.partition) + broker) & 0xFFFFFFFF
-
-
-def map_copy_capacity(n: int) -> int:
-    """Table size of ``new HashMap<>(map of n)`` (Java 17): tableSizeFor((int)(n / 0.75f + 1))."""
-    want, capacity = int(n / 0.75 + 1), 1
-    while capacity < want:
-        capacity *= 2
-    return capacity
 
 
 def moving_brokers(log_dirs: dict) -> list:

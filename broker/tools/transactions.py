@@ -21,7 +21,7 @@ id is unknown, or the coordinator's transaction does not include the partition.
 
 Output, as Kafka prints it (ToolsUtils.prettyPrintTable): headers, then rows, each cell padded to
 its column's widest value and followed by a TAB, the last one too. Rows come in the order Kafka's
-Java maps hand them over (see "Java's iteration order" below). abort prints nothing when it works.
+Java maps hand them over (broker/tools/javautil.py). abort prints nothing when it works.
 
 Errors, as Kafka's: a bad command line is argparse4j's line ("kafka-transactions.sh: error:
 argument --topic is required", without the usage Kafka prints before it); a failed call is Kafka's
@@ -46,6 +46,7 @@ from broker.client.errors import ClientError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, describe_error, error_text, main_entry,
                                  read_properties, ZOOKEEPER_REMOVED)
+from broker.tools.javautil import copy_capacity, java_hash_order, java_int_hash, java_long_hash, java_string_hash, java_tp_hash
 
 PROG = "kafka-transactions.sh"
 ERROR_PREFIX = ""               # Kafka's messages stand alone, without "Error: "
@@ -218,51 +219,14 @@ def build_parser() -> TransactionsParser:
     return p
 
 
-# --- Java's iteration order ---------------------------------------------------------------------
-# Kafka's admin client hands its results over in java.util.HashMaps and HashSets, and the tool prints
-# them in the order those iterate: by bucket (the key's hashCode, its high half folded in, masked by
-# the table size, which grows with the entries), then in insertion order within a bucket.
-
-def java_string_hash(s: str) -> int:
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def java_long_hash(value: int) -> int:
-    value &= 0xFFFFFFFFFFFFFFFF
-    return (value ^ (value >> 32)) & 0xFFFFFFFF
-
-
-def java_int_hash(value: int) -> int:
-    return value & 0xFFFFFFFF
-
-
-def topic_partition_hash(tp: TopicPartition) -> int:
-    return (31 * (31 + tp.partition) + java_string_hash(tp.topic)) & 0xFFFFFFFF
-
-
-def java_hash_order(keys: list, hash_of, capacity: int | None = None) -> list:
-    """``keys`` (distinct, in insertion order) as a java.util.HashMap iterates them; ``capacity`` is
-    the map's initial capacity (None: ``new HashMap<>()``, 16)."""
-    table = 16 if capacity is None else 1 << max(0, capacity - 1).bit_length()
-    while len(keys) > int(table * 0.75):
-        table *= 2
-
-    def bucket(key) -> int:
-        h = hash_of(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (table - 1)
-    return sorted(keys, key=bucket)
-
+# --- Java's iteration order (broker/tools/javautil.py) ------------------------------------------
 
 def describe_producers_order(tps: list) -> list:
     """DescribeProducersResult.all()'s order: ``new HashSet<>(tps)``, collected into a HashMap, copied
     into ``new HashMap<>(n)``."""
-    keys = java_hash_order(list(dict.fromkeys(tps)), topic_partition_hash, max(int(len(tps) / 0.75) + 1, 16))
-    keys = java_hash_order(keys, topic_partition_hash)
-    return java_hash_order(keys, topic_partition_hash, len(keys))
+    keys = java_hash_order(tps, java_tp_hash, copy_capacity(len(tps)))
+    keys = java_hash_order(keys, java_tp_hash)
+    return java_hash_order(keys, java_tp_hash, len(keys))
 
 
 # --- output and errors --------------------------------------------------------------------------
@@ -371,7 +335,7 @@ class TransactionsCommand:
             start, duration = str(d.transaction_start_time_ms), str(now_ms() - d.transaction_start_time_ms)
         else:
             start = duration = "None"
-        partitions = java_hash_order(list(dict.fromkeys(d.topic_partitions)), topic_partition_hash)
+        partitions = java_hash_order(list(dict.fromkeys(d.topic_partitions)), java_tp_hash)
         print_table(DESCRIBE_HEADERS, [[str(d.coordinator_id), tid, str(d.producer_id), str(d.producer_epoch),
                                         state_name(d.state), str(d.transaction_timeout_ms), start, duration,
                                         ",".join(map(str, partitions))]])

@@ -352,7 +352,8 @@ def java_string_hash(s: str) -> int:
 
 def offsets_partition_of(group: str, partitions: int) -> int:
     """Kafka's GroupCoordinator.partitionFor: Utils.abs(groupId.hashCode) % partitions."""
-    return (java_string_hash(group) & 0x7FFFFFFF) % partitions
+    h = java_string_hash(group)
+    return (0 if h == -2**31 else abs(h)) % partitions       # Utils.abs, not the partitioner's mask
 
 
 def log_bytes(partition_dir: pathlib.Path) -> int:

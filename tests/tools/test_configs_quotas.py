@@ -5,7 +5,8 @@ The Java formatting helpers are checked against values printed by OpenJDK 17 (Do
 java.util.HashMap iteration orders of the maps Kafka's admin client builds)."""
 import pytest
 
-from broker.tools.client_quotas import entity_hash, java_double, java_hashmap_order, java_string_hash
+from broker.tools.client_quotas import entity_hash, java_double
+from broker.tools.javautil import java_hash_order, java_string_hash
 
 
 # -- Java's formatting (golden values from OpenJDK 17) -------------------------------------------
@@ -27,7 +28,7 @@ def test_java_double(value, text):
     (["controller_mutation_rate", "producer_byte_rate", "request_percentage"],
      ["controller_mutation_rate", "producer_byte_rate", "request_percentage"])])
 def test_value_order_is_javas_hashmap_order(keys, order):
-    assert java_hashmap_order(keys, [java_string_hash(k) for k in keys], len(keys)) == order
+    assert java_hash_order(keys, java_string_hash, len(keys)) == order
 
 
 def test_entity_order_is_javas_hashmap_order():
@@ -36,7 +37,7 @@ def test_entity_order_is_javas_hashmap_order():
                 [("user", "bob")], [("user", "alice"), ("client-id", None)]]
     java = {4: [0, 3, 1, 2], 5: [4, 0, 3, 1, 2], 8: [5, 4, 0, 7, 6, 3, 1, 2]}
     for n, order in java.items():
-        assert java_hashmap_order(list(range(n)), [entity_hash(e) for e in entities[:n]], n) == order
+        assert java_hash_order(range(n), lambda i: entity_hash(entities[i]), n) == order
 
 
 # -- against the broker ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from broker.client.admin import RESOURCE_BROKER, RESOURCE_TOPIC, Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition as TP
 from broker.controller.placement import BrokerMetadata
-from broker.tools import reassign_partitions as rp
+from broker.tools import javautil, reassign_partitions as rp
 
 BIN = pathlib.Path(__file__).resolve().parents[2] / "bin"
 DEAD = "127.0.0.1:1"            # nothing listens: input errors must come before any connection
@@ -95,12 +95,12 @@ def test_list_text_is_kafkas():
 
 def test_java_hash_order():
     # String.hashCode: "bar" 97299, "foo" 101574, "baz" 97307 -> buckets 2, 7, 10 of 16
-    assert rp.java_hash_order(["foo", "baz", "bar"], rp.java_string_hash) == ["bar", "foo", "baz"]
-    assert rp.java_hash_order([17, 1, 3, 17], rp.java_int_hash) == [17, 1, 3]   # same bucket 1
+    assert javautil.java_hash_order(["foo", "baz", "bar"], javautil.java_string_hash) == ["bar", "foo", "baz"]
+    assert javautil.java_hash_order([17, 1, 3, 17], javautil.java_int_hash) == [17, 1, 3]   # same bucket 1
     # 13 elements grow the table to 32 buckets: 32..40 land in buckets 0..8, before 28..31
-    assert rp.java_hash_order(list(range(40, 27, -1)), rp.java_int_hash) == (
+    assert javautil.java_hash_order(list(range(40, 27, -1)), javautil.java_int_hash) == (
         list(range(32, 41)) + list(range(28, 32)))
-    assert rp.java_hash_order([101, 102, 103], rp.java_int_hash) == [101, 102, 103]
+    assert javautil.java_hash_order([101, 102, 103], javautil.java_int_hash) == [101, 102, 103]
 
 
 # --- parsing and its errors ----------------------------------------------------------------------
@@ -383,12 +383,12 @@ def test_started_moves_skip_unavailable_replicas_and_fail_on_other_errors():
             rp.started_moves({a: ErrorCode.NONE, c: failed})
         assert str(e.value) == "Failed to alter dir for bar-2-1"
     # several failures: the first in the order of Kafka's result map (a Java HashMap) is named
-    assert rp.java_replica_hash(a) == (31 * (31 * (31 + rp.java_string_hash("foo"))) + 0)
-    order = rp.java_hash_order([a, b, c], rp.java_replica_hash, rp.map_copy_capacity(3))
+    assert rp.java_replica_hash(a) == (31 * (31 * (31 + javautil.java_string_hash("foo"))) + 0)
+    order = javautil.java_hash_order([a, b, c], rp.java_replica_hash, javautil.map_copy_capacity(3))
     with pytest.raises(rp.Failure) as e:
         rp.started_moves({a: None, b: None, c: None})
     assert str(e.value) == f"Failed to alter dir for {rp.replica_name(order[0])}"
-    assert [rp.map_copy_capacity(n) for n in (1, 2, 3, 6, 12, 13)] == [2, 4, 8, 16, 32, 32]
+    assert [javautil.map_copy_capacity(n) for n in (1, 2, 3, 6, 12, 13)] == [2, 4, 8, 16, 32, 32]
 
 
 class MoveTool:

@@ -19,8 +19,8 @@ from storage.record_batch import RecordBatchBuilder
 from broker.client.connection import BrokerConnection
 from broker.client.types import TopicPartition
 from broker.tools import transactions
-from broker.tools.transactions import (describe_producers_order, java_hash_order, java_int_hash, java_long_hash,
-                                       java_string_hash, topic_partition_hash)
+from broker.tools.javautil import java_hash_order, java_int_hash, java_long_hash, java_string_hash, java_tp_hash
+from broker.tools.transactions import describe_producers_order
 
 from tests.tools.conftest import BrokerProcess
 
@@ -194,7 +194,7 @@ def test_list_describe_and_describe_producers(broker, tool, script):
         start, duration = int(row[6]), int(row[7])
         assert started <= start <= now_ms() and 0 <= duration <= now_ms() - start
         both = [TopicPartition("tt-main", 0), TopicPartition("tt-main", 1)]
-        assert row[8] == ",".join(map(str, java_hash_order(both, topic_partition_hash)))
+        assert row[8] == ",".join(map(str, java_hash_order(both, java_tp_hash)))
         r = tool("transactions", "--bootstrap-server", b, "describe", "--transactional-id", "tt-committed")
         [row] = rows_of(r)
         assert row[:5] == [BROKER_ID, "tt-committed", committed_pid, "0", "CompleteCommit"] and row[8] == ""
@@ -401,7 +401,7 @@ def test_java_iteration_order_matches_java():
     topics = ["orders", "payments", "txn-tool", "hang", "__consumer_offsets", "zeta", "émoji"]
     tps = [TopicPartition(t, p) for t in topics for p in range(7)]
     as_text = lambda keys: ", ".join(map(str, keys))     # noqa: E731
-    assert as_text(java_hash_order(tps, topic_partition_hash)) == (
+    assert as_text(java_hash_order(tps, java_tp_hash)) == (
         "payments-4, txn-tool-4, zeta-1, émoji-4, hang-0, payments-0, txn-tool-0, zeta-5, émoji-0, orders-1, "
         "__consumer_offsets-5, orders-5, __consumer_offsets-1, hang-4, hang-3, zeta-0, émoji-5, payments-3, "
         "txn-tool-1, zeta-4, émoji-1, txn-tool-5, __consumer_offsets-0, orders-2, __consumer_offsets-4, orders-6, "
