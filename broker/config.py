@@ -430,7 +430,7 @@ BROKER_CONFIGS = [
        doc="Bytes per second a follower fetches for the replicas named in a topic's "
            "follower.replication.throttled.replicas while they are out of the ISR."),
     _c("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, at_least(0),
-       "medium", True, doc="Bytes per second of moves between log dirs." + _UNUSED),
+       "medium", True, doc="Bytes per second of moves between log dirs (AlterReplicaLogDirs)."),
     _c("num.replica.fetchers", "int", 1, at_least(1), "high", True,
        doc="Fetcher connections per source broker (partitions are spread over them)."),
     _c("fetch.max.bytes", "int", 57671680, at_least(1024), "medium",
