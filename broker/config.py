@@ -31,6 +31,7 @@ import re
 import socket
 
 from broker import metadata_version
+from broker.quotas import java_double
 
 log = logging.getLogger(__name__)
 
@@ -730,14 +731,29 @@ def _parse_text(kind, text):
     return text
 
 
+# Broker configs that stand in for one another, highest priority first (Kafka's
+# DynamicBrokerConfig.brokerConfigSynonyms): each one's synonyms in DescribeConfigs.
+_RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+_ROLL = ("log.roll.ms", "log.roll.hours")
+_JITTER = ("log.roll.jitter.ms", "log.roll.jitter.hours")
+BROKER_SYNONYM_CHAINS = {
+    **dict.fromkeys(_RETENTION, _RETENTION), **dict.fromkeys(_ROLL, _ROLL),
+    **dict.fromkeys(_JITTER, _JITTER),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+
 def format_value(value) -> str | None:
-    """Typed value -> the string DescribeConfigs shows (Kafka's formatting)."""
+    """Typed value -> the string DescribeConfigs shows (Kafka's ConfigDef.convertToString; a
+    double as Java's Double.toString, "1.7976931348623157E308")."""
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, float):
+        return java_double(value)
     return str(value)
 
 
@@ -1034,19 +1050,25 @@ class BrokerConfig:
             return SOURCE_STATIC_BROKER
         return SOURCE_DEFAULT
 
-    def synonyms_of(self, name: str) -> list:
-        """[(name, string value, source)] in priority order, as DescribeConfigs reports."""
+    def synonyms_of(self, name: str, *, defaults: bool = True) -> list:
+        """[(name, string value, source)] as DescribeConfigs reports them (Kafka's
+        ConfigHelper.configSynonyms): the names of the config's synonym chain (log.retention.ms,
+        .minutes, .hours; Kafka's DynamicBrokerConfig.brokerConfigSynonyms) set in each layer,
+        by layer (dynamic broker, dynamic default, static, default), then from the first entry
+        with the config's own name on."""
+        names = BROKER_SYNONYM_CHAINS.get(name, (name,))
         out = []
-        if name in self.dynamic_broker:
-            out.append((name, format_value(self.dynamic_broker[name]), SOURCE_DYNAMIC_BROKER))
-        if name in self.dynamic_default:
-            out.append((name, format_value(self.dynamic_default[name]),
-                        SOURCE_DYNAMIC_DEFAULT_BROKER))
-        if name in self.static:
-            out.append((name, format_value(self.static[name]), SOURCE_STATIC_BROKER))
-        definition = BROKER_CONFIG.get(name)
-        if definition is not None and definition.default is not None:
-            out.append((name, format_value(definition.default), SOURCE_DEFAULT))
+        for layer, source in ((self.dynamic_broker, SOURCE_DYNAMIC_BROKER),
+                              (self.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+                              (self.static, SOURCE_STATIC_BROKER)):
+            out += [(n, format_value(layer[n]), source) for n in names if n in layer]
+        if defaults:
+            for n in names:
+                definition = BROKER_CONFIG.get(n)
+                if definition is not None and definition.default is not None:
+                    out.append((n, format_value(definition.default), SOURCE_DEFAULT))
+        while out and out[0][0] != name:
+            out.pop(0)
         return out
 
     @property

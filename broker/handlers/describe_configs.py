@@ -7,8 +7,9 @@ Behaviour:
   Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; illegal name -> INVALID_TOPIC_EXCEPTION.
 - BROKER resources (type 4): name = this broker's id -> every broker config with its layered
   source; name "" -> the cluster-wide dynamic defaults only (as Kafka). Another id ->
-  INVALID_REQUEST. Non-dynamic broker configs are read_only. PASSWORD values are never shown.
-- configuration_keys (null = all) filters the names; include_synonyms (v1+) adds the synonym
+  INVALID_REQUEST (a name that is not a number: Kafka's "Broker id must be an integer"). Non-dynamic
+  broker configs are read_only. PASSWORD values are never shown, in synonyms neither.
+- configuration_keys (null or empty = all) filters the names; include_synonyms (v1+) adds the synonym
   chain in priority order; include_documentation (v3+) adds the doc text; config_type from v3.
 - v0 has is_default instead of config_source.
 - BROKER_LOGGER (type 8): name = this broker's id -> every logger with its effective level in
@@ -18,12 +19,15 @@ Behaviour:
 
 `topic_entries` is shared with CreateTopics (v5+ returns the new topic's configs).
 """
+import re
+
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.describe_configs import DescribeConfigsResponse
 
 from broker.config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER_LOGGER,
-                           SOURCE_DYNAMIC_DEFAULT_BROKER, TOPIC_CONFIGS, TYPE_IDS, format_value)
+                           SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, TOPIC_CONFIGS,
+                           TYPE_IDS, format_value)
 from broker.log import logger_levels
 from broker.topics import validate_topic_name
 
@@ -61,18 +65,49 @@ def topic_entries(broker, name: str, keys=None) -> list:
     return out
 
 
+# The replication and log-dir move rates are DynamicConfig.Broker's quota configs in Kafka, not
+# KafkaConfig's: it lists them only once they are set, without a default synonym, and as
+# read-only (they are not in DynamicBrokerConfig.AllDynamicConfigs, though kafka-configs.sh and
+# kafka-reassign-partitions.sh set them).
+QUOTA_RATES = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                         "replica.alter.log.dirs.io.max.bytes.per.second"})
+# Settings of this broker that Kafka's config has not (cluster.id) or keeps internal: listed only
+# when set, as Kafka lists any property of server.properties.
+UNLISTED = frozenset({"cluster.id", "producer.id.expiration.check.interval.ms"})
+# The type Kafka declares where this broker parses a list ("listeners" is a STRING in Kafka's
+# SocketServerConfigs, log.dirs in its log configs, replica.selector.class a STRING too).
+KAFKA_TYPES = {"listeners": "string", "advertised.listeners": "string", "log.dirs": "string",
+               "replica.selector.class": "string"}
+
+
+def _set_anywhere(config, name: str) -> bool:
+    return name in config.static or name in config.dynamic_default or name in config.dynamic_broker
+
+
 def broker_entries(broker, keys=None) -> list:
+    """Every config of this broker, as Kafka's ConfigHelper.createBrokerConfigEntry: a password
+    is null in the value and in every synonym; a property of server.properties that no config
+    knows is listed too, as Kafka lists it (null, sensitive: its type is unknown)."""
     config = broker.config
     out = []
     for definition in BROKER_CONFIGS:
-        if keys is not None and definition.name not in keys:
+        name = definition.name
+        if keys is not None and name not in keys:
+            continue
+        if (name in QUOTA_RATES or name in UNLISTED) and not _set_anywhere(config, name):
             continue
         sensitive = definition.type == "password"
-        value = None if sensitive else format_value(config.get(definition.name))
-        out.append(ConfigEntry(definition.name, value, config.source_of(definition.name),
-                               not definition.dynamic, sensitive,
-                               config.synonyms_of(definition.name), definition.type,
-                               definition.doc))
+        value = None if sensitive else format_value(config.get(name))
+        synonyms = config.synonyms_of(name, defaults=name not in QUOTA_RATES)
+        if sensitive:
+            synonyms = [(n, None, source) for n, _, source in synonyms]
+        read_only = not definition.dynamic or name in QUOTA_RATES
+        out.append(ConfigEntry(name, value, config.source_of(name), read_only, sensitive,
+                               synonyms, KAFKA_TYPES.get(name, definition.type), definition.doc))
+    for name in sorted(config.unknown):
+        if keys is None or name in keys:
+            out.append(ConfigEntry(name, None, SOURCE_STATIC_BROKER, True, True,
+                                   [(name, None, SOURCE_STATIC_BROKER)], None, None))
     return out
 
 
@@ -84,10 +119,12 @@ def default_broker_entries(broker, keys=None) -> list:
         if keys is not None and name not in keys:
             continue
         definition = by_name[name]
-        out.append(ConfigEntry(name, format_value(value), SOURCE_DYNAMIC_DEFAULT_BROKER, False,
-                               False, [(name, format_value(value),
-                                        SOURCE_DYNAMIC_DEFAULT_BROKER)],
-                               definition.type, definition.doc))
+        sensitive = definition.type == "password"
+        shown = None if sensitive else format_value(value)
+        out.append(ConfigEntry(name, shown, SOURCE_DYNAMIC_DEFAULT_BROKER,
+                               not definition.dynamic or name in QUOTA_RATES, sensitive,
+                               [(name, shown, SOURCE_DYNAMIC_DEFAULT_BROKER)],
+                               KAFKA_TYPES.get(name, definition.type), definition.doc))
     return out
 
 
@@ -96,11 +133,22 @@ def logger_entries(keys=None) -> list:
             for name, level in logger_levels().items() if keys is None or name in keys]
 
 
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def broker_id_of(resource_name: str) -> int:
+    """Kafka's ConfigHelper.resourceNameToBrokerId: the name as a Java int ("01" is 1)."""
+    if not _JAVA_INT.fullmatch(resource_name) or not -2**31 <= int(resource_name) < 2**31:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Broker id must be an integer, but it is: {resource_name}")
+    return int(resource_name)
+
+
 def check_logger_resource(broker, resource_name: str) -> None:
     """The broker-logger resource is named by this broker's id (INVALID_REQUEST otherwise)."""
     if not resource_name:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
-    if resource_name != str(broker.broker_id):
+    if broker_id_of(resource_name) != broker.broker_id:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Unexpected broker id, expected {broker.broker_id} but received "
                          f"{resource_name}")
@@ -131,7 +179,7 @@ def describe_resource(broker, resource_type: int, resource_name: str, keys) -> l
     if resource_type == BROKER:
         if resource_name == "":
             return default_broker_entries(broker, keys)
-        if resource_name != str(broker.broker_id):
+        if broker_id_of(resource_name) != broker.broker_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unexpected broker id, expected {broker.broker_id} or empty "
                              f"string, but received {resource_name}")
@@ -149,7 +197,8 @@ async def handle(broker, ctx, request):
     include_docs = version >= 3 and request.include_documentation
     results = []
     for resource in request.resources:
-        keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
+        # null or empty: every config (Kafka's ConfigHelper.createResponseConfig)
+        keys = set(resource.configuration_keys) if resource.configuration_keys else None
         try:
             entries = describe_resource(broker, resource.resource_type, resource.resource_name,
                                         keys)

@@ -12,6 +12,7 @@ use IncrementalAlterConfigs: ``--add-config k1=v1,k2=[a,b]`` (brackets protect c
 from __future__ import annotations
 
 import argparse
+import re
 
 from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, Admin
 from broker.client.cluster import ClusterClient
@@ -117,7 +118,7 @@ def entity(opts) -> tuple[str, str | None]:
     if given:
         if len(given) > 1 or opts.entity_type:
             raise ToolError("Only one entity may be specified")
-        return given[0]
+        return _checked(*given[0])
     if not opts.entity_type:
         raise ToolError("Missing required argument \"[entity-type]\"")
     etype = opts.entity_type[0]
@@ -126,6 +127,14 @@ def entity(opts) -> tuple[str, str | None]:
     name = opts.entity_name[0] if opts.entity_name else None
     if name is None and not opts.entity_default and (opts.alter or etype == "broker-loggers"):
         raise ToolError("An entity name must be specified with --alter of " + etype)
+    return _checked(etype, name)
+
+
+def _checked(etype: str, name: str | None) -> tuple[str, str | None]:
+    """A broker is named by its id, a Java int (ConfigCommandOptions.checkArgs)."""
+    if etype in ("brokers", "broker-loggers") and name is not None and (
+            not re.fullmatch(r"[+-]?[0-9]+", name) or not -2**31 <= int(name) < 2**31):
+        raise ToolError(f"The entity name for {etype} must be a valid integer broker id, but it is: {name}")
     return etype, name
 
 

@@ -286,6 +286,56 @@ async def test_describe_broker_configs(client, broker):
     assert (await describe(client, BROKER, "")).configs == []
 
 
+async def test_broker_configs_as_kafkas_config_helper_describes_them(start_broker):
+    # Kafka's ConfigHelper.createBrokerConfigEntry / configSynonyms / brokerConfigSynonyms
+    from tests.broker.conftest import RawClient
+    broker = await start_broker(**{"delegation.token.secret.key": "s3cr3t", "log.retention.ms": "5000",
+                                   "log.retention.minutes": "10", "log.flush.interval.ms": "1000",
+                                   "my.own.setting": "x"})
+    client = await RawClient.connect(broker.port)
+    try:
+        configs = {c.name: c for c in (await describe(client, BROKER, "0")).configs}
+        secret = configs["delegation.token.secret.key"]
+        assert secret.value is None and secret.is_sensitive
+        assert [(s.name, s.value) for s in secret.synonyms] == [("delegation.token.secret.key", None)]
+        assert [(s.name, s.value, s.source) for s in configs["log.retention.ms"].synonyms] == [
+            ("log.retention.ms", "5000", SOURCE_STATIC_BROKER),
+            ("log.retention.minutes", "10", SOURCE_STATIC_BROKER),
+            ("log.retention.hours", "168", SOURCE_DEFAULT)]
+        assert [s.name for s in configs["log.retention.hours"].synonyms] == ["log.retention.hours"]
+        assert [(s.name, s.source) for s in configs["log.flush.interval.ms"].synonyms] == [
+            ("log.flush.interval.ms", SOURCE_STATIC_BROKER),
+            ("log.flush.scheduler.interval.ms", SOURCE_DEFAULT)]
+        assert configs["log.cleaner.io.max.bytes.per.second"].value == "1.7976931348623157E308"
+        # a property no config knows: listed, null and sensitive (its type is unknown)
+        own = configs["my.own.setting"]
+        assert (own.value, own.is_sensitive, own.read_only, own.config_source, own.config_type) == (
+            None, True, True, SOURCE_STATIC_BROKER, 0)
+        assert configs["listeners"].config_type == 2 and configs["log.dirs"].config_type == 2
+        # quota rates and settings Kafka has not: only once set
+        for name in ("leader.replication.throttled.rate", "cluster.id",
+                     "producer.id.expiration.check.interval.ms"):
+            assert name not in configs
+        IAC = IncrementalAlterConfigsRequest
+        response = await client.request(IAC(resources=[IAC.AlterConfigsResource(
+            resource_type=BROKER, resource_name="0", configs=[IAC.AlterableConfig(
+                name="leader.replication.throttled.rate", config_operation=0, value="1000")])]), 1)
+        assert response.responses[0].error_code == 0
+        rate = {c.name: c for c in (await describe(client, BROKER, "0")).configs}[
+            "leader.replication.throttled.rate"]
+        assert (rate.value, rate.read_only, rate.config_source) == ("1000", True, SOURCE_DYNAMIC_BROKER)
+        assert [(s.name, s.source) for s in rate.synonyms] == [
+            ("leader.replication.throttled.rate", SOURCE_DYNAMIC_BROKER)]
+        # an empty key list is every config; a broker id is a Java int
+        assert len((await describe(client, BROKER, "0", keys=[])).configs) == len(configs) + 1
+        assert (await describe(client, BROKER, "00")).error_code == 0
+        bad = await describe(client, BROKER, "zero")
+        assert (bad.error_code, bad.error_message) == (ErrorCode.INVALID_REQUEST,
+                                                       "Broker id must be an integer, but it is: zero")
+    finally:
+        await client.close()
+
+
 async def test_alter_topic_configs_replaces_overrides(client, broker):
     await create(client, creatable("ac", 1, configs={"retention.ms": "1000",
                                                     "cleanup.policy": "compact"}))

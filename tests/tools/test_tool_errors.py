@@ -104,6 +104,12 @@ def test_bad_flags_and_values_through_the_scripts(script):
                "--line-reader", "com.example.CsvReader")
     assert r.code != 0 and r.err == ("Error: Unknown line reader class com.example.CsvReader: only Kafka's "
                                      "LineMessageReader is available\n")
+    for flags in (["--entity-type", "brokers", "--entity-name", "zero"], ["--broker", "0x1"],
+                  ["--entity-type", "broker-loggers", "--entity-name", "1.5"]):
+        r = script("kafka-configs.sh", "--bootstrap-server", "localhost:1", "--describe", *flags)
+        kind = "broker-loggers" if "broker-loggers" in flags else "brokers"
+        assert r.code == 1 and r.err.endswith(f"The entity name for {kind} must be a valid integer broker id, "
+                                              f"but it is: {flags[-1]}\n") and len(r.err.splitlines()) == 1, r
     r = script("kafka-topics.sh", "--version")       # like Kafka, answered before the required flags are checked
     assert r.code == 0 and r.out.strip() and r.err == ""
     r = script("kafka-producer-perf-test.sh", "--help")
