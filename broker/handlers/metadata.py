@@ -42,14 +42,24 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
 
 
-def _topic_entry(broker, topic) -> Topic:
+def _topic_entry(broker, topic, listener_name: str, version: int) -> Topic:
     partitions = []
     for index, state in topic.partitions.items():
         replicas = list(state.replicas)
         offline = []
         if state.isr is not None:               # a cluster: the controller's view
             leader, isr, offline = state.leader, list(state.isr), list(state.offline_replicas)
-            error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+            error = ErrorCode.NONE
+            # Kafka's ZkMetadataCache.getPartitionMetadata: a leader that is not alive, or has
+            # no endpoint on the request's listener, is no leader to a client (-1), with
+            # LISTENER_NOT_FOUND for the latter from v6.
+            live = broker.metadata.live_brokers.get(leader) if leader >= 0 else None
+            if live is None:
+                leader, error = -1, ErrorCode.LEADER_NOT_AVAILABLE
+            elif listener_name not in live.endpoints:
+                leader = -1
+                error = (ErrorCode.LISTENER_NOT_FOUND if version >= 6
+                         else ErrorCode.LEADER_NOT_AVAILABLE)
         else:
             partition = broker.replica_manager.get_partition(topic.name, index)
             if partition is None:               # logs still being created: no leader yet
@@ -64,16 +74,21 @@ def _topic_entry(broker, topic) -> Topic:
                  is_internal=is_internal(topic.name), partitions=partitions)
 
 
-def cached_topics(broker) -> dict:
-    """name -> MetadataResponseTopic for every topic, rebuilt when the store or the set of led
-    partitions changes."""
+def cached_topics(broker, listener_name: str, version: int) -> dict:
+    """name -> MetadataResponseTopic for every topic, as a client on that listener sees it
+    (per version: before v6 and from it), rebuilt when the store or the set of led partitions
+    changes."""
     store, topics = broker.metadata, broker.topics
     key = (store.version, topics.leadership_version)
     cached = topics.metadata_cache
     if cached is None or cached[0] != key:
-        cached = topics.metadata_cache = (
-            key, {t.name: _topic_entry(broker, t) for t in store.list_topics()})
-    return cached[1]
+        cached = topics.metadata_cache = (key, {})
+    shape = (listener_name, version >= 6)
+    entries = cached[1].get(shape)
+    if entries is None:
+        entries = cached[1][shape] = {t.name: _topic_entry(broker, t, listener_name, version)
+                                      for t in store.list_topics()}
+    return entries
 
 
 def _with_operations(entry: Topic, operations: int) -> Topic:
@@ -118,7 +133,7 @@ async def _requested(broker, ctx, request, entries: dict) -> list:
         if created is None:
             out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
         else:
-            entries = cached_topics(broker)
+            entries = cached_topics(broker, ctx.listener_name, ctx.api_version)
             out.append(entries[name])
     return out
 
@@ -156,7 +171,7 @@ def _response(broker, ctx, request, topics) -> MetadataResponse:
 
 
 async def handle(broker, ctx, request):
-    entries = cached_topics(broker)
+    entries = cached_topics(broker, ctx.listener_name, ctx.api_version)
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if not all_topics:
         topics = await _requested(broker, ctx, request, entries)
