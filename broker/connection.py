@@ -112,6 +112,7 @@ class Connection(asyncio.BufferedProtocol):
         self._drained = None           # future the serving task waits on for the socket to drain
         self._writing_paused = False
         self._reading_paused = False
+        self._last_frame_read = False  # a bad size prefix: answer what came before it, then close
         self._task = None
         self._dup_fd = -1
         self._pending = b""            # start of a frame received but not complete yet
@@ -159,14 +160,11 @@ class Connection(asyncio.BufferedProtocol):
                     break
                 self.frames.append(frame)
         except FrameTooLarge as exc:
-            log.warning("Closing connection %s: request of %d bytes is larger than "
-                        "socket.request.max.bytes (%d)", self.connection_id, exc.size,
-                        self.reader.max_frame_size)
-            self.close()
+            self._bad_size(exc.size)
             return
         except ProtocolError as exc:
             log.warning("Closing connection %s: invalid frame: %s", self.connection_id, exc)
-            self.close()
+            self._read_no_more()
             return
         self._frames_ready()
 
@@ -196,7 +194,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _split_scratch(self) -> bool:
         """Move complete frames out of the scratch buffer; a frame too big for what is there
-        becomes `_body`. False if the connection was closed for a bad size prefix."""
+        becomes `_body`. False after a bad size prefix (see `_bad_size`)."""
         scratch, end, pos = _shared_scratch(), self._scratch_len, 0
         max_size = self.reader.max_frame_size
         while end - pos >= 4:
@@ -221,6 +219,10 @@ class Connection(asyncio.BufferedProtocol):
         return True
 
     def _bad_size(self, size):
+        """A size prefix Kafka refuses: nothing more is read, and the connection closes once the
+        requests before it are answered (Kafka reads a connection's next request only after
+        the previous response went out, so it sees the bad size only then: acknowledgements
+        of produce requests already taken are not lost)."""
         if size < 0:
             log.warning("Closing connection %s: invalid frame: negative frame size %d",
                         self.connection_id, size)
@@ -228,7 +230,17 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("Closing connection %s: request of %d bytes is larger than "
                         "socket.request.max.bytes (%d)", self.connection_id, size,
                         self.reader.max_frame_size)
-        self.close()
+        self._read_no_more()
+
+    def _read_no_more(self):
+        self._last_frame_read = True
+        if not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        if self.idle:
+            self.close()
+        else:
+            self._wake()
 
     def _frames_ready(self):
         if self.frames:
@@ -285,14 +297,15 @@ class Connection(asyncio.BufferedProtocol):
                     await self._wait_until(self._muted_until)
                     self._muted_until = 0.0
                 if not self.frames:
-                    if self.server.stopping:
+                    if self.server.stopping or self._last_frame_read:
                         break
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
                     continue
                 frame = self.frames.popleft()
-                if self._reading_paused and len(self.frames) <= MAX_QUEUED_FRAMES // 2:
+                if (self._reading_paused and len(self.frames) <= MAX_QUEUED_FRAMES // 2
+                        and not self._last_frame_read):
                     self._reading_paused = False
                     self.transport.resume_reading()
                 self.in_flight = True

@@ -230,6 +230,24 @@ async def test_bad_request_in_a_pipeline_closes_after_the_good_ones(setup):
     await client.close()
 
 
+@pytest.mark.parametrize("prefix", [struct.pack(">i", REQUEST_MAX + 1), b"\x80\x00\x00\x00"],
+                         ids=["oversized", "negative"])
+async def test_a_bad_size_prefix_closes_after_the_requests_before_it(setup, prefix):
+    """Kafka reads a connection's next request only after answering the previous one, so the
+    requests pipelined before a bad size prefix (produce requests already appended, say) are
+    answered before it closes the connection."""
+    broker, _, _ = setup
+    client = await RawClient.connect(broker.port)
+    first = client.send(ApiVersionsRequest(), 0)
+    second = client.send(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="keep")]), 9)
+    client.send_raw(prefix + b"\x00" * 64)
+    assert (await client.receive(ApiKey.API_VERSIONS, 0))[0] == first
+    cid, response = await client.receive(ApiKey.METADATA, 9)
+    assert cid == second and response.topics[0].error_code == 0
+    assert await client.is_closed()
+    await client.close()
+
+
 async def test_absurd_partition_counts_are_refused(setup):
     """A typo'd count must not make the broker create millions of partition dirs: more than
     10,000 new partitions in one request -> POLICY_VIOLATION (Kafka's controller limit)."""
