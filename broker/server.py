@@ -457,6 +457,8 @@ class Broker:
             os._exit(1)
         if self.cluster is not None:
             self.loop.create_task(self.cluster.notify_log_dir_failure())
+        else:
+            self.topics.metadata_changed()       # Metadata shows its partitions offline
 
     async def reconfigure_cleaner(self) -> None:
         """Apply changed dynamic log.cleaner.* settings to the running cleaner."""

@@ -1,8 +1,13 @@
 """Metadata (api key 3), versions 0-12.
 
 Behaviour:
-- Brokers: this broker with its advertised endpoint for the listener the request came in on;
-  controller_id (v1+) is this broker; cluster_id from v2.
+- Brokers: this broker with its advertised endpoint for the listener the request came in on,
+  or in a cluster every live broker with that listener (from the controller's UpdateMetadata);
+  controller_id (v1+); cluster_id from v2.
+- Partitions: in a cluster, the controller's leader, ISR and offline replicas; a leader that is
+  not alive or lacks the request's listener is -1 with LEADER_NOT_AVAILABLE (LISTENER_NOT_FOUND
+  from v6 for the latter), as Kafka's ZkMetadataCache. On one broker, a partition whose log dir
+  failed is offline: leader -1, LEADER_NOT_AVAILABLE, this broker in offline_replicas.
 - Topics: v0 with an empty list, or v1+ with a null list, means every topic; v1+ with an empty
   list means none. From v10 a topic may be named by topic_id alone (name null): unknown ids
   answer UNKNOWN_TOPIC_ID.
@@ -61,8 +66,14 @@ def _topic_entry(broker, topic, listener_name: str, version: int) -> Topic:
                 error = (ErrorCode.LISTENER_NOT_FOUND if version >= 6
                          else ErrorCode.LEADER_NOT_AVAILABLE)
         else:
-            partition = broker.replica_manager.get_partition(topic.name, index)
-            if partition is None:               # logs still being created: no leader yet
+            rm = broker.replica_manager
+            partition = rm.get_partition(topic.name, index)
+            if (topic.name, index) in rm.offline_partitions:
+                # its log dir failed: offline, as Kafka's controller leaves it (no leader, the
+                # ISR as it was, this broker's replica offline)
+                leader, isr, error = -1, [broker.broker_id], ErrorCode.LEADER_NOT_AVAILABLE
+                offline = [broker.broker_id]
+            elif partition is None:             # logs still being created: no leader yet
                 leader, isr, error = -1, [], ErrorCode.LEADER_NOT_AVAILABLE
             else:
                 leader, isr, error = state.leader, sorted(partition.isr), ErrorCode.NONE

@@ -535,3 +535,23 @@ async def test_names_colliding_on_dot_and_underscore(client):
     result = (await create(client, creatable("metrics_a", 1)))["metrics_a"]
     assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert "collides" in result.error_message
+
+
+async def test_a_failed_log_dir_shows_its_partitions_offline_in_metadata(start_broker, tmp_path):
+    # Kafka's controller, told by /log_dir_event_notification: no leader, the ISR as it was,
+    # the replica offline; the other dir's partitions are untouched.
+    broker = await start_broker(log_dirs=f"{tmp_path}/a,{tmp_path}/b")
+    client = await RawClient.connect(broker.port)
+    try:
+        assert (await create(client, creatable("jbod", 2)))["jbod"].error_code == 0
+        assert (await metadata(client, ["jbod"])).topics[0].partitions[0].leader_id == 0
+        failed = broker.log_manager.log_dir_of("jbod", 0)
+        assert broker.log_manager.log_dir_of("jbod", 1) != failed
+        broker.replica_manager.fail_log_dir(failed, OSError(5, "Input/output error"))
+        [topic] = (await metadata(client, ["jbod"])).topics
+        p0, p1 = topic.partitions
+        assert (p0.error_code, p0.leader_id, p0.isr_nodes, p0.offline_replicas) == (
+            ErrorCode.LEADER_NOT_AVAILABLE, -1, [0], [0])
+        assert (p1.error_code, p1.leader_id, p1.isr_nodes, p1.offline_replicas) == (0, 0, [0], [])
+    finally:
+        await client.close()
