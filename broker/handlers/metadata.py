@@ -14,8 +14,9 @@ Behaviour:
 - A requested topic that does not exist is created when `auto.create.topics.enable` is true and
   the request allows it (allow_auto_topic_creation, v4+; always allowed before v4), with
   num.partitions / default.replication.factor. The answer waits for the new partitions' logs
-  and leaders, so it already carries them (Kafka answers LEADER_NOT_AVAILABLE first while its
-  controller elects leaders; clients treat both alike).
+  and leaders (in a cluster 3 s at most, then LEADER_NOT_AVAILABLE), so it usually carries them
+  (Kafka answers LEADER_NOT_AVAILABLE first while its controller elects leaders; clients treat
+  both alike). The topics of one request are created together.
   Otherwise UNKNOWN_TOPIC_OR_PARTITION. Internal topics (__consumer_offsets) are never created
   here: the group coordinator creates them. Nor is __cluster_metadata (KRaft's metadata log in
   a data dir written by Kafka in KRaft mode), which is never a topic.
@@ -27,6 +28,8 @@ Behaviour:
   led partitions changes; an all-topics answer is cached encoded, per version and listener
   (the Metadata request is the most frequent admin request: every client polls it).
 """
+import asyncio
+
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata import MetadataResponse
@@ -110,8 +113,40 @@ def _with_operations(entry: Topic, operations: int) -> Topic:
                  topic_authorized_operations=operations)
 
 
+async def _auto_create(broker, name: str):
+    """The topic created by auto-creation, None when it is off, or KafkaError."""
+    try:
+        return await broker.topics.maybe_auto_create(name)
+    except KafkaError as exc:
+        if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+        return broker.metadata.get_topic(name)
+
+
 async def _requested(broker, ctx, request, entries: dict) -> list:
     allow_auto = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
+    # Topics to auto-create are created together: in a cluster each waits (a few seconds at
+    # most) for its leaders, and one after the other N topics would take N times that.
+    creatable = []
+    if allow_auto:
+        for wanted in request.topics:
+            name = wanted.name
+            if (name is not None and name not in entries and not is_internal(name)
+                    and not is_cluster_metadata(name) and name not in creatable):
+                try:
+                    validate_topic_name(name)
+                except KafkaError:
+                    continue
+                creatable.append(name)
+    created = {}
+    if creatable:
+        outcomes = await asyncio.gather(*(_auto_create(broker, n) for n in creatable),
+                                        return_exceptions=True)
+        for name, outcome in zip(creatable, outcomes):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, KafkaError):
+                raise outcome
+            created[name] = outcome
+        entries = cached_topics(broker, ctx.listener_name, ctx.api_version)
     out = []
     for wanted in request.topics:
         name = wanted.name
@@ -132,16 +167,10 @@ async def _requested(broker, ctx, request, entries: dict) -> list:
         except KafkaError as exc:
             out.append(Topic(error_code=exc.error_code, name=name))
             continue
-        created = None
-        if allow_auto and not is_internal(name) and not is_cluster_metadata(name):
-            try:
-                created = await broker.topics.maybe_auto_create(name)
-            except KafkaError as exc:
-                if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    out.append(Topic(error_code=exc.error_code, name=name))
-                    continue
-                created = broker.metadata.get_topic(name)
-        if created is None:
+        outcome = created.get(name)
+        if isinstance(outcome, KafkaError):
+            out.append(Topic(error_code=outcome.error_code, name=name))
+        elif outcome is None:
             out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
         else:
             entries = cached_topics(broker, ctx.listener_name, ctx.api_version)

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.update_metadata import UpdateMetadataRequest as UM
 
@@ -61,3 +61,28 @@ def test_a_leader_the_client_cannot_reach_is_no_leader(version, listener_error):
             assert {p.partition_index: (p.leader_id, p.error_code) for p in topic.partitions} == expected
             assert version < 7 or all(p.leader_epoch == 3 for p in topic.partitions)
             assert [b.node_id for b in response.brokers] == ([0] if listener == "PLAINTEXT" else [0, 1])
+
+
+def test_topics_auto_created_by_one_request_are_created_together():
+    """In a cluster each auto-creation waits for its leaders (up to seconds without a
+    controller): the topics of one request are created at the same time, not one by one. A
+    barrier every creation must reach before any finishes proves it."""
+    broker = fake_broker()
+    names = [f"new-{i}" for i in range(5)]
+    entered, everyone = [], asyncio.Event()
+
+    async def maybe_auto_create(name):
+        entered.append(name)
+        if len(entered) == len(names):
+            everyone.set()
+        await asyncio.wait_for(everyone.wait(), 2)
+        raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{name} is being created")
+    broker.topics.maybe_auto_create = maybe_auto_create
+    ctx = types.SimpleNamespace(api_version=12, listener_name="PLAINTEXT")
+    response = asyncio.run(metadata.handle(broker, ctx, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names + ["bad name", "new-0"]],
+        allow_auto_topic_creation=True)))
+    assert sorted(entered) == names
+    assert [(t.name, t.error_code) for t in response.topics] == (
+        [(n, ErrorCode.LEADER_NOT_AVAILABLE) for n in names]
+        + [("bad name", ErrorCode.INVALID_TOPIC_EXCEPTION), ("new-0", ErrorCode.LEADER_NOT_AVAILABLE)])
