@@ -80,6 +80,33 @@ async def _ensure_topic(broker, key_type: int):
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{name} is being created"  # (docstring)
 
 
+async def auto_create_internal_topic(broker, name: str):
+    """Metadata's auto-creation of __consumer_offsets or __transaction_state: created with the
+    coordinator's settings, as Kafka's AutoTopicCreationManager.creatableTopic does (and as
+    FindCoordinator creates them), or INVALID_REPLICATION_FACTOR while too few brokers are alive
+    for it (Kafka's AdminUtils message); LEADER_NOT_AVAILABLE while its leaders are elected."""
+    if not broker.config.get("auto.create.topics.enable"):
+        return None
+    key_type = GROUP if name == OFFSETS_TOPIC else TRANSACTION
+    if getattr(broker, "cluster", None) is not None:
+        replication = broker.config.get(_TOPICS[key_type][2])
+        alive = len(broker.metadata.live_brokers)
+        if alive < replication:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor: {replication} larger than available brokers: "
+                             f"{alive}.")
+        error, _ = await _ensure_topic(broker, key_type)
+    else:
+        coordinator = broker.group_coordinator if key_type == GROUP else \
+            getattr(broker, "txn_coordinator", None)
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else \
+            await coordinator.ensure_topic()
+    topic = broker.metadata.get_topic(name)
+    if error != ErrorCode.NONE or topic is None:
+        raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{name} is being created")
+    return topic
+
+
 async def _cluster_node(broker, ctx, key_type: int, key: str):
     """(error, message, (node id, host, port)) in a cluster: a group's (transactional id's)
     coordinator is the leader of its `__consumer_offsets` (`__transaction_state`) partition,

@@ -17,9 +17,11 @@ Behaviour:
   and leaders (in a cluster 3 s at most, then LEADER_NOT_AVAILABLE), so it usually carries them
   (Kafka answers LEADER_NOT_AVAILABLE first while its controller elects leaders; clients treat
   both alike). The topics of one request are created together.
-  Otherwise UNKNOWN_TOPIC_OR_PARTITION. Internal topics (__consumer_offsets) are never created
-  here: the group coordinator creates them. Nor is __cluster_metadata (KRaft's metadata log in
-  a data dir written by Kafka in KRaft mode), which is never a topic.
+  Otherwise UNKNOWN_TOPIC_OR_PARTITION. The internal topics (__consumer_offsets,
+  __transaction_state) are created the same way, with their coordinator's settings, as Kafka's
+  AutoTopicCreationManager does (INVALID_REPLICATION_FACTOR while too few brokers are alive for
+  them); __cluster_metadata (KRaft's metadata log in a data dir written by Kafka in KRaft mode)
+  is never a topic.
 - Names that Kafka would reject answer INVALID_TOPIC_EXCEPTION.
 - Authorized operations (v8+): there is no authorizer, so every operation is allowed: the
   bitfields are Kafka's "all operations of this resource type" when asked for, else the
@@ -34,6 +36,7 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata import MetadataResponse
 
+from broker.handlers.find_coordinator import auto_create_internal_topic
 from broker.topics import is_cluster_metadata, is_internal, validate_topic_name
 
 API_KEY = ApiKey.METADATA
@@ -115,6 +118,8 @@ def _with_operations(entry: Topic, operations: int) -> Topic:
 
 async def _auto_create(broker, name: str):
     """The topic created by auto-creation, None when it is off, or KafkaError."""
+    if is_internal(name):
+        return await auto_create_internal_topic(broker, name)
     try:
         return await broker.topics.maybe_auto_create(name)
     except KafkaError as exc:
@@ -131,8 +136,8 @@ async def _requested(broker, ctx, request, entries: dict) -> list:
     if allow_auto:
         for wanted in request.topics:
             name = wanted.name
-            if (name is not None and name not in entries and not is_internal(name)
-                    and not is_cluster_metadata(name) and name not in creatable):
+            if (name is not None and name not in entries and not is_cluster_metadata(name)
+                    and name not in creatable):
                 try:
                     validate_topic_name(name)
                 except KafkaError:
@@ -169,9 +174,10 @@ async def _requested(broker, ctx, request, entries: dict) -> list:
             continue
         outcome = created.get(name)
         if isinstance(outcome, KafkaError):
-            out.append(Topic(error_code=outcome.error_code, name=name))
+            out.append(Topic(error_code=outcome.error_code, name=name, is_internal=is_internal(name)))
         elif outcome is None:
-            out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+            out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                             is_internal=is_internal(name)))
         else:
             entries = cached_topics(broker, ctx.listener_name, ctx.api_version)
             out.append(entries[name])

@@ -555,3 +555,23 @@ async def test_a_failed_log_dir_shows_its_partitions_offline_in_metadata(start_b
         assert (p1.error_code, p1.leader_id, p1.isr_nodes, p1.offline_replicas) == (0, 0, [0], [])
     finally:
         await client.close()
+
+
+async def test_metadata_creates_the_internal_topics_as_kafka_does(start_broker):
+    # Kafka's AutoTopicCreationManager.creatableTopic: with the coordinators' settings; a
+    # consumer of __consumer_offsets on a fresh broker no longer waits for ever.
+    broker = await start_broker(offsets_topic_num_partitions=3, transaction_state_log_num_partitions=2)
+    client = await RawClient.connect(broker.port)
+    try:
+        topics = (await metadata(client, ["__consumer_offsets", "__transaction_state"])).topics
+        assert [(t.name, t.error_code, t.is_internal, len(t.partitions)) for t in topics] == [
+            ("__consumer_offsets", 0, True, 3), ("__transaction_state", 0, True, 2)]
+        assert broker.metadata.topic_config("__consumer_offsets")["cleanup.policy"] == "compact"
+        # not asked to create: unknown, but still reported as internal
+        off = await start_broker(auto_create_topics_enable="false")
+        other = await RawClient.connect(off.port)
+        [topic] = (await metadata(other, ["__consumer_offsets"])).topics
+        assert (topic.error_code, topic.is_internal) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, True)
+        await other.close()
+    finally:
+        await client.close()

@@ -402,3 +402,22 @@ def test_broker_api_versions_lists_every_broker(kafka_cluster):
     for node in cluster.brokers.values():
         assert f"127.0.0.1:{node.port} (id: {node.id} rack: null) -> (" in result.stdout
     assert "LeaderAndIsr(4): 0 to 7 [usable: 7]" in result.stdout
+
+
+def test_metadata_creates_the_internal_topics_with_their_settings(kafka_cluster):
+    # Kafka's AutoTopicCreationManager: a client asking for __transaction_state by name (a
+    # console consumer of it, say) on a fresh cluster gets it created with the coordinator's
+    # partitions and replication, LEADER_NOT_AVAILABLE meanwhile.
+    cluster = kafka_cluster
+    client = admin(cluster.bootstrap(0))
+
+    def created():
+        topic = client.list_topics("__transaction_state", timeout=20).topics["__transaction_state"]
+        return topic.error is None and len(topic.partitions) > 0 and all(
+            p.leader >= 0 for p in topic.partitions.values())
+    cluster.wait_until(created, 30, "__transaction_state was not created")
+    znode = json.loads(cluster._read("/brokers/topics/__transaction_state"))
+    assert len(znode["partitions"]) == 50                      # transaction.state.log.num.partitions
+    assert {len(r) for r in znode["partitions"].values()} == {3}   # ...replication.factor
+    config = json.loads(cluster._read("/config/topics/__transaction_state"))["config"]
+    assert config["cleanup.policy"] == "compact"
