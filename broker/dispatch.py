@@ -264,6 +264,25 @@ def _describe_transactions(request, code):
         for t in request.transactional_ids])
 
 
+def _add_partitions_to_txn(request, code):
+    """Kafka's getErrorResponse: v4+ a top-level error, v0-3 one per partition (the response has
+    no top-level error there); both are filled, each version encodes its own."""
+    from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse as R
+    return R(error_code=code, results_by_topic_v3_and_below=[
+        R.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
+            R.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
+            for p in t.partitions]) for t in request.v3_and_below_topics or []])
+
+
+def _elect_leaders(request, code):
+    """Kafka's getErrorResponse: every partition named (v0 has no top-level error)."""
+    from protocol.messages.elect_leaders import ElectLeadersResponse as R
+    return R(error_code=code, replica_election_results=[
+        R.ReplicaElectionResult(topic=t.topic, partition_result=[
+            R.PartitionResult(partition_id=p, error_code=code) for p in t.partitions])
+        for t in request.topic_partitions or []])
+
+
 _BUILDERS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -288,6 +307,8 @@ _BUILDERS = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ELECT_LEADERS: _elect_leaders,
 }
 
 

@@ -7,10 +7,12 @@ import pytest
 from protocol.api import API_SPECS, ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
+from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from protocol.messages.create_topics import CreateTopicsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.describe_groups import DescribeGroupsRequest
+from protocol.messages.elect_leaders import ElectLeadersRequest
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.find_coordinator import FindCoordinatorRequest
 from protocol.messages.list_offsets import ListOffsetsRequest
@@ -91,6 +93,12 @@ def _sample_requests():
                                                                partition_indexes=[0])]), 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest(
             transactional_ids=["x"]), 0),
+        # versions whose responses have no top-level error (Kafka's getErrorResponse)
+        ApiKey.ADD_PARTITIONS_TO_TXN: (AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="x", v3_and_below_topics=[
+                AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="t", partitions=[0, 1])]), 3),
+        ApiKey.ELECT_LEADERS: (ElectLeadersRequest(topic_partitions=[
+            ElectLeadersRequest.TopicPartitions(topic="t", partitions=[0])]), 0),
     }
 
 
@@ -116,7 +124,7 @@ def test_error_response_marks_every_partition(api_key):
     def collect(obj):
         for name in getattr(obj, "__slots__", ()):
             value = getattr(obj, name, None)
-            if name == "error_code":
+            if name.endswith("error_code"):
                 codes.append(value)
             elif isinstance(value, list):
                 for item in value:
