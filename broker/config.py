@@ -242,6 +242,13 @@ def gzip_level(value):
         raise ValueError("Value must be -1 (the codec's default) or in [1,9]")
 
 
+def not_in_zookeeper_mode(value):
+    """Kafka's LogConfig.validateNoInvalidRemoteStorageConfigsInZK."""
+    if value:
+        raise ValueError("It is invalid to set `remote.log.delete.on.disable` or "
+                         "`remote.log.copy.disable` under Zookeeper's mode.")
+
+
 def no_tiered_storage(value):
     if value:
         raise ValueError("Tiered Storage functionality is disabled in the broker")
@@ -658,6 +665,12 @@ TOPIC_CONFIGS = [
                    "Fewest in-sync replicas an acks=all produce needs."),
     TopicConfigDef("preallocate", "boolean", False, (("log.preallocate", 1),), None,
                    "Preallocate segment files."),
+    TopicConfigDef("remote.log.copy.disable", "boolean", False, (), not_in_zookeeper_mode,
+                   "Tiered storage's read-only switch; true is refused in ZooKeeper mode, as "
+                   "Kafka refuses it."),
+    TopicConfigDef("remote.log.delete.on.disable", "boolean", False, (), not_in_zookeeper_mode,
+                   "Tiered storage's delete-on-disable switch; true is refused in ZooKeeper "
+                   "mode, as Kafka refuses it."),
     TopicConfigDef("remote.storage.enable", "boolean", False, (), no_tiered_storage,
                    "Tiered storage; not available in this broker (true is refused, as Kafka "
                    "does when the broker has tiered storage disabled)."),

@@ -575,3 +575,18 @@ async def test_metadata_creates_the_internal_topics_as_kafka_does(start_broker):
         await other.close()
     finally:
         await client.close()
+
+
+async def test_tiered_storage_switches_are_known_and_refused_in_zookeeper_mode(client):
+    # Kafka 3.9's LogConfig: both are topic configs (listed by DescribeConfigs), and
+    # validateNoInvalidRemoteStorageConfigsInZK refuses true
+    for name in ("remote.log.copy.disable", "remote.log.delete.on.disable"):
+        result = (await create(client, creatable(f"ts-{name}", 1, configs={name: "true"})))[f"ts-{name}"]
+        assert result.error_code == ErrorCode.INVALID_CONFIG
+        assert result.error_message.endswith("It is invalid to set `remote.log.delete.on.disable` or "
+                                             "`remote.log.copy.disable` under Zookeeper's mode.")
+    assert (await create(client, creatable("ts-off", 1, configs={
+        "remote.log.copy.disable": "false"})))["ts-off"].error_code == 0
+    configs = {c.name: c for c in (await describe(client, TOPIC, "ts-off")).configs}
+    assert configs["remote.log.copy.disable"].value == "false"
+    assert configs["remote.log.delete.on.disable"].value == "false"
