@@ -44,7 +44,10 @@ def client_host(ctx) -> str:
 
 
 def partition_exists(broker, topic: str, partition: int) -> bool:
-    return broker.replica_manager.get_partition(topic, partition) is not None
+    """The partition is in the cluster's metadata (Kafka's metadataCache.getPartitionInfo), not
+    necessarily on this broker: a group commits offsets of partitions led anywhere."""
+    described = broker.metadata.get_topic(topic)
+    return described is not None and partition in described.partitions
 
 
 def offsets_to_commit(broker, topics, error: int, with_leader_epoch: bool):

@@ -153,8 +153,8 @@ class OffsetOperations:
                            now_ms: int, verification=None) -> Result:
         """TxnOffsetCommit: like commit_offsets, but the offsets count only once the
         transaction commits. The member checks apply only when the request names a member,
-        an instance or a generation (KIP-447; older clients send none), as Kafka's
-        validateOffsetCommit for transactional commits. `verification`: the guard of the
+        an instance or a generation (KIP-447; older clients send none), and not to a generation
+        below 0 on an Empty group, as Kafka's validateOffsetCommit for transactional commits. `verification`: the guard of the
         broker's check with the transaction coordinator, carried by the append."""
         def all_fail(error):
             return Result(response={(t, p): error for t, p, *_ in offsets})
@@ -163,7 +163,9 @@ class OffsetOperations:
             group = self.groups[group_id] = Group(group_id, now_ms)
         if group.state is S.DEAD:
             return all_fail(E.COORDINATOR_NOT_AVAILABLE)
-        if generation_id >= 0 or member_id or group_instance_id is not None:
+        if generation_id < 0 and group.state is S.EMPTY:
+            pass        # a consumer that assigns its own partitions (group.instance.id or not)
+        elif generation_id >= 0 or member_id or group_instance_id is not None:
             error = group.member_error(member_id, group_instance_id)
             if error != E.NONE:
                 return all_fail(error)
@@ -262,6 +264,13 @@ class OffsetOperations:
                 records.append(Record(OffsetKey(group_id, tp[0], tp[1]), None))
         if not records:
             return Result(response=(E.NONE, errors))
+        # Kafka's cleanupGroupMetadata: an Empty group left with no offsets is Dead at once
+        # (--list no longer shows it), not at the next retention check.
+        if group.state is S.EMPTY and not group.members and not group.pending_offset_commits \
+                and not any(group.pending_txn_offsets.values()) \
+                and set(group.offsets) <= set(deletable):
+            group.transition_to(S.DEAD, now_ms)
+            records.append(Record(GroupKey(group_id), None))
         return Result(appends=[Append(records,
                                              self._replay_then_answer(records, (E.NONE, errors)))])
 

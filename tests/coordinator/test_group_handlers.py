@@ -41,8 +41,11 @@ def make_broker():
         initial_rebalance_delay_ms=0, min_session_timeout_ms=10))
     txn = TransactionCoordinator(rm, next_producer_id=lambda: 1000, marker_sender=None,
                                  num_partitions=50)
+    counts = {"t": 3, "__transaction_state": 50}       # the cluster's topics (Metadata's view)
+    metadata = SimpleNamespace(get_topic=lambda name: SimpleNamespace(
+        partitions=dict.fromkeys(range(counts[name]))) if name in counts else None)
     return SimpleNamespace(group_coordinator=coordinator, txn_coordinator=txn,
-                           replica_manager=rm, broker_id=1,
+                           replica_manager=rm, broker_id=1, metadata=metadata,
                            advertised_endpoint=lambda listener: ("127.0.0.1", 19092))
 
 
@@ -162,7 +165,15 @@ def test_group_lifecycle_through_handlers(v):
                 partition_index=0)])])
         od_answer = await call(broker, offset_delete, od, 0)
         assert od_answer.error_code == 0 and od_answer.topics[0].partitions[0].error_code == 0
+        # those were the Empty group's last offsets: it is gone (Kafka's cleanupGroupMetadata)
+        listed = await call(broker, list_groups, ListGroupsRequest(), v["list"])
+        assert G not in [g.group_id for g in listed.groups]
 
+        simple = OffsetCommitRequest(group_id=G, generation_id_or_member_epoch=-1, member_id="",
+                                     topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+                                         name="t", partitions=[P(partition_index=1, committed_offset=12)])])
+        simple = await call(broker, offset_commit, simple, v["commit"])
+        assert simple.topics[0].partitions[0].error_code == 0
         deleted = await call(broker, delete_groups, DeleteGroupsRequest(groups_names=[G, "x"]),
                              v["delete"])
         assert [(r.group_id, r.error_code) for r in deleted.results] == [

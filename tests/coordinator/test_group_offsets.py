@@ -105,6 +105,13 @@ def test_offset_delete():
     assert answer == (E.NONE, {("t", 0): E.NONE, ("x", 0): E.NONE})
     assert fetch(h, G) == {("t", 1): (1, E.NONE)}
     assert h.log[-1].key == OffsetKey(G, "t", 0) and h.log[-1].value is None
+    # The last offsets of an Empty group: it goes at once, as Kafka's cleanupGroupMetadata
+    answer = h.answer(h.call("delete_offsets", G, [("t", 1)]))
+    assert answer == (E.NONE, {("t", 1): E.NONE})
+    assert h.manager.group(G) is None
+    assert [(type(r.key).__name__, r.value) for r in h.log[-2:]] == [("OffsetKey", None),
+                                                                     ("GroupKey", None)]
+    assert h.answer(h.call("delete_offsets", G, [("t", 1)]))[0] == E.GROUP_ID_NOT_FOUND
 
 
 def test_offset_delete_refuses_subscribed_topics_of_active_consumer_group():
@@ -264,3 +271,19 @@ def test_failed_group_deletion_leaves_the_group_usable():
     h.append_error = 0
     assert h.answer(h.call("delete_groups", [G])) == {G: E.NONE}
     assert h.manager.group(G) is None
+
+
+def test_txn_commit_of_a_generation_below_zero_on_an_empty_group():
+    """Kafka's validateOffsetCommit (transactional too): generation -1 on an Empty group is a
+    consumer assigning its own partitions, e.g. the Java consumer's groupMetadata() before any
+    rebalance (member "", its group.instance.id): an EOS producer's offsets are stored. On an
+    active group the member checks still apply."""
+    h = Harness()
+    for member, instance in (("", "static-1"), ("someone", None)):
+        errors = h.answer(h.call("txn_commit_offsets", f"assigned-{member}", 78, 0, member,
+                                 instance, -1, [("t", 0, 20, -1, "")]))
+        assert errors == {("t", 0): E.NONE}
+    ids, gen = stable_group(h, 1, group="active")
+    errors = h.answer(h.call("txn_commit_offsets", "active", 79, 0, "ghost", None, -1,
+                             [("t", 0, 21, -1, "")]))
+    assert errors == {("t", 0): E.UNKNOWN_MEMBER_ID}

@@ -227,6 +227,23 @@ def test_group_coordinator_moves_and_offsets_survive(kafka_cluster):
     assert sorted(v for _, _, v in later) == sorted(f"b{i}".encode() for i in range(50))
 
 
+def test_a_group_commits_offsets_of_partitions_on_other_brokers(kafka_cluster):
+    # RF 1 over three brokers: most partitions have no replica on the group's coordinator.
+    # Kafka checks the cluster's metadata, not the coordinator's own replicas.
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "spread", 6, 1)
+    offsets = [TopicPartition("spread", p, 10 + p) for p in range(6)]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "spreaders",
+                         "enable.auto.commit": False})
+    try:
+        results = consumer.commit(offsets=offsets, asynchronous=False)
+        assert [(t.partition, t.error) for t in results] == [(p, None) for p in range(6)]
+        committed = consumer.committed([TopicPartition("spread", p) for p in range(6)], timeout=30)
+        assert [(t.partition, t.offset) for t in committed] == [(p, 10 + p) for p in range(6)]
+    finally:
+        consumer.close()
+
+
 def test_a_taken_broker_id_refuses_to_start(kafka_cluster, tmp_path):
     cluster = kafka_cluster
     props = tmp_path / "dup.properties"
