@@ -19,7 +19,8 @@ async def handle(broker, ctx, request):
     results: dict[str, int] = {}
     deletable = []
     coordinator = broker.group_coordinator
-    for group_id in request.groups_names:
+    names = list(dict.fromkeys(request.groups_names))      # each once, as Kafka's .distinct
+    for group_id in names:
         coordinator, error = check_group(broker, group_id, allow_empty=True)
         if error != ErrorCode.NONE:
             results[group_id] = error
@@ -29,4 +30,4 @@ async def handle(broker, ctx, request):
         results.update(await coordinator.execute("delete_groups", deletable))
     return DeleteGroupsResponse(results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=results[g])
-        for g in request.groups_names])
+        for g in names])

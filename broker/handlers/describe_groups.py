@@ -3,7 +3,8 @@
 Behaviour: state, protocol type, and (for a Stable group) the selected protocol with every
 member's metadata and assignment; in other states members are listed without them, as Kafka
 does. An unknown group is described as "Dead" with no error (Kafka before v6). Authorized
-operations (v3+) are not computed (no ACLs): the field keeps its "not requested" value.
+operations (v3+, when asked for): with no authorizer every operation of a group is allowed, as
+Kafka's AuthHelper answers (READ, DELETE, DESCRIBE); otherwise the "not requested" value.
 v4+ add group.instance.id per member.
 """
 from protocol.api import ApiKey
@@ -17,9 +18,14 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 R = DescribeGroupsResponse
+# AclOperation codes READ 3, DELETE 6, DESCRIBE 8: every operation a group supports
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NOT_REQUESTED = -2147483648
 
 
 async def handle(broker, ctx, request):
+    operations = GROUP_OPERATIONS if ctx.api_version >= 3 and \
+        request.include_authorized_operations else NOT_REQUESTED
     groups = []
     for group_id in request.groups:
         coordinator, error = check_group(broker, group_id, allow_empty=True)
@@ -33,5 +39,6 @@ async def handle(broker, ctx, request):
             members=[R.DescribedGroupMember(
                 member_id=m.member_id, group_instance_id=m.group_instance_id,
                 client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
-                member_assignment=m.assignment) for m in d.members]))
+                member_assignment=m.assignment) for m in d.members],
+            authorized_operations=operations if d.error == ErrorCode.NONE else NOT_REQUESTED))
     return R(groups=groups)

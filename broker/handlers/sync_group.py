@@ -21,6 +21,9 @@ MAX_VERSION = 5
 
 async def handle(broker, ctx, request):
     version = ctx.api_version
+    if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        # mandatory from v5 (Kafka's areMandatoryProtocolTypeAndNamePresent)
+        return SyncGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     coordinator, error = check_group(broker, request.group_id)
     if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
         # As Kafka: the rebalance's state was lost with the load; older clients do not expect

@@ -88,7 +88,8 @@ def test_group_lifecycle_through_handlers(v):
         assert joined.protocol_name == "range"
         member, gen = joined.member_id, joined.generation_id
 
-        sync = SyncGroupRequest(group_id=G, generation_id=gen, member_id=member, assignments=[
+        sync = SyncGroupRequest(group_id=G, generation_id=gen, member_id=member,
+                                protocol_type="consumer", protocol_name="range", assignments=[
             SyncGroupRequest.SyncGroupRequestAssignment(member_id=member, assignment=b"mine")])
         synced = await call(broker, sync_group, sync, v["sync"])
         assert synced.error_code == 0 and bytes(synced.assignment) == b"mine"
@@ -139,6 +140,13 @@ def test_group_lifecycle_through_handlers(v):
         assert [(m.member_id, m.client_id, m.client_host, bytes(m.member_assignment))
                 for m in mine.members] == [(member, "cli", "/127.0.0.1", b"mine")]
         assert unknown.group_state == "Dead"
+        if v["describe"] >= 3:
+            # no authorizer: every operation of a group, as Kafka's AuthHelper (READ, DELETE,
+            # DESCRIBE), when asked for
+            asked = await call(broker, describe_groups, DescribeGroupsRequest(
+                groups=[G], include_authorized_operations=True), v["describe"])
+            assert asked.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+            assert mine.authorized_operations == -2147483648
 
         listed = await call(broker, list_groups, ListGroupsRequest(), v["list"])
         assert [(g.group_id, g.protocol_type) for g in listed.groups] == [(G, "consumer")]
@@ -174,10 +182,10 @@ def test_group_lifecycle_through_handlers(v):
                                          name="t", partitions=[P(partition_index=1, committed_offset=12)])])
         simple = await call(broker, offset_commit, simple, v["commit"])
         assert simple.topics[0].partitions[0].error_code == 0
-        deleted = await call(broker, delete_groups, DeleteGroupsRequest(groups_names=[G, "x"]),
+        deleted = await call(broker, delete_groups, DeleteGroupsRequest(groups_names=[G, "x", G]),
                              v["delete"])
         assert [(r.group_id, r.error_code) for r in deleted.results] == [
-            (G, 0), ("x", E.GROUP_ID_NOT_FOUND)]
+            (G, 0), ("x", E.GROUP_ID_NOT_FOUND)]            # each group once (Kafka's .distinct)
         broker.group_coordinator.shutdown()
     asyncio.run(asyncio.wait_for(scenario(), 10))
 
@@ -205,6 +213,9 @@ def test_oversized_metadata_never_loses_the_committed_offset():
         assert fetched.topics[0].partitions[0].metadata == "fine"
         # a member of no group, a wrong generation, a foreign protocol type
         sync = SyncGroupRequest(group_id="g", generation_id=1, member_id="nobody")
+        # v5+ without protocol type and name: Kafka's areMandatoryProtocolTypeAndNamePresent
+        assert (await call(broker, sync_group, sync, 5)).error_code == E.INCONSISTENT_GROUP_PROTOCOL
+        sync.protocol_type, sync.protocol_name = "consumer", "range"
         assert (await call(broker, sync_group, sync, 5)).error_code == E.UNKNOWN_MEMBER_ID
         join = JoinGroupRequest(group_id="g", session_timeout_ms=10_000, member_id="",
                                 protocol_type="consumer", protocols=[
@@ -276,7 +287,8 @@ def test_requests_while_the_groups_partition_is_loading():
         join = JoinGroupRequest(group_id="g", session_timeout_ms=10_000, protocol_type="consumer")
         assert (await call(broker, join_group, join, 9)).error_code == \
             E.COORDINATOR_LOAD_IN_PROGRESS
-        sync = SyncGroupRequest(group_id="g", generation_id=1, member_id="m")
+        sync = SyncGroupRequest(group_id="g", generation_id=1, member_id="m", protocol_type="consumer",
+                                protocol_name="range")
         assert (await call(broker, sync_group, sync, 5)).error_code == E.REBALANCE_IN_PROGRESS
         hb = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
         assert (await call(broker, heartbeat, hb, 4)).error_code == E.NONE
