@@ -701,7 +701,9 @@ class ReplicaManager:
         try:
             if fp.fetch_offset < part.log_start_offset or fp.fetch_offset > part.log_end_offset:
                 return min_bytes                # out of range now: answer with the error
-            return part.bytes_available(fp.fetch_offset, min_bytes, isolation_level,
+            # at most the partition's own limit counts (DelayedFetch case G)
+            limit = min(min_bytes, getattr(fp, "partition_max_bytes", min_bytes))
+            return part.bytes_available(fp.fetch_offset, limit, isolation_level,
                                         replica_id >= 0)
         except KafkaError:
             return min_bytes

@@ -687,6 +687,12 @@ class Log:
             i += 1
         return empty
 
+    def on_older_segment(self, offset: int, than: int) -> bool:
+        """Whether `offset` lies in an older segment than `than` (Kafka's
+        LogOffsetMetadata.onOlderSegment). Takes no lock."""
+        _, bases = self._view
+        return bisect.bisect_right(bases, offset) < bisect.bisect_right(bases, than)
+
     def read_batches(self, start_offset: int | None = None, end_offset: int | None = None):
         """Yield RecordBatchView for every batch overlapping [start, end) (tools, tests)."""
         start = self._log_start_offset if start_offset is None else start_offset

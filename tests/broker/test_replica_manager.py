@@ -194,6 +194,23 @@ async def test_long_poll_min_bytes_and_timeout(manager):
     assert ok is False and loop.time() - start >= 0.09
 
 
+async def test_a_consumer_behind_the_active_segment_is_answered_at_once(manager):
+    """Kafka's DelayedFetch case F: a consumer catching up in an older segment than the one the
+    readable end is in gets its answer at once, not after max_wait at every segment boundary;
+    a partition's bytes count up to its own limit only (case G)."""
+    manager.append_records({("t", 0): batch(1)}, 1)
+    manager.get_partition("t", 0).log.roll()
+    for _ in range(20):
+        manager.append_records({("t", 0): batch(5, value_size=200)}, 1)
+    waiter = asyncio.ensure_future(manager.wait_for_fetch(
+        [fetch(offset=0)], min_bytes=10_000, max_wait_ms=5000, isolation_level=0))
+    assert await asyncio.wait_for(waiter, 1) is True
+    # in the active segment, the partition's limit below min_bytes: the wait runs its course
+    ok = await manager.wait_for_fetch([fetch(offset=1, max_bytes=100)], min_bytes=1000,
+                                      max_wait_ms=50, isolation_level=0)
+    assert ok is False
+
+
 async def test_acks_all_is_immediate_with_one_replica(manager):
     results = await manager.append_and_wait({("t", 0): batch(2)}, -1, timeout_ms=1000)
     assert results[("t", 0)].error_code == ErrorCode.NONE
