@@ -566,12 +566,16 @@ class ReplicaManager:
 
     def read(self, partitions, *, max_bytes: int, isolation_level: int = READ_UNCOMMITTED,
              replica_id: int = -1, hard_max_bytes_limit: bool = False,
-             client_rack: str | None = None) -> dict:
+             client_rack: str | None = None, client_metadata: bool = False) -> dict:
         """Read `partitions` (objects with topic, partition, fetch_offset, partition_max_bytes,
         current_leader_epoch) in order; returns `{(topic, partition): ReadResult}`.
-        `client_rack`: a consumer's rack (Fetch v11+); with replica.selector.class set, a
-        follower may serve it and a leader may point it at a replica in its rack (KIP-392)."""
+        `client_metadata`: a consumer's Fetch v11+, which a follower serves too (up to its high
+        watermark), as Kafka's FetchParams.fetchOnlyLeader; `client_rack`: its rack, with which
+        a leader that has replica.selector.class set may point it at a replica in its rack
+        (KIP-392)."""
         from_follower = replica_id >= 0
+        follower_may_serve = client_metadata and not from_follower and \
+            self.metadata_cache is not None
         if from_follower or not self.rack_aware_reads():
             client_rack = None
         limit_bytes = max_bytes
@@ -581,7 +585,7 @@ class ReplicaManager:
             key = (fp.topic, fp.partition)
             result = self._read_one(fp, min(fp.partition_max_bytes, limit_bytes),
                                     isolation_level, from_follower, replica_id,
-                                    min_one_message, client_rack)
+                                    min_one_message, client_rack, follower_may_serve)
             results[key] = result
             if result.records_size > 0:
                 min_one_message = False
@@ -589,7 +593,7 @@ class ReplicaManager:
         return results
 
     def _read_one(self, fp, max_bytes, isolation_level, from_follower, replica_id,
-                  min_one_message, client_rack=None) -> ReadResult:
+                  min_one_message, client_rack=None, follower_may_serve=False) -> ReadResult:
         if fp.topic is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)
         part = self._partitions.get((fp.topic, fp.partition))
@@ -626,7 +630,7 @@ class ReplicaManager:
             result = part.read(fp.fetch_offset, max_bytes, isolation_level=isolation_level,
                                from_follower=from_follower, min_one_message=min_one_message,
                                current_leader_epoch=fp.current_leader_epoch,
-                               follower_may_serve=rack is not None)
+                               follower_may_serve=follower_may_serve)
             if from_follower:
                 # Only a fetch that read (its offset is in range) says where the follower is.
                 self._follower_fetched(part, replica_id, fp.fetch_offset,
@@ -685,7 +689,7 @@ class ReplicaManager:
         return asked
 
     def partition_bytes_available(self, fp, min_bytes: int, isolation_level: int,
-                                  replica_id: int) -> int:
+                                  replica_id: int, client_metadata: bool = False) -> int:
         """For the purgatory: bytes `fp` could read now (capped near `min_bytes`). A partition
         that would answer with an error counts as `min_bytes`: the fetch answers at once."""
         if fp.topic is None:
@@ -693,7 +697,8 @@ class ReplicaManager:
         part = self._partitions.get((fp.topic, fp.partition))
         if part is None:
             return min_bytes
-        if not part.is_leader and (replica_id >= 0 or not self.rack_aware_reads()):
+        if not part.is_leader and (replica_id >= 0 or not client_metadata
+                                   or self.metadata_cache is None):
             return min_bytes                    # answered NOT_LEADER_OR_FOLLOWER at once
         epoch = getattr(fp, "current_leader_epoch", -1)
         if epoch >= 0 and epoch != part.leader_epoch:
@@ -709,7 +714,8 @@ class ReplicaManager:
             return min_bytes
 
     async def wait_for_fetch(self, partitions, *, min_bytes: int, max_wait_ms: int,
-                             isolation_level: int, replica_id: int = -1) -> bool:
+                             isolation_level: int, replica_id: int = -1,
+                             client_metadata: bool = False) -> bool:
         """Park until `min_bytes` are readable or `max_wait_ms` passes; True if satisfied.
 
         Bytes available are remembered per partition, so a notify re-reads only the partition
@@ -721,7 +727,7 @@ class ReplicaManager:
         def ready(key) -> bool:
             for k in (by_key if key is None else (key,) if key in by_key else ()):
                 available[k] = self.partition_bytes_available(by_key[k], need, isolation_level,
-                                                              replica_id)
+                                                              replica_id, client_metadata)
             return sum(available.values()) >= need
 
         return await self.fetch_purgatory.wait(list(by_key), ready, max_wait_ms)

@@ -116,15 +116,18 @@ async def handle(broker, ctx, request):
         max_bytes = quotas.fetch_max_bytes(ctx, max_bytes)
     # Kafka's fetchMinBytes: never more than the response may hold.
     min_bytes = min(request.min_bytes, max_bytes)
+    client_metadata = version >= 11 and replica_id < 0    # a follower may serve it (KIP-392)
     read_kwargs = dict(max_bytes=max_bytes, isolation_level=isolation_level,
                        replica_id=replica_id,
-                       client_rack=(request.rack_id or None) if version >= 11 else None)
+                       client_rack=(request.rack_id or None) if version >= 11 else None,
+                       client_metadata=client_metadata)
     results = replica_manager.read(partitions, **read_kwargs)
     if _must_wait(request, min_bytes, results):
         # Satisfied or not, answer with whatever is readable when the wait ends.
         await replica_manager.wait_for_fetch(
             partitions, min_bytes=min_bytes, max_wait_ms=request.max_wait_ms,
-            isolation_level=isolation_level, replica_id=replica_id)
+            isolation_level=isolation_level, replica_id=replica_id,
+            client_metadata=client_metadata)
         results = replica_manager.read(partitions, **read_kwargs)
 
     if version < 10 and replica_id < 0:

@@ -356,3 +356,20 @@ def test_an_io_error_takes_its_log_dir_offline_and_only_it(tmp_path, monkeypatch
     log_manager.shutdown()
     assert not os.path.exists(os.path.join(dirs[0], ".kafka_cleanshutdown"))
     assert os.path.exists(os.path.join(dirs[1], ".kafka_cleanshutdown"))
+
+
+def test_a_follower_serves_a_fetch_v11_consumer_whatever_its_own_selector(manager):
+    """Kafka's FetchParams.fetchOnlyLeader: a consumer's Fetch v11+ carries client metadata, and
+    any replica serves it (up to its high watermark) whether or not this broker has
+    replica.selector.class set: a leader that has one may send consumers to a follower that
+    has not (a rolling config change). Older fetches still need the leader."""
+    import types
+    manager.append_records({("t", 0): batch(3)}, 1)
+    part = manager.get_partition("t", 0)
+    part.make_follower(1, 1, [0, 1], partition_epoch=1)
+    manager.metadata_cache = types.SimpleNamespace(live_brokers={0: None, 1: None})   # a cluster
+    assert not manager.rack_aware_reads()
+    served = manager.read([fetch()], max_bytes=1 << 20, client_metadata=True)[("t", 0)]
+    assert served.error_code == ErrorCode.NONE and served.records_size > 0
+    refused = manager.read([fetch()], max_bytes=1 << 20)[("t", 0)]
+    assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
