@@ -644,13 +644,18 @@ class ReplicaManager:
                                         result.last_stable_offset, result.log_start_offset, b"")
             return result
         except KafkaError as exc:
+            if not from_follower:
+                # Kafka's createLogReadResult(e): no offsets with an error. (librdkafka, told
+                # OFFSET_OUT_OF_RANGE by a follower, asks the leader only when its offset is
+                # above the high watermark given: -1 always is.) A follower here gets the
+                # leader's log start with OFFSET_OUT_OF_RANGE, to restart its log there.
+                return ReadResult(_error_code_of(exc))
             return ReadResult(_error_code_of(exc), part.high_watermark, part.last_stable_offset,
                               part.log_start_offset)
         except OSError as exc:
             log.error("Error reading %s-%d: %s", fp.topic, fp.partition, exc)
             self._storage_failure(part, exc)
-            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, part.high_watermark,
-                              part.last_stable_offset, part.log_start_offset)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR)
 
     def _follower_fetched(self, part, replica_id: int, fetch_offset: int,
                           log_start_offset: int = -1) -> None:

@@ -373,3 +373,12 @@ def test_a_follower_serves_a_fetch_v11_consumer_whatever_its_own_selector(manage
     assert served.error_code == ErrorCode.NONE and served.records_size > 0
     refused = manager.read([fetch()], max_bytes=1 << 20)[("t", 0)]
     assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_an_error_carries_no_offsets_to_a_consumer(manager):
+    """Kafka's createLogReadResult(e): high watermark, last stable offset and log start -1 with
+    an error (librdkafka reading from a follower decides on OFFSET_OUT_OF_RANGE by them)."""
+    manager.append_records({("t", 0): batch(3)}, 1)
+    result = manager.read([fetch(offset=99)], max_bytes=1 << 20)[("t", 0)]
+    assert (result.error_code, result.high_watermark, result.last_stable_offset,
+            result.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1)
