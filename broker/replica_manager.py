@@ -622,6 +622,9 @@ class ReplicaManager:
                 preferred = part.preferred_read_replica(fp.fetch_offset, rack, self.rack_of,
                                                         self.time.ms())
                 if preferred >= 0:
+                    # a stale or newer leader epoch is told first (Kafka takes the redirect's
+                    # offsets from fetchOffsetSnapshot(currentLeaderEpoch))
+                    part.check_current_leader_epoch(fp.current_leader_epoch)
                     # The consumer is told where to read; this answer carries no records.
                     result = ReadResult(ErrorCode.NONE, part.high_watermark,
                                         part.last_stable_offset, part.log_start_offset, b"")

@@ -382,3 +382,25 @@ def test_an_error_carries_no_offsets_to_a_consumer(manager):
     result = manager.read([fetch(offset=99)], max_bytes=1 << 20)[("t", 0)]
     assert (result.error_code, result.high_watermark, result.last_stable_offset,
             result.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1)
+
+
+def test_a_redirect_to_a_preferred_replica_checks_the_leader_epoch_first(manager):
+    """Kafka takes the redirect's offsets from fetchOffsetSnapshot(currentLeaderEpoch): a
+    consumer with a stale or newer leader epoch is told so instead of being redirected."""
+    import types
+    from broker.config import RACK_AWARE_REPLICA_SELECTOR
+    manager.append_records({("t", 0): batch(3)}, 1)
+    part = manager.get_partition("t", 0)
+    part.make_leader(2, [0, 1], isr=[0, 1], partition_epoch=1)
+    part.update_follower_fetch_state(1, 3, now_ms=manager.time.ms())
+    manager.metadata_cache = types.SimpleNamespace(live_brokers={
+        0: types.SimpleNamespace(rack="a"), 1: types.SimpleNamespace(rack="b")})
+    manager.config = types.SimpleNamespace(
+        get=lambda name: RACK_AWARE_REPLICA_SELECTOR if name == "replica.selector.class" else None)
+
+    def read(epoch):
+        return manager.read([fetch(epoch=epoch)], max_bytes=1 << 20, client_rack="b",
+                            client_metadata=True)[("t", 0)]
+    assert read(2).preferred_read_replica == 1
+    assert read(1).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert read(3).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
