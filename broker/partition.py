@@ -495,8 +495,22 @@ class Partition:
         self._require_leader()
         return self.log.leader_epoch_cache.end_offset_for(leader_epoch)
 
+    def low_watermark_if_leader(self, is_alive=None) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset of this leader and its
+        live followers (one that never reported counts as -1); NOT_LEADER_OR_FOLLOWER if this
+        broker does not lead. `is_alive(broker_id)`: None on a single broker."""
+        self._require_leader()
+        low = self.log.log_start_offset
+        for replica in self.replicas:
+            if replica == self.local_broker_id or (is_alive is not None and not is_alive(replica)):
+                continue
+            low = min(low, self.follower_log_start_offsets.get(replica, -1))
+        return low
+
     def delete_records_on_leader(self, offset: int) -> int:
-        """DeleteRecords: move log_start_offset up to `offset` (-1 = the HW); returns it."""
+        """DeleteRecords: move log_start_offset up to `offset` (-1 = the HW); returns the
+        offset asked for, -1 resolved (the followers' log starts follow through their
+        fetches; `low_watermark_if_leader` tells when they have)."""
         self._require_leader()
         if offset == -1:
             offset = self.log.high_watermark
@@ -506,4 +520,4 @@ class Partition:
                              f"{offset}: high watermark is {self.log.high_watermark}")
         if offset > self.log.log_start_offset:
             self.log.delete_records_before(offset)
-        return self.log.log_start_offset
+        return offset

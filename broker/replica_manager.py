@@ -555,6 +555,51 @@ class ReplicaManager:
                 covered(key)
             result.error_code = decided.get(key, ErrorCode.REQUEST_TIMED_OUT)
 
+    async def delete_records(self, offsets: dict, timeout_ms: int) -> dict:
+        """DeleteRecords, as Kafka's ReplicaManager.deleteRecords: {(topic, partition): offset}
+        -> {(topic, partition): (error, low watermark)}. The leaders' log starts move at once;
+        the answer waits up to `timeout_ms` until every live follower's log start has followed
+        (Kafka's DelayedDeleteRecords): a partition still short of it then is REQUEST_TIMED_OUT."""
+        results, required, low_at_start = {}, {}, {}
+        is_alive = self._is_alive if self.metadata_cache is not None else None
+        for key, offset in offsets.items():
+            try:
+                part = self.get_partition_or_error(*key)
+                if not _allows_delete(part.log.config):
+                    raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                                     "records cannot be deleted from a compacted topic")
+                required[key] = part.delete_records_on_leader(offset)
+                low_at_start[key] = part.low_watermark_if_leader(is_alive)
+                self.fetch_purgatory.notify(*key)   # an offset below the new start: out of range
+            except KafkaError as exc:
+                results[key] = (exc.error_code, -1)
+
+        def settled(key) -> bool:
+            if key in results:
+                return True
+            part = self._partitions.get(key)
+            if part is None:
+                results[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+                return True
+            try:
+                low = part.low_watermark_if_leader(is_alive)
+            except KafkaError as exc:
+                results[key] = (exc.error_code, -1)
+                return True
+            if low >= required[key]:
+                results[key] = (ErrorCode.NONE, low)
+                return True
+            return False
+
+        def done(key) -> bool:
+            for k in ([key] if key in required else list(required) if key is None else []):
+                settled(k)
+            return all(k in results for k in required)
+        await self.produce_purgatory.wait(list(required), done, timeout_ms)
+        for key in required:        # timed out: Kafka answers the low watermark it started from
+            results.setdefault(key, (ErrorCode.REQUEST_TIMED_OUT, low_at_start[key]))
+        return results
+
     async def append_and_wait(self, entries, required_acks: int = -1,
                               timeout_ms: int = 30_000) -> dict:
         """Append and wait for the acks (for internal writers such as the group coordinator)."""
@@ -663,13 +708,17 @@ class ReplicaManager:
     def _follower_fetched(self, part, replica_id: int, fetch_offset: int,
                           log_start_offset: int = -1) -> None:
         """Leader bookkeeping for a follower's fetch: its LEO and caught-up time, the HW (which
-        may complete waiting acks=all produces), and an ISR expansion once it caught up."""
+        may complete waiting acks=all produces), its log start (which may complete a waiting
+        DeleteRecords), and an ISR expansion once it caught up."""
         if not part.is_leader:
             return
+        start_before = part.follower_log_start_offsets.get(replica_id)
         if part.update_follower_fetch_state(replica_id, fetch_offset, self.time.ms(),
                                             log_start_offset):
             self.produce_purgatory.notify(part.topic, part.partition)
             self.fetch_purgatory.notify(part.topic, part.partition)
+        elif part.follower_log_start_offsets.get(replica_id) != start_before:
+            self.produce_purgatory.notify(part.topic, part.partition)
         if self.isr_changes is not None and part.isr_expansion_candidate(
                 replica_id, self.isr_changes.alive_brokers()):
             self.isr_changes.submit(part, part.isr | {replica_id})
@@ -748,6 +797,14 @@ class ReplicaManager:
         self.log_dir_mover.stop()
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()
+
+
+def _allows_delete(log_config) -> bool:
+    """DeleteRecords needs "delete" in cleanup.policy (Kafka's Partition.deleteRecordsOnLeader)."""
+    policy = getattr(log_config, "cleanup_policy", "delete")
+    if isinstance(policy, str):
+        policy = [p.strip() for p in policy.split(",")]
+    return "delete" in policy
 
 
 def _config_int(config, name: str, default: int) -> int:

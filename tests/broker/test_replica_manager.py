@@ -404,3 +404,32 @@ def test_a_redirect_to_a_preferred_replica_checks_the_leader_epoch_first(manager
     assert read(2).preferred_read_replica == 1
     assert read(1).error_code == ErrorCode.FENCED_LEADER_EPOCH
     assert read(3).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+async def test_delete_records_waits_for_the_followers_log_start(manager):
+    """Kafka's DelayedDeleteRecords: the answer comes once every live follower's log start has
+    followed (low watermark = the smallest), or REQUEST_TIMED_OUT at timeout_ms."""
+    import types
+    manager.append_records({("t", 0): batch(10)}, 1)
+    part = manager.get_partition("t", 0)
+    part.make_leader(1, [0, 1], isr=[0, 1], partition_epoch=1)
+    manager._follower_fetched(part, 1, 10, log_start_offset=0)        # HW 10, follower start 0
+
+    def follower_fetch(log_start):
+        fp = types.SimpleNamespace(topic="t", partition=0, fetch_offset=10, partition_max_bytes=1 << 20,
+                                   current_leader_epoch=1, log_start_offset=log_start)
+        manager.read([fp], max_bytes=1 << 20, replica_id=1)
+    waiter = asyncio.ensure_future(manager.delete_records({("t", 0): 4, ("t", 1): 0}, 5000))
+    await asyncio.sleep(0.01)
+    assert not waiter.done() and part.log_start_offset == 4
+    follower_fetch(2)                       # not there yet
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    follower_fetch(4)
+    assert await asyncio.wait_for(waiter, 1) == {("t", 0): (ErrorCode.NONE, 4),
+                                                 ("t", 1): (ErrorCode.NONE, 0)}
+    # a follower that does not follow: the timeout, with the low watermark it started from
+    assert await manager.delete_records({("t", 0): 6}, 50) == {
+        ("t", 0): (ErrorCode.REQUEST_TIMED_OUT, 4)}
+    assert await manager.delete_records({("t", 0): 99}, 50) == {
+        ("t", 0): (ErrorCode.OFFSET_OUT_OF_RANGE, -1)}

@@ -244,6 +244,30 @@ def test_a_group_commits_offsets_of_partitions_on_other_brokers(kafka_cluster):
         consumer.close()
 
 
+def test_delete_records_answers_once_every_live_replica_followed(kafka_cluster):
+    # Kafka's DelayedDeleteRecords: with a follower stalled (SIGSTOP, still registered), the
+    # request times out rather than claim records gone that the follower still holds and could
+    # bring back as the next leader; once it runs again, the deletion completes.
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "trimmed", 1, 3)
+    produce(cluster.bootstrap_servers, "trimmed", [b"r%d" % i for i in range(100)])
+    leader = cluster.wait_for_leader("trimmed", 0)
+    stalled = next(b for b in (0, 1, 2) if b != leader)
+    client = admin(cluster.bootstrap(leader))
+    cluster.pause(stalled)
+    try:
+        future = client.delete_records([TopicPartition("trimmed", 0, 40)], request_timeout=20,
+                                       operation_timeout=2)[TopicPartition("trimmed", 0, 40)]
+        with pytest.raises(KafkaException) as refused:
+            future.result(30)
+        assert refused.value.args[0].code() == KafkaError.REQUEST_TIMED_OUT
+    finally:
+        cluster.resume(stalled)
+    future = client.delete_records([TopicPartition("trimmed", 0, 60)], operation_timeout=20)[
+        TopicPartition("trimmed", 0, 60)]
+    assert future.result(30).low_watermark == 60
+
+
 def test_a_taken_broker_id_refuses_to_start(kafka_cluster, tmp_path):
     cluster = kafka_cluster
     props = tmp_path / "dup.properties"
