@@ -98,7 +98,13 @@ def test_reset_from_file_and_delete_offsets(tools_broker, tool, tmp_path):
     assert table(r.lines)[1:] == [["gone", "Not", "Provided", "Error:", "This", "server", "does", "not", "host",
                                    "this", "topic-partition."]]
 
+    # those were the Empty group's last offsets: it is gone (Kafka's cleanupGroupMetadata)
+    r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-file", "--members")
+    assert (r.code, r.err) == (1, "Error: Consumer group 'g-file' does not exist.\n")
     # an empty group: --members prints only the notice, no table (Kafka's shouldPrintMemberState)
+    plan.write_text("filed,0,2\n")
+    tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-file",
+         "--from-file", plan, "--execute")
     r = tool("consumer_groups", "--bootstrap-server", b, "--describe", "--group", "g-file", "--members")
     assert r.code == 0 and r.out == "" and "Consumer group 'g-file' has no active members." in r.err
 

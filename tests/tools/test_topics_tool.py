@@ -122,6 +122,8 @@ def test_create_argument_checks_match_kafka(tools_broker, tool):
 def test_internal_topics_are_not_deleted(tools_broker, tool):
     b = tools_broker.bootstrap
 
+    tool("topics", "--bootstrap-server", b, "--create", "--if-not-exists", "--topic", "chk")
+
     async def commit():     # makes sure __consumer_offsets exists
         async with ClusterClient(b) as cluster:
             await Consumer(cluster, group_id="g-internal").commit({TopicPartition("chk", 0): 0})
