@@ -395,7 +395,8 @@ class TopicManager:
             return None
         return await self.create_topic_async(name)
 
-    async def delete_topic_async(self, name: str):
+    async def delete_topic_async(self, name: str, timeout_ms: int | None = None):
+        """(`timeout_ms`: one broker deletes before answering, so it has nothing to wait for.)"""
         return self.delete_topic(name)
 
     async def set_topic_configs_async(self, name: str, configs: dict,
@@ -427,8 +428,9 @@ class TopicManager:
 
     async def create_partitions_async(self, name: str, count: int,
                                       assignments: list | None = None,
-                                      validate_only: bool = False):
-        """`create_partitions` with the new logs created in an executor (see create_topic_async)."""
+                                      validate_only: bool = False, timeout_ms: int | None = None):
+        """`create_partitions` with the new logs created in an executor (see create_topic_async);
+        they are led before the answer, so `timeout_ms` has nothing to wait for."""
         before = set(self.store.get_topic(name).partitions) if self.store.get_topic(name) else set()
         topic = self.create_partitions(name, count, assignments, validate_only, lead=False)
         if not validate_only:
@@ -589,7 +591,10 @@ class ClusterTopicManager(TopicManager):
 
     async def create_partitions_async(self, name: str, count: int,
                                       assignments: list | None = None,
-                                      validate_only: bool = False):
+                                      validate_only: bool = False, timeout_ms: int | None = None):
+        """Kafka's ZkAdminManager.createPartitions: the new assignment goes to ZooKeeper, then
+        the answer waits up to `timeout_ms` for the new partitions' leaders
+        (DelayedCreatePartitions): REQUEST_TIMED_OUT then, or at once when it is 0."""
         self._require_controller()
         from broker.controller.placement import (RackAwareMode, broker_metadatas,
                                                  new_partitions_assignment)
@@ -618,18 +623,32 @@ class ClusterTopicManager(TopicManager):
                              f"Topic {name} changed while adding partitions; retry") from None
         log.info("Creating %d partitions for '%s' with the following replica assignment: %s",
                  added, name, new)
-        await self.store.wait_until(lambda: self.store.has_leaders(name, new), self.WAIT_S)
+        await self._wait_or_time_out(lambda: self.store.has_leaders(name, new), timeout_ms,
+                                     f"Partitions of '{name}' are being created")
         return self.store.get_topic(name)
+
+    async def _wait_or_time_out(self, predicate, timeout_ms: int | None, what: str) -> None:
+        """Wait up to `timeout_ms` (None: WAIT_S) for `predicate`; REQUEST_TIMED_OUT if it
+        stays false (at once for a timeout of 0 or less), as Kafka's delayed admin operations."""
+        timeout_s = self.WAIT_S if timeout_ms is None else timeout_ms / 1000
+        if predicate():
+            return
+        if timeout_s <= 0 or not await self.store.wait_until(predicate, timeout_s):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{what}: not done within the timeout")
 
     def delete_topic(self, name: str):
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "use delete_topic_async in a cluster")
 
-    async def delete_topic_async(self, name: str):
+    async def delete_topic_async(self, name: str, timeout_ms: int | None = None):
+        """Kafka's ZkAdminManager.deleteTopics: marked for deletion in ZooKeeper, then the answer
+        waits up to `timeout_ms` for the topic to be gone (DelayedDeleteTopics): REQUEST_TIMED_OUT
+        then (a replica's broker down, a reassignment in progress), or at once when it is 0."""
         self._require_controller()
         topic = self.topic_to_delete(name)
         await self.kzk.mark_topic_for_deletion(name)
         log.info("Topic %s marked for deletion", name)
-        await self.store.wait_until(lambda: self.store.get_topic(name) is None, self.WAIT_S)
+        await self._wait_or_time_out(lambda: self.store.get_topic(name) is None, timeout_ms,
+                                     f"Topic '{name}' is being deleted")
         return topic
 
     async def set_topic_configs_async(self, name: str, configs: dict,

@@ -3,13 +3,17 @@
 Behaviour:
 - v0-5 name topics in topic_names; v6 in topics, each by name or by topic_id (KIP-516). A v6
   entry with both or neither -> INVALID_REQUEST; an unknown id -> UNKNOWN_TOPIC_ID; an unknown
-  name -> UNKNOWN_TOPIC_OR_PARTITION; the same topic twice -> INVALID_REQUEST for it.
+  name -> UNKNOWN_TOPIC_OR_PARTITION; a topic named twice is deleted once and answered in its
+  first entry (Kafka's result collection), the other entry left NONE.
 - `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED for every topic (INVALID_REQUEST before v3,
   as Kafka answers clients that do not know the code).
-- Deletion completes before the answer: the store forgets the topic, the replica manager stops
+- One broker deletes before the answer: the store forgets the topic, the replica manager stops
   its partitions and the log manager renames their dirs to `*-delete` (removed after
-  file.delete.delay.ms). Results carry the topic id from v6.
+  file.delete.delay.ms). In a cluster the topics are marked for deletion in ZooKeeper and the
+  answer waits up to timeout_ms for all of them to be gone: REQUEST_TIMED_OUT for the others
+  (at once for 0), as Kafka's DelayedDeleteTopics. Results carry the topic id from v6.
 """
+import asyncio
 import uuid
 
 from protocol.api import ApiKey
@@ -58,21 +62,27 @@ async def handle(broker, ctx, request):
                                    topic_id=topic_id, error_code=code,
                                    error_message="Topic deletion is disabled.")
             for name, topic_id, resolved_name, _ in resolved])
-    names = [r[2] for r in resolved if r[2] is not None]
+    # Each topic once, together (Kafka deletes a Set and waits for all of them up to
+    # timeout_ms; a topic named twice is answered in its first entry, the other left as is).
+    to_delete = list(dict.fromkeys(r[2] for r in resolved if r[2] is not None and r[3] is None))
+
+    async def delete(name):
+        try:
+            return await broker.topics.delete_topic_async(name, timeout_ms=request.timeout_ms)
+        except KafkaError as exc:
+            return exc
+    outcomes = dict(zip(to_delete, await asyncio.gather(*(delete(n) for n in to_delete))))
     results = []
     for name, topic_id, resolved_name, error in resolved:
         result = R.DeletableTopicResult(name=name if name is not None else resolved_name,
                                         topic_id=topic_id)
         results.append(result)
-        if error is None and names.count(resolved_name) > 1:
-            error = KafkaError(ErrorCode.INVALID_REQUEST,
-                               "Duplicate topic in the DeleteTopics request")
         if error is None:
-            try:
-                topic = await broker.topics.delete_topic_async(resolved_name)
-                result.topic_id = topic.topic_id
-            except KafkaError as exc:
-                error = exc
+            outcome = outcomes.pop(resolved_name, None)
+            if isinstance(outcome, KafkaError):
+                error = outcome
+            elif outcome is not None:
+                result.topic_id = outcome.topic_id
         if error is not None:
             result.error_code = error.error_code
             result.error_message = error.message

@@ -210,6 +210,11 @@ async def test_delete_topics_by_name_and_id(client, broker):
     # Gone from disk once file.delete.delay.ms passes: renamed to *-delete now.
     names = os.listdir(broker.config.log_dirs[0])
     assert not any(n in ("d1-0", "d1-1", "d2-0") for n in names)
+    # Named twice: deleted once, answered in the first entry (Kafka's result collection)
+    await create(client, creatable("d3", 1))
+    response = await client.request(DeleteTopicsRequest(topic_names=["d3", "d3"]), 5)
+    assert [(r.name, r.error_code) for r in response.responses] == [("d3", 0), ("d3", 0)]
+    assert broker.metadata.get_topic("d3") is None
 
 
 async def test_delete_topic_disabled(start_broker):

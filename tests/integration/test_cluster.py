@@ -462,3 +462,30 @@ def test_metadata_creates_the_internal_topics_with_their_settings(kafka_cluster)
     assert {len(r) for r in znode["partitions"].values()} == {3}   # ...replication.factor
     config = json.loads(cluster._read("/config/topics/__transaction_state"))["config"]
     assert config["cleanup.policy"] == "compact"
+
+
+def test_delete_topics_and_create_partitions_honour_timeout_ms(kafka_cluster):
+    # Kafka's ZkAdminManager: with timeout_ms 0 the answer comes once ZooKeeper is written,
+    # REQUEST_TIMED_OUT (the work goes on); otherwise it waits for the topic to leave the
+    # metadata (DelayedDeleteTopics) or the new partitions' leaders (DelayedCreatePartitions).
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "stuck", 1, 3)
+    create(cluster.bootstrap(0), "grown", 1, 1)
+    # (confluent-kafka sends no timeout of 0: its operation_timeout=0 means "the default")
+    import asyncio
+    from broker.client.admin import Admin
+    from broker.client.cluster import ClusterClient
+
+    async def at_once():
+        async with ClusterClient(cluster.bootstrap_servers) as c:
+            deleted = await Admin(c).delete_topics(["stuck"], timeout_ms=0)
+            grown = await Admin(c).create_partitions({"grown": 3}, timeout_ms=0)
+            return deleted["stuck"][0], grown["grown"][0]
+    assert asyncio.run(at_once()) == (KafkaError.REQUEST_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
+    client = admin(cluster.bootstrap(cluster.controller()))
+    cluster.wait_until(lambda: cluster._read("/brokers/topics/stuck") is None, 30,
+                       "the deletion did not go on")
+    cluster.wait_until(lambda: len(json.loads(cluster._read("/brokers/topics/grown"))["partitions"]) == 3,
+                       30, "the partitions were not added")
+    future = client.create_partitions([NewPartitions("grown", 4)], operation_timeout=30)["grown"]
+    assert future.result(60) is None                          # waited for the leader: done
