@@ -6,8 +6,8 @@ listed return to their inherited value), as Kafka's legacy AlterConfigs does.
   -> UNKNOWN_TOPIC_OR_PARTITION. Stored in the metadata store and applied to the live logs.
 - BROKER (4): name "" = the cluster-wide default, this broker's id = this broker; other ids ->
   INVALID_REQUEST. Only dynamic broker configs may change (else INVALID_REQUEST); bad values ->
-  INVALID_CONFIG. Persisted, applied to the live config, and pushed to every log (topic configs
-  inherit from their broker synonyms).
+  INVALID_REQUEST too, as Kafka's ConfigAdminManager (KAFKA-13609). Persisted, applied to the
+  live config, and pushed to every log (topic configs inherit from their broker synonyms).
 - BROKER_LOGGER (8): INVALID_REQUEST, as Kafka (logger levels change through
   IncrementalAlterConfigs only).
 - validate_only: run every check, change nothing.
@@ -15,6 +15,8 @@ listed return to their inherited value), as Kafka's legacy AlterConfigs does.
 `set_topic_overrides` and `set_broker_overrides` are shared with IncrementalAlterConfigs.
 """
 import logging
+
+import re
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -59,13 +61,18 @@ def repeated_resources(resources) -> set:
 
 
 def broker_target(broker, resource_name: str):
-    """None for the cluster default, else this broker's id (INVALID_REQUEST otherwise)."""
+    """None for the cluster default, else this broker's id, as Kafka's ConfigAdminManager
+    .validateResourceNameIsCurrentNodeId reads it (a Java int: "01" is 1); INVALID_REQUEST
+    otherwise."""
     if resource_name == "":
         return None
-    if resource_name != str(broker.broker_id):
+    if not re.fullmatch(r"[+-]?[0-9]+", resource_name) or not -2**31 <= int(resource_name) < 2**31:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Unexpected broker id, expected {broker.broker_id} or empty string, "
-                         f"but received {resource_name}")
+                         f"Node id must be an integer, but it is: {resource_name}")
+    if int(resource_name) != broker.broker_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {broker.broker_id}, but received "
+                         f"{resource_name}")
     return broker.broker_id
 
 
@@ -85,7 +92,9 @@ async def set_broker_overrides(broker, resource_name: str, values: dict,
     try:
         broker.config.check_dynamic(values, cluster_default=target is None)
     except ConfigError as exc:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        # INVALID_REQUEST, not INVALID_CONFIG: Kafka's ConfigAdminManager.
+        # validateBrokerConfigChange (KAFKA-13609 keeps it so for compatibility)
+        raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     if validate_only:
         return
     await broker.metadata.write_broker_config(target, values)

@@ -375,7 +375,10 @@ async def test_alter_dynamic_broker_config_persists(start_broker, tmp_path):
     assert await alter("", "log.segment.bytes", "2000000") == 0
     assert await alter("0", "broker.id", "5") == ErrorCode.INVALID_REQUEST
     assert await alter("", "num.partitions", "2") == ErrorCode.INVALID_REQUEST  # read-only
-    assert await alter("0", "message.max.bytes", "-5") == ErrorCode.INVALID_CONFIG
+    # Kafka's ConfigAdminManager.validateBrokerConfigChange: INVALID_REQUEST (KAFKA-13609)
+    assert await alter("0", "message.max.bytes", "-5") == ErrorCode.INVALID_REQUEST
+    assert await alter("00", "log.retention.bytes", "555") == 0          # a Java int
+    assert await alter("zero", "log.retention.bytes", "556") == ErrorCode.INVALID_REQUEST
     assert await alter("0", "message.max.bytes", None) == ErrorCode.INVALID_REQUEST
     # A resource named twice in one request: both refused, nothing changed (Kafka's
     # ConfigAdminManager.preprocess).

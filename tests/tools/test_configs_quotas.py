@@ -130,7 +130,7 @@ def test_alter_describe_and_restart(broker_process, script):
      "The entity name for ips must be a valid IP or resolvable host, but it is: no.such.host.invalid"),
     (["--alter", "--user", "a", "--add-config", "SCRAM-SHA-256=[password=x]"],
      "The broker does not support SCRAM credentials (AlterUserScramCredentials)"),
-    # The broker's INVALID_CONFIG for dynamic changes Kafka refuses as it reconfigures.
+    # The broker's INVALID_REQUEST for dynamic changes Kafka refuses as it reconfigures.
     (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
       "log.cleaner.threads=0"],
      "Invalid value '0' for configuration log.cleaner.threads: Log cleaner threads should be "
