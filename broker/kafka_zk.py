@@ -293,6 +293,9 @@ class KafkaZk:
         except NodeExistsError:
             pass
 
+    async def is_marked_for_deletion(self, topic: str) -> bool:
+        return await self.zk.exists(zd.delete_topic_path(topic)) is not None
+
     async def get_topics_to_delete(self, watch=None) -> list:
         return await self.zk.children(zd.DELETE_TOPICS, watch) or []
 

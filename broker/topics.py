@@ -67,9 +67,10 @@ def validate_topic_name(name) -> None:
                          f"ASCII alphanumerics, '.', '_' and '-'")
 
 
-def partitions_to_add(current: int, count: int, assignments) -> int:
-    """CreatePartitions' checks of the new count (and of the assignments' number): how many
-    partitions to add. Raises KafkaError as Kafka answers."""
+def partitions_to_add(current: int, count: int, assignments, known_brokers=None) -> int:
+    """CreatePartitions' checks of the new count, then of the assignments (brokers among
+    `known_brokers` when given, then their number), in Kafka's order: how many partitions to
+    add. Raises KafkaError as Kafka answers."""
     if count < current:
         raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                          f"Topic currently has {current} partitions, which is higher than "
@@ -80,6 +81,12 @@ def partitions_to_add(current: int, count: int, assignments) -> int:
     added = count - current
     if added > MAX_PARTITIONS_PER_REQUEST:
         raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
+    if assignments is not None and known_brokers is not None:
+        unknown = sorted({b for replicas in assignments for b in replicas} - set(known_brokers))
+        if unknown:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Unknown broker(s) in replica assignment: "
+                             f"{', '.join(map(str, unknown))}.")
     if assignments is not None and len(assignments) != added:
         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          f"Increasing the number of partitions by {added} but "
@@ -598,14 +605,21 @@ class ClusterTopicManager(TopicManager):
         self._require_controller()
         from broker.controller.placement import (RackAwareMode, broker_metadatas,
                                                  new_partitions_assignment)
+        if await self.kzk.is_marked_for_deletion(name):
+            # Kafka's handleCreatePartitionsRequest, before the admin manager
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
         topic = self.store.get_topic(name)
         found = await self.kzk.get_topic(name)
         if topic is None or found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{name}' does not exist.")
         assignment, version = found
+        if assignment.adding or assignment.removing:
+            # ZkAdminManager.createPartitions: not while the controller moves replicas
+            raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                             f"A partition reassignment is in progress for the topic '{name}'.")
         current = assignment.partition_count
-        added = partitions_to_add(current, count, assignments)
+        added = partitions_to_add(current, count, assignments, self.store.live_brokers)
         manual = None
         if assignments is not None:
             manual = {current + i: list(r) for i, r in enumerate(assignments)}

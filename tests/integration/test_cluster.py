@@ -489,3 +489,9 @@ def test_delete_topics_and_create_partitions_honour_timeout_ms(kafka_cluster):
                        30, "the partitions were not added")
     future = client.create_partitions([NewPartitions("grown", 4)], operation_timeout=30)["grown"]
     assert future.result(60) is None                          # waited for the leader: done
+    # ZkAdminManager.createPartitions checks the brokers before the number of assignments
+    future = client.create_partitions([NewPartitions("grown", 6, [[99]])])["grown"]
+    with pytest.raises(KafkaException) as unknown:
+        future.result(30)
+    assert (unknown.value.args[0].code(), unknown.value.args[0].str()) == (
+        KafkaError.INVALID_REPLICA_ASSIGNMENT, "Unknown broker(s) in replica assignment: 99.")
