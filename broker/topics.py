@@ -565,6 +565,10 @@ class ClusterTopicManager(TopicManager):
         from broker.zk_data import TopicAssignment
         assignments, configs = self.plan_topic(name, num_partitions, replication_factor,
                                                assignments, configs)
+        # Kafka's AdminZkClient.validateTopicCreate, validate_only too
+        if await self.kzk.is_marked_for_deletion(name):
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"Topic '{name}' is marked for deletion.")
         if validate_only:
             return None
         if await self.kzk.get_topic(name) is not None:

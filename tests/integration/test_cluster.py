@@ -495,3 +495,25 @@ def test_delete_topics_and_create_partitions_honour_timeout_ms(kafka_cluster):
         future.result(30)
     assert (unknown.value.args[0].code(), unknown.value.args[0].str()) == (
         KafkaError.INVALID_REPLICA_ASSIGNMENT, "Unknown broker(s) in replica assignment: 99.")
+
+
+def test_a_topic_still_being_deleted_cannot_be_created_again(kafka_cluster):
+    # Kafka's AdminZkClient.validateTopicCreate (validate_only too): while a replica's broker is
+    # down the deletion waits, the topic has left the metadata, and CreateTopics says so.
+    cluster = kafka_cluster
+    create(cluster.bootstrap(0), "limbo", 1, 3)
+    down = next(b for b in (0, 1, 2) if b != cluster.controller())
+    cluster.stop(down)
+    client = admin(cluster.bootstrap(cluster.controller()))
+    client.delete_topics(["limbo"], operation_timeout=30)["limbo"].result(60)
+    assert cluster._read("/admin/delete_topics/limbo") is not None     # waits for the broker
+    for validate_only in (True, False):
+        future = client.create_topics([NewTopic("limbo", 1, 2)], validate_only=validate_only)["limbo"]
+        with pytest.raises(KafkaException) as refused:
+            future.result(30)
+        assert (refused.value.args[0].code(), refused.value.args[0].str()) == (
+            KafkaError.TOPIC_ALREADY_EXISTS, "Topic 'limbo' is marked for deletion.")
+    cluster.start(down)
+    cluster.wait_until(lambda: cluster._read("/brokers/topics/limbo") is None, 60,
+                       "the deletion did not complete once the broker was back")
+    create(cluster.bootstrap(0), "limbo", 1, 3)
