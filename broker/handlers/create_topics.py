@@ -53,8 +53,7 @@ async def handle(broker, ctx, request):
             continue
         if topic.name in duplicates:
             result.error_code = ErrorCode.INVALID_REQUEST
-            result.error_message = "Create topics request from client contains multiple " \
-                                   "entries for the topic"
+            result.error_message = "Found multiple entries for this topic."      # Kafka's
             continue
         assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
         configs = {c.name: c.value for c in topic.configs}

@@ -165,7 +165,8 @@ async def test_create_topics_errors(client):
 
 async def test_create_topics_duplicate_in_request(client):
     response = await client.request(CT(topics=[creatable("dup", 1), creatable("dup", 1)]), 5)
-    assert [t.error_code for t in response.topics] == [ErrorCode.INVALID_REQUEST] * 2
+    assert [(t.error_code, t.error_message) for t in response.topics] == [
+        (ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")] * 2
 
 
 async def test_create_topics_validate_only_and_assignments(client, broker):
