@@ -23,7 +23,6 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.alter_configs import AlterConfigsResponse
 
 from broker.config import BROKER_CONFIG, ConfigError, deprecation_warnings
-from broker.topics import validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +75,17 @@ def broker_target(broker, resource_name: str):
     return broker.broker_id
 
 
+def check_topic_resource(broker, name: str) -> None:
+    """Kafka's ZkAdminManager.alterTopicConfigs: no default topic resource, and a name the
+    metadata does not know (an illegal one too) is an unknown topic."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+    if broker.metadata.get_topic(name) is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+
+
 async def set_topic_overrides(broker, name: str, overrides: dict, validate_only: bool) -> None:
-    validate_topic_name(name)
+    check_topic_resource(broker, name)
     await broker.topics.set_topic_configs_async(name, overrides, validate_only=validate_only)
 
 

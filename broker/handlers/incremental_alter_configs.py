@@ -20,11 +20,10 @@ from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsR
 
 from broker.config import BROKER_CONFIG, TOPIC_CONFIG, format_value
 from broker.handlers.alter_configs import (BROKER, TOPIC, alter_resource, broker_target,
-                                           check_no_duplicates, check_no_nulls,
+                                           check_no_duplicates, check_no_nulls, check_topic_resource,
                                            repeated_resources)
 from broker.handlers.describe_configs import BROKER_LOGGER, check_logger_resource
 from broker.log import LEVELS, ROOT_LOGGER, logger_exists, set_logger_level
-from broker.topics import validate_topic_name
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION = 0
@@ -36,10 +35,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 def _current(broker, resource_type, resource_name) -> tuple:
     """(current overrides, table of definitions)."""
     if resource_type == TOPIC:
-        validate_topic_name(resource_name)
-        if broker.metadata.get_topic(resource_name) is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"Topic {resource_name} does not exist")
+        check_topic_resource(broker, resource_name)
         return broker.metadata.topic_config(resource_name), TOPIC_CONFIG
     if resource_type == BROKER:
         target = broker_target(broker, resource_name)

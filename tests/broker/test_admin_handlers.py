@@ -599,3 +599,20 @@ async def test_tiered_storage_switches_are_known_and_refused_in_zookeeper_mode(c
     configs = {c.name: c for c in (await describe(client, TOPIC, "ts-off")).configs}
     assert configs["remote.log.copy.disable"].value == "false"
     assert configs["remote.log.delete.on.disable"].value == "false"
+
+
+async def test_alter_configs_of_a_topic_resource_kafka_does_not_know(client):
+    # ZkAdminManager.alterTopicConfigs: an empty name is no default resource, an illegal or
+    # unknown name an unknown topic
+    AC = AlterConfigsRequest
+    IAC = IncrementalAlterConfigsRequest
+    for name, code in (("", ErrorCode.INVALID_REQUEST), ("bad name", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                       ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)):
+        legacy = await client.request(AC(resources=[AC.AlterConfigsResource(
+            resource_type=TOPIC, resource_name=name,
+            configs=[AC.AlterableConfig(name="retention.ms", value="1")])]), 1)
+        incremental = await client.request(IAC(resources=[IAC.AlterConfigsResource(
+            resource_type=TOPIC, resource_name=name, configs=[IAC.AlterableConfig(
+                name="retention.ms", config_operation=0, value="1")])]), 1)
+        assert legacy.responses[0].error_code == code, name
+        assert incremental.responses[0].error_code == code, name
