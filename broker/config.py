@@ -50,13 +50,15 @@ SOURCE_DYNAMIC_BROKER_LOGGER = 6
 
 
 class ConfigError(ValueError):
-    """An invalid configuration value; the message names the property."""
+    """An invalid configuration value; the message names the property, in Kafka's words
+    (ConfigException: "Invalid value 5 for configuration x: reason"), or is `message`."""
 
-    def __init__(self, name: str, value, reason: str):
+    def __init__(self, name: str, value, reason: str, message: str | None = None):
         self.name = name
         self.value = value
         self.reason = reason
-        super().__init__(f"Invalid value {value!r} for configuration {name}: {reason}")
+        shown = "null" if value is None else value
+        super().__init__(message or f"Invalid value {shown} for configuration {name}: {reason}")
 
 
 # -- validators: callables value -> None, raising ValueError(reason) ----------------------------
@@ -1252,10 +1254,12 @@ def validate_topic_configs(configs: dict) -> dict:
     typed = {}
     for name, raw in configs.items():
         definition = TOPIC_CONFIG.get(name)
-        if definition is None:
-            raise ConfigError(name, raw, "Unknown topic config name")
+        if definition is None:       # Kafka's LogConfig.validateNames
+            raise ConfigError(name, raw, "Unknown topic config name",
+                              f"Unknown topic config name: {name}")
         if raw is None:
-            raise ConfigError(name, raw, "Null value not supported for topic configs")
+            raise ConfigError(name, raw, "Null value not supported for topic configs",
+                              f"Null value not supported for topic configs: {name}")
         typed[name] = parse_value(definition, raw)
     low, high = typed.get("min.compaction.lag.ms", 0), typed.get("max.compaction.lag.ms", LONG_MAX)
     if low > high:

@@ -311,7 +311,7 @@ def test_deprecated_configs_are_accepted_with_kafkas_warning(broker_process):
                       "message.timestamp.difference.max.ms": "1000"}) == "OK"
         assert alter({"message.format.version": "2.8.1"}) == "OK"       # read as "2.8"
         assert alter({"message.format.version": "bogus"}) == (
-            "[Error 40] InvalidConfigurationError: Invalid value 'bogus' for configuration "
+            "[Error 40] InvalidConfigurationError: Invalid value bogus for configuration "
             "message.format.version: Version bogus is not a valid version")
     finally:
         admin.close()

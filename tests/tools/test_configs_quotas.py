@@ -133,15 +133,15 @@ def test_alter_describe_and_restart(broker_process, script):
     # The broker's INVALID_REQUEST for dynamic changes Kafka refuses as it reconfigures.
     (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
       "log.cleaner.threads=0"],
-     "Invalid value '0' for configuration log.cleaner.threads: Log cleaner threads should be "
+     "Invalid value 0 for configuration log.cleaner.threads: Log cleaner threads should be "
      "at least 1"),
     (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
       "num.replica.fetchers=10"],
-     "Invalid value '10' for configuration num.replica.fetchers: Dynamic thread count update "
+     "Invalid value 10 for configuration num.replica.fetchers: Dynamic thread count update "
      "validation failed for num.replica.fetchers=10, value should not be greater than double "
      "the current value 1"),
     (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.roll.ms=0"],
-     "Invalid value '0' for configuration log.roll.ms: log.roll.ms must be greater than or "
+     "Invalid value 0 for configuration log.roll.ms: log.roll.ms must be greater than or "
      "equal to 1"),
 ])
 def test_errors_are_one_line(tools_broker, tool, argv, error):
