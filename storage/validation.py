@@ -33,7 +33,9 @@ Order of checks, as Kafka does them (UnifiedLog.analyzeAndValidateRecords, then 
    partition_leader_epoch are patched in place; with LogAppendTime, max_timestamp and the
    timestamp-type bit are set and the CRC recomputed. A batch that needs re-compression, has
    irregular offset deltas (some old clients) or is legacy is rebuilt as a new v2 batch keeping
-   its producer id/epoch/sequence, as Kafka does.
+   its producer id/epoch/sequence, as Kafka does. A rebuilt batch is checked again against
+   max.message.bytes (MESSAGE_TOO_LARGE) and the whole against segment.bytes, as Kafka's
+   UnifiedLog.append does after a re-compression or up-conversion.
 
 Kafka semantics kept for `offset_of_max_timestamp`: the exact offset when records were read,
 otherwise the batch's last offset (Kafka's in-place compressed path does the same). Appends by
@@ -140,12 +142,10 @@ def validate_and_assign_offsets(buf, next_offset, partition_leader_epoch, now_ms
         return ValidationResult(b"", -1, -1, NO_TIMESTAMP, -1, 0, [],
                                 now_ms if settings.log_append_time else -1, False)
     total = sum(e.size_in_bytes for e in entries)
-    if total > settings.segment_bytes:
-        raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                         f"{total} bytes of records exceed segment.bytes={settings.segment_bytes}")
     magic = entries[0].magic
-    for entry in entries:
+    for entry in entries:       # MESSAGE_TOO_LARGE before RECORD_LIST_TOO_LARGE, as Kafka
         _check_shallow(entry, magic, settings, produce_version)
+    _check_segment_size(total, settings)
     if origin == ORIGIN_CLIENT:
         if produce_version is not None and produce_version >= 3 and magic < MAGIC_V2:
             raise _invalid(f"Produce v{produce_version} requires magic 2, got magic {magic}")
@@ -153,10 +153,28 @@ def validate_and_assign_offsets(buf, next_offset, partition_leader_epoch, now_ms
             raise _invalid(f"a produce request holds {len(entries)} batches for one partition; "
                            "magic 2 allows exactly one")
     if magic < MAGIC_V2:
-        return _convert_legacy(view[:total], entries, next_offset, partition_leader_epoch,
-                               now_ms, settings)
-    return _validate_v2(view, entries, next_offset, partition_leader_epoch, now_ms, settings,
-                        origin)
+        result = _convert_legacy(view[:total], entries, next_offset, partition_leader_epoch,
+                                 now_ms, settings)
+    else:
+        result = _validate_v2(view, entries, next_offset, partition_leader_epoch, now_ms,
+                              settings, origin)
+    if result.converted:
+        # Kafka's UnifiedLog.append: a re-compressed or up-converted batch is checked again
+        # (MESSAGE_TOO_LARGE makes the Java producer split it), and so is the whole.
+        for batch in result.batches:
+            if batch.size > settings.max_message_bytes:
+                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                                 f"Message batch size is {batch.size} bytes in append to a "
+                                 f"partition which exceeds the maximum configured size of "
+                                 f"{settings.max_message_bytes}.")
+        _check_segment_size(len(result.buffer), settings)
+    return result
+
+
+def _check_segment_size(size: int, settings) -> None:
+    if size > settings.segment_bytes:
+        raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                         f"{size} bytes of records exceed segment.bytes={settings.segment_bytes}")
 
 
 def _check_shallow(entry, magic, settings, produce_version):

@@ -164,6 +164,26 @@ def test_record_list_too_large():
     with pytest.raises(KafkaError) as e:
         _validate(data, {"segment.bytes": len(data) - 1})
     assert _code(e) == ErrorCode.RECORD_LIST_TOO_LARGE
+    # a batch over max.message.bytes too: that error first, as Kafka (the Java producer
+    # splits on MESSAGE_TOO_LARGE, gives up on RECORD_LIST_TOO_LARGE)
+    with pytest.raises(KafkaError) as e:
+        _validate(data, {"segment.bytes": len(data) - 1, "max.message.bytes": len(data) - 1})
+    assert _code(e) == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_a_batch_grown_by_recompression_is_checked_again():
+    """Kafka's UnifiedLog.append re-checks max.message.bytes after a re-compression: a small gzip
+    batch that decompresses to more than the limit is MESSAGE_TOO_LARGE, not stored."""
+    b = RecordBatchBuilder(compression=Codec.GZIP)
+    for i in range(20):
+        b.append(NOW + i, b"k%d" % i, b"\0" * 5000)
+    data = b.build()
+    assert len(data) < 5000
+    with pytest.raises(KafkaError) as e:
+        _validate(data, {"compression_type": "uncompressed", "max.message.bytes": 50_000})
+    assert _code(e) == ErrorCode.MESSAGE_TOO_LARGE
+    assert _validate(data, {"compression_type": "uncompressed",
+                            "max.message.bytes": 200_000}).record_count == 20
 
 
 def _rewrite(data, fmt, pos, value):
