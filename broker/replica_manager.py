@@ -171,7 +171,7 @@ class ReplicaManager:
         `log_config_for(topic)`: awaitable LogConfig for logs created here;
         `live_broker_ids`: brokers in this broker's metadata cache (a follower of a leader it
         does not know only creates its log). Returns (error, {(topic, p): error},
-        [partitions now led], [partitions now followed])."""
+        [partitions led now and not before], [partitions now followed])."""
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH, {}, [], []
         self.controller_epoch = controller_epoch
@@ -237,9 +237,14 @@ class ReplicaManager:
                 continue                            # a stale state: keep the newer one
             tid = topic_id if topic_id not in (None, ZERO_UUID) else None
             if ps.leader == self.broker_id:
+                was_leader = part.is_leader
                 part.make_leader(ps.leader_epoch, ps.replicas, tid, isr=ps.isr,
                                  partition_epoch=ps.partition_epoch)
-                leaders.append(key)
+                if not was_leader:
+                    # Kafka's makeLeaders keeps only the new leaderships (isNewLeader): an epoch
+                    # bump of a partition already led here (an ISR shrink) reloads no
+                    # coordinator state
+                    leaders.append(key)
                 if self.fetchers is not None:
                     self.fetchers.remove_partition(key)
             else:

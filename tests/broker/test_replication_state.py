@@ -1084,3 +1084,19 @@ async def test_a_leadership_without_appends_does_not_wedge_the_follower(brokers)
     append(b0.part(), 5)
     sync(b0, b1)
     assert log_records(b1.part().log) == log_records(b0.part().log)
+
+
+async def test_only_a_new_leadership_counts_as_led_now(brokers):
+    """Kafka's makeLeaders keeps the partitions whose makeLeader returned isNewLeader: an epoch
+    bump of a partition already led here (the controller shrinking its ISR) is no new
+    leadership, so the coordinators do not reload their state (the group rebalances in flight,
+    a transaction in the middle) on every broker failure."""
+    b0 = brokers(0)
+    _, _, leaders, _ = await b0.lisr(state(epoch=1, isr=(0, 1)))
+    assert leaders == [("t", 0)]
+    _, _, leaders, _ = await b0.lisr(state(epoch=2, isr=(0,), partition_epoch=1))
+    assert leaders == [] and b0.part().leader_epoch == 2 and b0.part().isr == {0}
+    _, _, _, followers = await b0.lisr(state(leader=1, epoch=3, partition_epoch=2))
+    assert followers == [("t", 0)]
+    _, _, leaders, _ = await b0.lisr(state(epoch=4, partition_epoch=3))
+    assert leaders == [("t", 0)]                               # led again: reload
