@@ -515,8 +515,10 @@ class KafkaController:
                 log.error("%s Failed to remove broker %d from the ISR of %s-%d: %s",
                           self.log_prefix, broker_id, tp[0], tp[1], result)
             elif isinstance(result, zd.LeaderAndIsr):
-                batch.add_leader_and_isr(
-                    [r for r in ctx.replicas(tp) if r != broker_id and r in ctx.live_ids()], tp)
+                # every other replica on a live broker, those in controlled shutdown too
+                # (Kafka's OfflineReplica recipients): a leader still shutting down applies
+                # its smaller ISR and its high watermark moves on
+                batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r != broker_id], tp)
 
     # -- brokers -------------------------------------------------------------------------------
 

@@ -773,6 +773,29 @@ async def test_controlled_shutdown_sends_leader_and_isr_for_moved_leaderships():
         await shutdown(nodes)
 
 
+async def test_a_leader_in_controlled_shutdown_hears_of_its_smaller_isr():
+    """Kafka's OfflineReplica sends LeaderAndIsr to every other replica on a live or shutting-
+    down broker: a leader whose controlled shutdown could not move its leadership (say, a
+    replica only it had in the ISR) still applies the ISR without a dead follower, or its high
+    watermark would stop and acks=all produces time out until it stops."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2]})
+        await settle(nodes)
+        c = active(nodes)
+        c.controller.ctx.shutting_down.add(1)          # a controlled shutdown in progress
+        c.sender.take()
+        server.expire(nodes[2].zk)                      # the follower dies meanwhile
+        await settle(nodes)
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 1 and got["isr"] == [1]
+        told = [(broker, ps.isr) for broker, _, request, _ in c.sender.take("LeaderAndIsr")
+                for ts in request.topic_states for ps in ts.partition_states]
+        assert (1, [1]) in told
+    finally:
+        await shutdown(nodes)
+
+
 async def test_state_writes_share_multis_and_a_racing_write_fails_alone():
     server, nodes = await cluster()
     try:
