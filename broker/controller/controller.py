@@ -320,7 +320,9 @@ class KafkaController:
         """Give every partition without a live leader one (New and Offline -> Online); with
         `topic`, only that topic's partitions."""
         ctx = self.ctx
-        live = ctx.live_ids()
+        # A leader in controlled shutdown is alive: its partitions are online (Kafka acts on
+        # OfflinePartition and NewPartition only), not up for an (unclean) election.
+        live = ctx.live_or_shutting_down_ids()
         new, offline = [], []
         for tp in ctx.all_partitions():
             if topic is not None and tp[0] != topic:

@@ -796,6 +796,26 @@ async def test_a_leader_in_controlled_shutdown_hears_of_its_smaller_isr():
         await shutdown(nodes)
 
 
+async def test_a_leader_in_controlled_shutdown_is_not_replaced_by_an_unclean_election():
+    """Kafka's triggerOnlinePartitionStateChange acts on offline partitions only: one led by a
+    broker still in controlled shutdown is online, so a broker starting meanwhile does not make
+    an out-of-sync replica its leader (acknowledged records lost) even with unclean election."""
+    server, nodes = await cluster(config=Config({"unclean.leader.election.enable": True}))
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2]})
+        await settle(nodes)
+        c = active(nodes)
+        c.controller.ctx.shutting_down.add(1)          # its leadership could not move
+        server.expire(nodes[2].zk)
+        await settle(nodes)
+        await come_back(server, nodes[2])              # out of sync, starting again
+        await settle(nodes)
+        got, _ = await state(server, "t", 0)
+        assert got["leader"] == 1 and got["isr"] == [1]
+    finally:
+        await shutdown(nodes)
+
+
 async def test_state_writes_share_multis_and_a_racing_write_fails_alone():
     server, nodes = await cluster()
     try:
