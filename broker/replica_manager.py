@@ -275,13 +275,19 @@ class ReplicaManager:
     def stop_replicas(self, controller_epoch: int, partitions) -> tuple:
         """Apply a StopReplica: [(topic, partition, leader_epoch, delete)] -> (error,
         {(topic, p): error}). Epoch -2 (topic being deleted) and -1 always apply; otherwise
-        an epoch below the local one is FENCED_LEADER_EPOCH."""
+        an epoch below the local one is FENCED_LEADER_EPOCH; a replica on a failed log dir is
+        KAFKA_STORAGE_ERROR."""
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH, {}
         self.controller_epoch = controller_epoch
         errors = {}
         for topic, p, leader_epoch, delete in partitions:
             key = (topic, p)
+            if key in self.offline_partitions:
+                # its log dir failed: nothing can be stopped or deleted there (Kafka's
+                # HostedPartition.Offline); a deletion waits for the broker to come back
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             part = self._partitions.get(key)
             if part is not None and leader_epoch >= 0 and leader_epoch < part.leader_epoch:
                 errors[key] = ErrorCode.FENCED_LEADER_EPOCH

@@ -352,6 +352,10 @@ def test_an_io_error_takes_its_log_dir_offline_and_only_it(tmp_path, monkeypatch
     assert reads[("t", 1)].records_size > 0
     rm.become_leader("u", 0, TOPIC_ID, 0, [0], LogConfig())
     assert log_manager.log_dir_of("u", 0) == dirs[1]       # new logs avoid the failed dir
+    # StopReplica (a topic deletion) cannot delete what is on the failed dir: Kafka's
+    # HostedPartition.Offline answer, so the deletion waits for the broker's return
+    assert rm.stop_replicas(1, [("t", 0, -2, True), ("t", 1, -2, True)]) == (
+        ErrorCode.NONE, {("t", 0): ErrorCode.KAFKA_STORAGE_ERROR, ("t", 1): ErrorCode.NONE})
     rm.shutdown()
     log_manager.shutdown()
     assert not os.path.exists(os.path.join(dirs[0], ".kafka_cleanshutdown"))
