@@ -107,7 +107,7 @@ async def handle(broker, ctx, request):
         _close_if_failed(ctx.api_version, results, early, forced_error)
         return None
     await replica_manager.wait_for_acks(results, acks, request.timeout_ms)
-    response = _response(request, ctx.api_version, results, early, forced_error)
+    response = _response(request, ctx.api_version, results, early, forced_error, set(unverified))
     response.throttle_time_ms = ctx.throttle_time_ms
     if ctx.api_version >= 10:
         _add_leader_hints(broker, ctx, response)
@@ -193,7 +193,9 @@ def _final(result, version):
     return result
 
 
-def _response(request, version, results, early, forced_error) -> ProduceResponse:
+def _response(request, version, results, early, forced_error, verification_failed=()) -> ProduceResponse:
+    """error_message (v8+) only where Kafka gives one (LogAppendResult.hasCustomErrorMessage):
+    with record_errors, and for a failed transaction verification."""
     Topic = ProduceResponse.TopicProduceResponse
     Partition = ProduceResponse.PartitionProduceResponse
     Batch = ProduceResponse.BatchIndexAndErrorMessage
@@ -220,6 +222,7 @@ def _response(request, version, results, early, forced_error) -> ProduceResponse
                 log_start_offset=result.log_start_offset,
                 record_errors=[Batch(batch_index=i, batch_index_error_message=m)
                                for i, m in result.record_errors],
-                error_message=result.error_message if failed and version >= 8 else None))
+                error_message=result.error_message if failed and version >= 8 and (
+                    result.record_errors or key in verification_failed) else None))
         responses.append(Topic(name=topic_data.name, partition_responses=partitions))
     return ProduceResponse(responses=responses, throttle_time_ms=0)
