@@ -512,6 +512,13 @@ class Partition:
         offset asked for, -1 resolved (the followers' log starts follow through their
         fetches; `low_watermark_if_leader` tells when they have)."""
         self._require_leader()
+        policy = getattr(self.log.config, "cleanup_policy", "delete")
+        if isinstance(policy, str):
+            policy = [p.strip() for p in policy.split(",")]
+        if "delete" not in policy:
+            raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                             f"Records of partition {self.topic}-{self.partition} can not be "
+                             f"deleted due to the configured policy")
         if offset == -1:
             offset = self.log.high_watermark
         if offset < 0 or offset > self.log.high_watermark:

@@ -575,10 +575,10 @@ class ReplicaManager:
         is_alive = self._is_alive if self.metadata_cache is not None else None
         for key, offset in offsets.items():
             try:
+                if key[0] in INTERNAL_TOPICS:            # Kafka's deleteRecordsOnLocalLog
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                     f"Cannot delete records of internal topic {key[0]}")
                 part = self.get_partition_or_error(*key)
-                if not _allows_delete(part.log.config):
-                    raise KafkaError(ErrorCode.POLICY_VIOLATION,
-                                     "records cannot be deleted from a compacted topic")
                 required[key] = part.delete_records_on_leader(offset)
                 low_at_start[key] = part.low_watermark_if_leader(is_alive)
                 self.fetch_purgatory.notify(*key)   # an offset below the new start: out of range
@@ -808,14 +808,6 @@ class ReplicaManager:
         self.log_dir_mover.stop()
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()
-
-
-def _allows_delete(log_config) -> bool:
-    """DeleteRecords needs "delete" in cleanup.policy (Kafka's Partition.deleteRecordsOnLeader)."""
-    policy = getattr(log_config, "cleanup_policy", "delete")
-    if isinstance(policy, str):
-        policy = [p.strip() for p in policy.split(",")]
-    return "delete" in policy
 
 
 def _config_int(config, name: str, default: int) -> int:

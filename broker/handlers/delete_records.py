@@ -6,7 +6,8 @@ and their segments are deleted by retention once wholly below it. The answer wai
 timeout_ms until every live follower's log start has followed (Kafka's DelayedDeleteRecords);
 low_watermark is then the smallest log start of the leader and its live followers, and a
 partition still short of the offset at the timeout is REQUEST_TIMED_OUT. offset above the high
-watermark (or below -1) -> OFFSET_OUT_OF_RANGE; a compacted topic (cleanup.policy without
+watermark (or below -1) -> OFFSET_OUT_OF_RANGE; an internal topic -> INVALID_TOPIC_EXCEPTION; not the
+leader -> NOT_LEADER_OR_FOLLOWER, before a compacted topic (cleanup.policy without
 "delete") -> POLICY_VIOLATION, as Kafka; unknown partition -> UNKNOWN_TOPIC_OR_PARTITION. Waiting
 fetches are woken: an offset below the new start is now out of range.
 """

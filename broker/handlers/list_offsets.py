@@ -68,6 +68,10 @@ async def handle(broker, ctx, request):
                         from_follower=request.replica_id >= 0)
                 except KafkaError as exc:
                     answer.error_code = int(exc.error_code)
+                    if answer.error_code == ErrorCode.OFFSET_NOT_AVAILABLE and version < 5:
+                        # clients before v5 do not know the code (Kafka's
+                        # handleListOffsetRequestV1AndAbove): retriable LEADER_NOT_AVAILABLE
+                        answer.error_code = ErrorCode.LEADER_NOT_AVAILABLE
                 else:
                     if found is not None:
                         answer.offset, answer.timestamp, answer.leader_epoch = found

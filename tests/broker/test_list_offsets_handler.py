@@ -154,6 +154,20 @@ async def test_delete_records(broker):
     assert response.topics[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     # ListOffsets earliest follows the new log start
     assert (await list_one(broker, -2, 5)).offset == 2
+    # Kafka's deleteRecordsOnLocalLog: internal topics first (INVALID_TOPIC_EXCEPTION), then the
+    # leadership, then the cleanup policy
+    broker.replica_manager.become_leader("__consumer_offsets", 0, uuid.uuid4(), 0, [0],
+                                         LogConfig(cleanup_policy="compact"))
+    broker.replica_manager.get_partition("c", 0).make_follower(1, 1, [0, 1], partition_epoch=1)
+    request = DR(timeout_ms=1000, topics=[
+        DR.DeleteRecordsTopic(name="__consumer_offsets", partitions=[
+            DR.DeleteRecordsPartition(partition_index=0, offset=0)]),
+        DR.DeleteRecordsTopic(name="c", partitions=[
+            DR.DeleteRecordsPartition(partition_index=0, offset=0)])])
+    response = await call(delete_records, broker, request, 2, DR, DeleteRecordsResponse)
+    assert [(t.name, t.partitions[0].error_code) for t in response.topics] == [
+        ("__consumer_offsets", ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ("c", ErrorCode.NOT_LEADER_OR_FOLLOWER)]
 
 
 @pytest.mark.parametrize("version", [0, 2, 4])
@@ -175,3 +189,22 @@ async def test_describe_log_dirs(broker, version, tmp_path):
     response = await call(describe_log_dirs, broker, only, version, DescribeLogDirsRequest,
                           DescribeLogDirsResponse)
     assert [t.name for t in response.results[0].topics] == ["t"]
+
+
+@pytest.mark.parametrize("version, code", [(1, ErrorCode.LEADER_NOT_AVAILABLE),
+                                           (4, ErrorCode.LEADER_NOT_AVAILABLE),
+                                           (5, ErrorCode.OFFSET_NOT_AVAILABLE),
+                                           (9, ErrorCode.OFFSET_NOT_AVAILABLE)])
+async def test_offset_not_available_is_leader_not_available_before_v5(broker, version, code,
+                                                                       monkeypatch):
+    # A new leader whose high watermark lags its epoch's start: Kafka answers clients older than
+    # v5, which do not know OFFSET_NOT_AVAILABLE, with the retriable LEADER_NOT_AVAILABLE.
+    from protocol.errors import KafkaError
+
+    def lagging(*args, **kwargs):
+        raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, "the high watermark lags")
+    monkeypatch.setattr(broker.replica_manager.get_partition("t", 0), "fetch_offset_for_timestamp",
+                        lagging)
+    response = await call(list_offsets, broker, list_request([(0, -1)]), version,
+                          ListOffsetsRequest, ListOffsetsResponse)
+    assert response.topics[0].partitions[0].error_code == code
