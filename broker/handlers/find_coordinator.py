@@ -41,6 +41,9 @@ _TOPICS = {
 }
 
 
+COORDINATOR_TOPICS = frozenset(t[0] for t in _TOPICS.values())
+
+
 async def _lookup(broker, ctx, key_type: int) -> tuple[int, str | None]:
     if key_type not in _TOPICS:
         return ErrorCode.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
@@ -54,7 +57,7 @@ async def _lookup(broker, ctx, key_type: int) -> tuple[int, str | None]:
     return ErrorCode.NONE, None
 
 
-async def _ensure_topic(broker, key_type: int):
+async def _ensure_topic(broker, key_type: int, wait_s: float = 10.0):
     """A cluster: the coordinator's internal topic exists, or is created now (from any broker,
     as Kafka's automatic creation of internal topics), once enough brokers are alive for its
     replication factor. (error, message)."""
@@ -73,7 +76,7 @@ async def _ensure_topic(broker, key_type: int):
     try:
         await broker.topics.create_topic_async(
             name, config.get(partitions_prop), replication,
-            configs=configs(config), require_controller=False, wait_s=10.0)
+            configs=configs(config), require_controller=False, wait_s=wait_s)
     except KafkaError as exc:
         if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message
@@ -95,7 +98,7 @@ async def auto_create_internal_topic(broker, name: str):
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"Replication factor: {replication} larger than available brokers: "
                              f"{alive}.")
-        error, _ = await _ensure_topic(broker, key_type)
+        error, _ = await _ensure_topic(broker, key_type, wait_s=3.0)     # as other topics
     else:
         coordinator = broker.group_coordinator if key_type == GROUP else \
             getattr(broker, "txn_coordinator", None)

@@ -36,7 +36,7 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata import MetadataResponse
 
-from broker.handlers.find_coordinator import auto_create_internal_topic
+from broker.handlers.find_coordinator import COORDINATOR_TOPICS, auto_create_internal_topic
 from broker.topics import is_cluster_metadata, is_internal, validate_topic_name
 
 API_KEY = ApiKey.METADATA
@@ -74,7 +74,7 @@ def _topic_entry(broker, topic, listener_name: str, version: int) -> Topic:
         else:
             rm = broker.replica_manager
             partition = rm.get_partition(topic.name, index)
-            if (topic.name, index) in rm.offline_partitions:
+            if partition is None and (topic.name, index) in rm.offline_partitions:
                 # its log dir failed: offline, as Kafka's controller leaves it (no leader, the
                 # ISR as it was, this broker's replica offline)
                 leader, isr, error = -1, [broker.broker_id], ErrorCode.LEADER_NOT_AVAILABLE
@@ -117,9 +117,12 @@ def _with_operations(entry: Topic, operations: int) -> Topic:
 
 
 async def _auto_create(broker, name: str):
-    """The topic created by auto-creation, None when it is off, or KafkaError."""
-    if is_internal(name):
+    """The topic created by auto-creation, None when it is off (or an internal topic that no
+    coordinator here owns), or KafkaError."""
+    if name in COORDINATOR_TOPICS:
         return await auto_create_internal_topic(broker, name)
+    if is_internal(name):
+        return None
     try:
         return await broker.topics.maybe_auto_create(name)
     except KafkaError as exc:

@@ -562,6 +562,12 @@ async def test_a_failed_log_dir_shows_its_partitions_offline_in_metadata(start_b
         assert (p0.error_code, p0.leader_id, p0.isr_nodes, p0.offline_replicas) == (
             ErrorCode.LEADER_NOT_AVAILABLE, -1, [0], [0])
         assert (p1.error_code, p1.leader_id, p1.isr_nodes, p1.offline_replicas) == (0, 0, [0], [])
+        # deleted and created again (in the dir still online): led, whatever failed before
+        response = await client.request(DeleteTopicsRequest(topic_names=["jbod"]), 5)
+        assert response.responses[0].error_code == 0
+        assert (await create(client, creatable("jbod", 2)))["jbod"].error_code == 0
+        [topic] = (await metadata(client, ["jbod"])).topics
+        assert [(p.error_code, p.leader_id) for p in topic.partitions] == [(0, 0), (0, 0)]
     finally:
         await client.close()
 

@@ -86,3 +86,22 @@ def test_topics_auto_created_by_one_request_are_created_together():
     assert [(t.name, t.error_code) for t in response.topics] == (
         [(n, ErrorCode.LEADER_NOT_AVAILABLE) for n in names]
         + [("bad name", ErrorCode.INVALID_TOPIC_EXCEPTION), ("new-0", ErrorCode.LEADER_NOT_AVAILABLE)])
+
+
+def test_only_the_coordinators_internal_topics_are_auto_created():
+    """__share_group_state (Kafka 4's share coordinator, not served here) is internal but no
+    coordinator here owns it: unknown, and nothing created in its place."""
+    broker = fake_broker()
+    created = []
+
+    async def maybe_auto_create(name):
+        created.append(name)
+    broker.topics.maybe_auto_create = maybe_auto_create
+    broker.config = types.SimpleNamespace(get=lambda name: True)
+    ctx = types.SimpleNamespace(api_version=12, listener_name="PLAINTEXT")
+    response = asyncio.run(metadata.handle(broker, ctx, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="__share_group_state")],
+        allow_auto_topic_creation=True)))
+    assert [(t.name, t.error_code, t.is_internal) for t in response.topics] == [
+        ("__share_group_state", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, True)]
+    assert created == [] and broker.metadata.get_topic("__transaction_state") is None
