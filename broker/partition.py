@@ -424,18 +424,20 @@ class Partition:
     def bytes_available(self, fetch_offset: int, limit: int, isolation_level: int,
                         from_follower: bool) -> int:
         """Roughly how many record bytes a fetch at `fetch_offset` would get now, at most
-        `limit`. Used by the fetch purgatory's min_bytes check. A consumer behind the segment
-        the readable end is in gets `limit` (Kafka's DelayedFetch case F: answer at once rather
-        than wait out max_wait at every segment boundary of a catch-up)."""
+        `limit`. Used by the fetch purgatory's min_bytes check."""
         upper = self.fetch_upper_bound(isolation_level, from_follower)
         if fetch_offset >= upper:
             return 0
         if limit <= 1:
             return 1
-        if not from_follower and self.log.on_older_segment(fetch_offset, upper):
-            return limit
         info = self.log.read(fetch_offset, limit, max_offset=upper, min_one_message=True)
         return min(len(info.records), limit)
+
+    def behind_readable_segment(self, fetch_offset: int, isolation_level: int) -> bool:
+        """A consumer's fetch offset lies in an older segment than the readable end (Kafka's
+        DelayedFetch case F: the fetch answers at once, whatever min_bytes)."""
+        upper = self.fetch_upper_bound(isolation_level, False)
+        return fetch_offset < upper and self.log.on_older_segment(fetch_offset, upper)
 
     # -- offsets by time / epoch ---------------------------------------------------------------
 

@@ -774,6 +774,8 @@ class ReplicaManager:
         try:
             if fp.fetch_offset < part.log_start_offset or fp.fetch_offset > part.log_end_offset:
                 return min_bytes                # out of range now: answer with the error
+            if replica_id < 0 and part.behind_readable_segment(fp.fetch_offset, isolation_level):
+                return min_bytes                # DelayedFetch case F: at once
             # at most the partition's own limit counts (DelayedFetch case G)
             limit = min(min_bytes, getattr(fp, "partition_max_bytes", min_bytes))
             return part.bytes_available(fp.fetch_offset, limit, isolation_level,

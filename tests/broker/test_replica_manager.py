@@ -205,6 +205,10 @@ async def test_a_consumer_behind_the_active_segment_is_answered_at_once(manager)
     waiter = asyncio.ensure_future(manager.wait_for_fetch(
         [fetch(offset=0)], min_bytes=10_000, max_wait_ms=5000, isolation_level=0))
     assert await asyncio.wait_for(waiter, 1) is True
+    # whatever the partition's limit: case F completes the fetch
+    waiter = asyncio.ensure_future(manager.wait_for_fetch(
+        [fetch(offset=0, max_bytes=100)], min_bytes=10_000, max_wait_ms=5000, isolation_level=0))
+    assert await asyncio.wait_for(waiter, 1) is True
     # in the active segment, the partition's limit below min_bytes: the wait runs its course
     ok = await manager.wait_for_fetch([fetch(offset=1, max_bytes=100)], min_bytes=1000,
                                       max_wait_ms=50, isolation_level=0)
