@@ -234,11 +234,11 @@ class Admin:
 
         async def op():
             response = await self.cluster.send(node, request)
-            result = response.results[0]
-            if result.error_code:
-                raise KafkaError(result.error_code, result.error_message or ErrorCode(result.error_code).name)
-            return result
-        return await self.cluster.retry(op)
+            return response.results[0]
+        result = await self.cluster.retry(op)
+        if result.error_code:       # the resource's error: not retried (Kafka's describeConfigs)
+            raise KafkaError(result.error_code, result.error_message or ErrorCode(result.error_code).name)
+        return result
 
     async def incremental_alter_configs(self, resource_type: int, name: str, ops: list) -> None:
         """ops: [(config name, OP_SET/OP_DELETE/..., value or None)]."""

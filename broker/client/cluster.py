@@ -238,20 +238,34 @@ class ClusterClient:
 
     # --- retries -----------------------------------------------------------------------------
 
+    # A topic, partition or leader the metadata lacks is asked about this many times (about
+    # 5 s with the default backoff), not for the whole timeout: a tool naming a deleted topic
+    # or a leaderless partition answers in seconds. (Kafka's admin client fails some of these
+    # at once, describeConfigs of an unknown topic, and waits the timeout out for others.)
+    METADATA_ERROR_ATTEMPTS = 10
+    _METADATA_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+                                  ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.REPLICA_NOT_AVAILABLE,
+                                  ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.LISTENER_NOT_FOUND})
+
     async def retry(self, operation, *, timeout_ms: int | None = None, refresh: bool = True):
         """Run ``await operation()``; retry retriable failures with backoff and a metadata refresh.
 
         As Kafka's AdminClient: retries are bounded by the call's timeout (``retries`` is
         Integer.MAX_VALUE by default), the backoff doubles from ``retry.backoff.ms`` up to
-        ``retry.backoff.max.ms`` (KIP-580), so a call outlives a controller or leader failover."""
+        ``retry.backoff.max.ms`` (KIP-580), so a call outlives a controller or leader failover
+        (connection errors, NOT_CONTROLLER, coordinator errors); errors about what the metadata
+        lacks get METADATA_ERROR_ATTEMPTS."""
         deadline = time.monotonic() + (timeout_ms or self.default_api_timeout_ms) / 1000
-        attempt = 0
+        attempt = metadata_attempts = 0
         while True:
             try:
                 return await operation()
             except (KafkaError, ClientError) as e:
                 attempt += 1
-                if not is_retriable(e) or attempt > self.retries or time.monotonic() >= deadline:
+                if isinstance(e, KafkaError) and int(e.error_code) in self._METADATA_ERRORS:
+                    metadata_attempts += 1
+                if not is_retriable(e) or attempt > self.retries or time.monotonic() >= deadline \
+                        or metadata_attempts > self.METADATA_ERROR_ATTEMPTS:
                     raise
                 backoff = min(self.retry_backoff * 2 ** min(attempt - 1, 30), self.retry_backoff_max)
                 await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))

@@ -34,13 +34,16 @@ def test_a_call_outlives_a_failover(monkeypatch):
     assert max(sleeps) == 1.0
 
 
-def test_the_timeout_still_ends_it(monkeypatch):
+def test_the_timeout_ends_it_not_a_count(monkeypatch):
     cluster = ClusterClient("127.0.0.1:1", retry_backoff_ms=10, retry_backoff_max_ms=20)
+    attempts = []
 
     async def op():
+        attempts.append(1)
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "moved")
     with pytest.raises(KafkaError):
-        run(cluster.retry(op, timeout_ms=300, refresh=False))
+        run(cluster.retry(op, timeout_ms=600, refresh=False))
+    assert len(attempts) > 15           # ~30 in 600 ms of 20 ms backoffs (10 retries before)
 
 
 def test_retries_setting_bounds_the_count():
@@ -71,3 +74,20 @@ def test_a_bootstrap_never_reached_is_reported_at_once():
     cluster = ClusterClient("127.0.0.1:1", connect_timeout_ms=1000)
     with pytest.raises(KafkaConnectionError, match="Could not connect to any bootstrap server"):
         run(cluster.retry(lambda: cluster.refresh_metadata([])))
+
+
+def test_what_the_metadata_lacks_is_asked_about_a_bounded_number_of_times(monkeypatch):
+    # a deleted topic or a leaderless partition: a few seconds, not default.api.timeout.ms;
+    # a lost connection or a moving controller still gets the whole timeout
+    async def sleep(seconds):
+        pass
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    cluster = ClusterClient("127.0.0.1:1")
+    attempts = []
+
+    async def op():
+        attempts.append(1)
+        raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, "no leader")
+    with pytest.raises(KafkaError):
+        run(cluster.retry(op, refresh=False))
+    assert len(attempts) == ClusterClient.METADATA_ERROR_ATTEMPTS + 1
