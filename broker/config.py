@@ -245,10 +245,12 @@ def gzip_level(value):
 
 
 def not_in_zookeeper_mode(value):
-    """Kafka's LogConfig.validateNoInvalidRemoteStorageConfigsInZK."""
+    """Kafka's LogConfig.validateNoInvalidRemoteStorageConfigsInZK (an
+    InvalidConfigurationException: its sentence alone, no "Invalid value" prefix)."""
     if value:
-        raise ValueError("It is invalid to set `remote.log.delete.on.disable` or "
-                         "`remote.log.copy.disable` under Zookeeper's mode.")
+        message = ("It is invalid to set `remote.log.delete.on.disable` or "
+                   "`remote.log.copy.disable` under Zookeeper's mode.")
+        raise ConfigError("remote.log.*.disable", value, message, message)
 
 
 def no_tiered_storage(value):
@@ -717,6 +719,8 @@ def parse_value(definition, raw):
     if value is not None and definition.validator is not None:
         try:
             definition.validator(value)
+        except ConfigError:
+            raise               # a validator with Kafka's own message for it
         except ValueError as exc:
             raise ConfigError(name, raw, str(exc)) from None
     return value

@@ -597,9 +597,9 @@ async def test_tiered_storage_switches_are_known_and_refused_in_zookeeper_mode(c
     # validateNoInvalidRemoteStorageConfigsInZK refuses true
     for name in ("remote.log.copy.disable", "remote.log.delete.on.disable"):
         result = (await create(client, creatable(f"ts-{name}", 1, configs={name: "true"})))[f"ts-{name}"]
-        assert result.error_code == ErrorCode.INVALID_CONFIG
-        assert result.error_message.endswith("It is invalid to set `remote.log.delete.on.disable` or "
-                                             "`remote.log.copy.disable` under Zookeeper's mode.")
+        assert (result.error_code, result.error_message) == (
+            ErrorCode.INVALID_CONFIG, "It is invalid to set `remote.log.delete.on.disable` or "
+                                      "`remote.log.copy.disable` under Zookeeper's mode.")
     assert (await create(client, creatable("ts-off", 1, configs={
         "remote.log.copy.disable": "false"})))["ts-off"].error_code == 0
     configs = {c.name: c for c in (await describe(client, TOPIC, "ts-off")).configs}
