@@ -37,6 +37,17 @@ log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+_JAVA_INTEGRAL = re.compile(r"[+-]?[0-9]+")
+
+
+def java_int(text: str, bits: int = 32) -> int | None:
+    """Java's Integer.parseInt (Short/Long.parseLong with `bits` 16/64): an optional sign and
+    ASCII digits within range, else None. Python's int() also takes surrounding spaces,
+    underscores ("1_000") and non-ASCII digits, which Java refuses."""
+    if not _JAVA_INTEGRAL.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else None
 
 # Kafka's ConfigResource / DescribeConfigs enums (DescribeConfigsResponse ConfigType, ConfigSource).
 TYPE_IDS = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
@@ -732,12 +743,8 @@ def _parse_text(kind, text):
             raise ValueError("Expected value to be either true or false")
         return text.lower() == "true"
     if kind in ("int", "short", "long"):
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"Not a number of type {kind.upper()}") from None
-        bits = {"short": 16, "int": 32, "long": 64}[kind]
-        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        value = java_int(text.strip(), {"short": 16, "int": 32, "long": 64}[kind])  # ConfigDef trims
+        if value is None:
             raise ValueError(f"Not a number of type {kind.upper()}")
         return value
     if kind == "double":

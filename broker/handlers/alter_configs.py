@@ -16,13 +16,12 @@ listed return to their inherited value), as Kafka's legacy AlterConfigs does.
 """
 import logging
 
-import re
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.alter_configs import AlterConfigsResponse
 
-from broker.config import BROKER_CONFIG, ConfigError, deprecation_warnings
+from broker.config import BROKER_CONFIG, ConfigError, deprecation_warnings, java_int
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +64,11 @@ def broker_target(broker, resource_name: str):
     otherwise."""
     if resource_name == "":
         return None
-    if not re.fullmatch(r"[+-]?[0-9]+", resource_name) or not -2**31 <= int(resource_name) < 2**31:
+    node_id = java_int(resource_name)
+    if node_id is None:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Node id must be an integer, but it is: {resource_name}")
-    if int(resource_name) != broker.broker_id:
+    if node_id != broker.broker_id:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Unexpected broker id, expected {broker.broker_id}, but received "
                          f"{resource_name}")

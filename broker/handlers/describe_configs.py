@@ -19,7 +19,6 @@ Behaviour:
 
 `topic_entries` is shared with CreateTopics (v5+ returns the new topic's configs).
 """
-import re
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -27,7 +26,7 @@ from protocol.messages.describe_configs import DescribeConfigsResponse
 
 from broker.config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER_LOGGER,
                            SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, TOPIC_CONFIGS,
-                           TYPE_IDS, format_value)
+                           TYPE_IDS, format_value, java_int)
 from broker.log import logger_levels
 from broker.topics import validate_topic_name
 
@@ -133,15 +132,15 @@ def logger_entries(keys=None) -> list:
             for name, level in logger_levels().items() if keys is None or name in keys]
 
 
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def broker_id_of(resource_name: str) -> int:
     """Kafka's ConfigHelper.resourceNameToBrokerId: the name as a Java int ("01" is 1)."""
-    if not _JAVA_INT.fullmatch(resource_name) or not -2**31 <= int(resource_name) < 2**31:
+    broker_id = java_int(resource_name)
+    if broker_id is None:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Broker id must be an integer, but it is: {resource_name}")
-    return int(resource_name)
+    return broker_id
 
 
 def check_logger_resource(broker, resource_name: str) -> None:

@@ -12,10 +12,10 @@ use IncrementalAlterConfigs: ``--add-config k1=v1,k2=[a,b]`` (brackets protect c
 from __future__ import annotations
 
 import argparse
-import re
 
 from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, Admin
 from broker.client.cluster import ClusterClient
+from broker.config import java_int
 from broker.tools import client_quotas
 from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry,
                                  read_properties)
@@ -132,8 +132,7 @@ def entity(opts) -> tuple[str, str | None]:
 
 def _checked(etype: str, name: str | None) -> tuple[str, str | None]:
     """A broker is named by its id, a Java int (ConfigCommandOptions.checkArgs)."""
-    if etype in ("brokers", "broker-loggers") and name is not None and (
-            not re.fullmatch(r"[+-]?[0-9]+", name) or not -2**31 <= int(name) < 2**31):
+    if etype in ("brokers", "broker-loggers") and name is not None and java_int(name) is None:
         raise ToolError(f"The entity name for {etype} must be a valid integer broker id, but it is: {name}")
     return etype, name
 

@@ -63,6 +63,7 @@ from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOP
 from broker.client.cluster import ClusterClient
 from broker.client.errors import ClientError
 from broker.client.types import TopicPartition
+from broker.config import java_int
 from broker.controller.placement import (BrokerMetadata, ENFORCED_MIXED_RACKS_MESSAGE,
                                          assign_replicas_to_brokers)
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text,
@@ -366,9 +367,10 @@ def parse_broker_list(text: str) -> list:
             items.pop()
     out = []
     for item in items:
-        if not re.fullmatch(r"[+-]?[0-9]+", item) or not -2**31 <= int(item) < 2**31:
+        broker_id = java_int(item)
+        if broker_id is None:
             raise Failure(f"For input string: \"{item}\"")
-        out.append(int(item))
+        out.append(broker_id)
     return out
 
 

@@ -46,6 +46,8 @@ def test_wildcard_address_cannot_be_advertised():
     ("num.partitions", "0", "at least 1"),
     ("num.partitions", "many", "INT"),
     ("num.partitions", "2147483648", "INT"),
+    ("num.partitions", "1_000", "INT"),               # Java's parseInt: no underscores,
+    ("log.segment.bytes", "\u0661\u0660\u0660\u0660\u0660\u0660", "INT"),  # ASCII digits only
     ("auto.create.topics.enable", "yes", "true or false"),
     ("compression.type", "brotli", "one of"),
     ("log.cleanup.policy", "delete,shred", "one of"),
