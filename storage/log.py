@@ -419,7 +419,7 @@ class Log:
                 return LogAppendInfo(-1, -1, -1, -1, result.log_append_time,
                                      self._log_start_offset, 0, 0)
             if origin != ORIGIN_CLIENT and self.producer_state is not None:
-                self.producer_state.check_markers(batches, result.buffer)
+                self.producer_state.check_coordinator_batches(batches, result.buffer)
             if verification is not None and self.producer_state is not None:
                 self.producer_state.check_verified(batches, result.buffer, verification,
                                                    sequences=origin == ORIGIN_CLIENT)
@@ -516,7 +516,10 @@ class Log:
             path = files.segment_path(self.dir, offset, files.SNAPSHOT_SUFFIX)
             if limit < offset <= self._log_end_offset:
                 continue                    # kept: it is fine, only past the rebuild point
-            if offset <= limit:
+            # One below the log start (a follower's start follows the leader's; DeleteRecords)
+            # lacks the batches between it and the start, which the replay (from the start)
+            # would skip: removed, as Kafka's truncateAndReload removes it.
+            if self._log_start_offset <= offset <= limit:
                 try:
                     with open(path, "rb") as fh:
                         manager = ProducerStateManager.decode_snapshot(fh.read(), offset)

@@ -168,9 +168,11 @@ class ProducerStateManager:
 
     # --- verification (module docstring) ---
     def has_open_transaction(self, producer_id, epoch):
+        """Kafka's hasOngoingTransaction: whatever the epoch. A fenced producer's write then
+        needs no verification entry (which would hold back the live producer's sequences);
+        `check` refuses it with INVALID_PRODUCER_EPOCH."""
         entry = self.producers.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset is not None \
-            and entry.producer_epoch == epoch
+        return entry is not None and entry.current_txn_first_offset is not None
 
     def start_verification(self, producer_id, sequence, epoch, now_ms):
         """The guard a producer's transactional write must carry: NOT_VERIFYING when its
@@ -234,6 +236,16 @@ class ProducerStateManager:
                              f"Expected transactional write from producer {producer_id}: its "
                              f"transaction is open since offset {entry.current_txn_first_offset}")
         return None
+
+    def check_coordinator_data(self, producer_id, epoch):
+        """Before a coordinator writes a producer's data batch (TxnOffsetCommit's offsets):
+        INVALID_PRODUCER_EPOCH for an epoch older than the producer's, as Kafka's
+        ProducerAppendInfo.checkProducerEpoch for every origin but replication."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.producer_epoch:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                             f"epoch {epoch} of producer {producer_id} is older than its "
+                             f"epoch {entry.producer_epoch}")
 
     def check_marker(self, producer_id, epoch, coordinator_epoch):
         """Before a COMMIT/ABORT marker is written by the transaction coordinator (Kafka's
@@ -490,14 +502,17 @@ class LogProducerState:
                              dup.timestamp, log.log_start_offset,
                              dup.last_offset - dup.first_offset + 1, 0, duplicate=True)
 
-    def check_markers(self, batches, buffer):
-        """Before a coordinator's append: every marker among `batches` passes check_marker."""
+    def check_coordinator_batches(self, batches, buffer):
+        """Before a coordinator's append: every marker among `batches` passes check_marker,
+        every producer's data batch check_coordinator_data."""
         for b in batches:
             if b[5] == MAGIC_V2:
                 view = RecordBatchView(buffer, b[0])
                 if view.is_control:
                     self.manager.check_marker(view.producer_id, view.producer_epoch,
                                               _coordinator_epoch(view))
+                elif view.producer_id >= 0:
+                    self.manager.check_coordinator_data(view.producer_id, view.producer_epoch)
 
     def check_verified(self, batches, buffer, guard, sequences=True):
         """Before an append with a verification guard (or {producer id: guard}, for a

@@ -464,3 +464,73 @@ def test_a_read_committed_fetch_lists_the_aborts_of_its_records_not_every_later_
     assert aborts(90, 10**6) == (106, [(2, 103)])
     whole = log_.read(0, 10**6)
     assert log_.fetch_upper_bound_offset(whole) == log_.log_end_offset
+
+
+# -- producer state against its snapshots and older epochs -----------------------------------
+def _snapshot_below_the_log_start(tmp_path):
+    """A's transaction open at 0 is in the snapshot of the roll at 1; A commits at 1, B writes
+    and commits at 2-3, and DeleteRecords moves the log start to 2, above that snapshot."""
+    log_ = open_log(tmp_path / "t-0")
+    a, b = Producer(1), Producer(2)
+    send(log_, a)                              # 0
+    log_.roll()                                # snapshot 1: A open at 0
+    end(log_, a, commit=True)                  # 1
+    send(log_, b)                              # 2
+    end(log_, b, commit=True)                  # 3
+    log_.update_high_watermark(4)
+    log_.delete_records_before(2)
+    return log_, b
+
+
+def test_a_truncation_does_not_rebuild_from_a_snapshot_below_the_log_start(tmp_path):
+    """Kafka's truncateAndReload deletes snapshots at or below the log start: the batches
+    between such a snapshot and the start are not replayed (the replay starts at the log
+    start), so loading it reopened A's committed transaction for good (LSO stuck at 2)."""
+    log_, b = _snapshot_below_the_log_start(tmp_path)
+    log_.truncate_to(3)                        # B's marker goes (a follower's truncation)
+    end(log_, b, commit=True)                  # and comes back
+    log_.update_high_watermark(log_.log_end_offset)
+    assert log_.last_stable_offset == log_.log_end_offset == 4
+
+
+def test_a_crash_restart_does_not_rebuild_from_a_snapshot_below_the_log_start(tmp_path):
+    log_, _ = _snapshot_below_the_log_start(tmp_path)
+    log_.close_files()                         # a crash
+    for name in os.listdir(log_.dir):          # the roll's snapshot is all that is left
+        if name.endswith(files.SNAPSHOT_SUFFIX) and not name.startswith("%020d" % 1):
+            os.remove(os.path.join(log_.dir, name))
+    again = Log(str(tmp_path / "t-0"), LogConfig(segment_ms=10**12), time_ms=lambda: NOW,
+                recovery_point=2, log_start_offset=2, had_clean_shutdown=False)
+    again.update_high_watermark(again.log_end_offset)
+    assert again.last_stable_offset == 4
+    assert not any(n.endswith(files.SNAPSHOT_SUFFIX) and n.startswith("%020d" % 1)
+                   for n in os.listdir(again.dir))
+
+
+def test_a_fenced_producers_write_does_not_hold_back_the_live_producers_sequences(tmp_path):
+    """Kafka's hasOngoingTransaction ignores the epoch: a zombie (older epoch) writing to a
+    partition where the live producer's transaction is open gets INVALID_PRODUCER_EPOCH and
+    leaves no verification entry behind (ours used to, and every later write of the live
+    producer then failed OUT_OF_ORDER_SEQUENCE_NUMBER, aborting its transaction)."""
+    log_ = open_log(tmp_path / "t-0")
+    live, zombie = Producer(1, epoch=5), Producer(1, epoch=4)
+    verified(log_, live, 1)
+    guard = log_.start_transaction_verification(1, 0, 4)
+    assert guard is NOT_VERIFYING
+    refused(log_, zombie, guard, ErrorCode.INVALID_PRODUCER_EPOCH)
+    verified(log_, live, 1)
+    verified(log_, live, 1)
+    assert not log_.producer_state.manager.verifying
+
+
+def test_a_coordinators_data_batch_with_an_older_epoch_is_fenced(tmp_path):
+    """ProducerAppendInfo.checkProducerEpoch for coordinator-origin data (a zombie's
+    TxnOffsetCommit): INVALID_PRODUCER_EPOCH, and the producer's epoch stays."""
+    log_ = open_log(tmp_path / "t-0")
+    live, zombie = Producer(1, epoch=5), Producer(1, epoch=3)
+    log_.append_as_leader(live.batch(1), 0, origin="coordinator")
+    with pytest.raises(KafkaError) as caught:
+        log_.append_as_leader(zombie.batch(1), 0, origin="coordinator")
+    assert caught.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert log_.producer_state.manager.last_entry(1).producer_epoch == 5
+    assert log_.log_end_offset == 1
