@@ -158,6 +158,7 @@ class CoordinatorRuntime:
         """Loads every local partition of the topic and starts the coordinator's timers."""
         self._loop = asyncio.get_running_loop()
         self._running = True
+        self._refresh_partition_count()
         for p in range(self.num_partitions):
             if self._leads(p):
                 self.load_partition(p)
@@ -183,6 +184,9 @@ class CoordinatorRuntime:
         part = self.replica_manager.get_partition(self.topic, p)
         if part is None:
             return 0
+        # The topic may have another partition count than the config (an existing topic; a
+        # cluster's metadata was empty when this coordinator was built): keys hash over it.
+        self._refresh_partition_count()
         self._loading.add(p)
         ident = self.manager.log_ident
         epoch = part.leader_epoch

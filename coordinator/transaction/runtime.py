@@ -47,6 +47,9 @@ class TransactionCoordinator(CoordinatorRuntime):
                          partition_count=partition_count)
         self.marker_sender = marker_sender
         self.commit_timeout_ms = commit_timeout_ms
+        # One partition count for the runtime and the manager (the runtime corrects its own
+        # from the topic's metadata, _refresh_partition_count).
+        self.manager.partition_for = self.partition_for
 
     @classmethod
     def for_broker(cls, broker, marker_sender) -> "TransactionCoordinator":

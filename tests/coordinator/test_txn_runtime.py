@@ -39,8 +39,9 @@ def stack(tmp_path):
     for p in range(5):
         rm.become_leader(STATE, p, None, 0, [0], LogConfig())
     ids = iter(range(1000, 2000))
-    yield rm, lambda sender: TransactionCoordinator(
-        rm, next_producer_id=lambda: next(ids), marker_sender=sender, num_partitions=5)
+    yield rm, lambda sender, **kw: TransactionCoordinator(
+        rm, next_producer_id=lambda: next(ids), marker_sender=sender,
+        **{"num_partitions": 5, **kw})
     rm.shutdown()
     log_manager.shutdown()
 
@@ -82,3 +83,26 @@ def test_a_transaction_through_the_runtime_and_a_reload(stack):
         assert again.describe(["tx"])[0].state == "CompleteAbort"
         again.shutdown()
     asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+@pytest.mark.parametrize("configured", [50, 3])
+def test_transactional_ids_hash_over_the_topics_real_partition_count(stack, configured):
+    """__transaction_state exists with 5 partitions while transaction.state.log.num.partitions
+    says otherwise (an existing topic; a cluster's metadata was empty at start): the runtime and
+    the manager both hash over 5 (the manager hashed over the config: every request of an id
+    was NOT_COORDINATOR, initTransactions() looping until max.block.ms)."""
+    from coordinator.partitioning import partition_for
+    rm, make = stack
+    # An id whose partition differs between the two counts.
+    tid = next(f"tx-{i}" for i in range(1000)
+               if partition_for(f"tx-{i}", 5) != partition_for(f"tx-{i}", configured))
+
+    async def scenario():
+        c = make(Sender(), num_partitions=configured, partition_count=lambda: 5)
+        await c.startup()
+        init = await c.execute("init_producer_id", tid, 60000, -1, -1)
+        c.shutdown()
+        return c, init
+    c, init = asyncio.run(scenario())
+    assert init.error == E.NONE
+    assert c.partition_for(tid) == c.manager.partition_for(tid) == partition_for(tid, 5)
