@@ -3,8 +3,10 @@
 Kafka's TransactionMarkerChannelManager, reduced to what it guarantees: once a transaction is
 in PrepareCommit or PrepareAbort, the coordinator hands `send(marker, on_written)` a
 MarkerRequest (producer id and epoch, coordinator epoch, outcome, partitions); this writes a
-marker to every partition and calls `on_written()` when all of them have it, so the coordinator
-can write CompleteCommit/CompleteAbort. Partitions led by this broker are written directly (the
+marker to every partition and calls `on_written(partitions)` with the partitions of each round
+that have theirs (DescribeTransactions then lists only those still waiting, as Kafka's
+removePartition on each answer); the coordinator writes CompleteCommit/CompleteAbort once none
+waits. Partitions led by this broker are written directly (the
 WriteTxnMarkers handler's `write_markers`); the others get a WriteTxnMarkers request (v1) to
 their leader over the inter-broker listener, one per leader and round.
 
@@ -14,11 +16,12 @@ Per partition, as Kafka's TransactionMarkerRequestCompletionHandler:
   producer could not have written there either).
 - UNKNOWN_TOPIC_OR_PARTITION from the leader (its metadata may lag behind ours),
   NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS*, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, any
-  other error, an unknown leader or a broken connection: retried after a backoff, with the
-  current leader. A marker is never taken as written when it was not: CompleteCommit without
+  other error, an unknown leader (on one broker: a partition on a failed log dir) or a
+  broken connection: retried after a backoff, with the current leader. A marker is never taken as written when it was not: CompleteCommit without
   it would leave the partition's transaction open for good (a hanging transaction).
 - INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED: this coordinator is stale (a newer
-  one took the transactional id over); delivery stops and `on_written` is never called.
+  one took the transactional id over); delivery stops, that round is not reported, and the
+  transaction is never completed here.
 Delivery also stops when the coordinator no longer owns the transaction (`still_owner()` false:
 its `__transaction_state` partition moved) or the broker shuts down.
 
@@ -71,39 +74,54 @@ class TxnMarkerSender:
         pending = set(marker.partitions)
         what = (f"{'COMMIT' if marker.committed else 'ABORT'} markers of producer "
                 f"{marker.producer_id} epoch {marker.producer_epoch} ({marker.transactional_id})")
+        reported = False
         while pending:
             if self._closed or not still_owner():
                 log.info("Stopped sending %s: no longer its coordinator", what)
                 return
-            by_leader: dict[int, list] = {}
+            done, by_leader = [], {}
             for tp in list(pending):
                 leader = self._leader(tp)
                 if leader is None:
                     log.info("Not sending %s to %s-%d: the partition no longer exists", what, *tp)
                     pending.discard(tp)
+                    done.append(tp)
                 elif leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
             rounds = await asyncio.gather(*(self._write(leader, marker, tps)
                                             for leader, tps in by_leader.items()))
+            fenced = None
             for codes in rounds:
                 for tp, code in codes.items():
                     if code in _FENCED:
-                        log.warning("Stopped sending %s: %s answered %s (a newer coordinator "
-                                    "took over)", what, f"{tp[0]}-{tp[1]}", ErrorCode(code).name)
-                        return
-                    if code in _DONE:
+                        fenced = fenced or (tp, code)
+                    elif code in _DONE:
                         pending.discard(tp)
+                        done.append(tp)
+            if done and fenced is None:
+                on_written(done)
+                reported = True
+            if fenced is not None:
+                (topic, p), code = fenced
+                log.warning("Stopped sending %s: %s-%d answered %s (a newer coordinator took "
+                            "over)", what, topic, p, ErrorCode(code).name)
+                return
             if pending:
                 await asyncio.sleep(RETRY_BACKOFF_S)
-        on_written()
+        if not reported:
+            on_written([])
 
     def _leader(self, tp):
         """The partition's leader id, -1 while unknown, None when the topic or partition is
         gone."""
         broker = self.broker
         if broker.cluster is None:
-            part = broker.replica_manager.get_partition(*tp)
-            return broker.broker_id if part is not None else None
+            rm = broker.replica_manager
+            if rm.get_partition(*tp) is not None:
+                return broker.broker_id
+            # On a failed log dir the partition still exists: retried (Kafka's unknown-broker
+            # queue), or CompleteCommit would go without its marker, a hanging transaction.
+            return -1 if tp in rm.offline_partitions else None
         topic = broker.metadata.get_topic(tp[0])
         if topic is None or tp[1] not in topic.partitions:
             return None

@@ -125,10 +125,11 @@ class TransactionCoordinator(CoordinatorRuntime):
     def _send_markers(self, marker) -> None:
         p = self.partition_for(marker.transactional_id)
 
-        def written():
+        def written(partitions):
             self._apply(self.manager.on_markers_written(
                 marker.transactional_id, marker.producer_id, marker.producer_epoch,
-                self.time.ms(), coordinator_epoch=marker.coordinator_epoch), None)
+                self.time.ms(), coordinator_epoch=marker.coordinator_epoch,
+                partitions=partitions), None)
         self.marker_sender.send(marker, written, still_owner=lambda: p in self._loaded)
 
     # -------------------------------------------------------------------------- reads

@@ -41,7 +41,14 @@ async def deliver(sender, partitions, answers, timeout=2.0):
 
     sender._write = write
     written = asyncio.Event()
-    sender.send(MarkerRequest("tid", 1000, 0, 0, True, list(partitions)), written.set)
+    reported = []
+
+    def on_written(done):
+        assert not set(done) & set(reported), "a partition reported twice"
+        reported.extend(done)
+        if set(reported) == set(partitions):
+            written.set()
+    sender.send(MarkerRequest("tid", 1000, 0, 0, True, list(partitions)), on_written)
     try:
         await asyncio.wait_for(written.wait(), timeout)
     except asyncio.TimeoutError:
@@ -110,3 +117,33 @@ async def test_a_newer_producer_or_coordinator_stops_delivery_without_completing
         timeout=0.3)
     assert not written
     assert sorted(rounds) == [(2, [("t", 0)]), (3, [("t", 1)])]
+
+
+async def test_each_rounds_written_partitions_are_reported_at_once():
+    """Kafka's completion handler removes each partition from the transaction as its marker is
+    written, so DescribeTransactions of a transaction stuck in PrepareCommit names only the
+    partitions still waiting."""
+    sender = TxnMarkerSender(cluster_broker({0: 2, 1: 3}))
+    reported = []
+    sender._write = lambda leader, marker, tps: _answer(
+        {tp: (E.NONE if leader == 2 else E.NOT_LEADER_OR_FOLLOWER) for tp in tps})
+    sender.send(MarkerRequest("tid", 1000, 0, 0, True, [("t", 0), ("t", 1)]), reported.append)
+    await asyncio.sleep(0.1)
+    await sender.close()
+    assert reported == [[("t", 0)]]
+
+
+async def _answer(codes):
+    return codes
+
+
+async def test_on_one_broker_a_partition_on_a_failed_log_dir_waits_for_its_marker():
+    """Offline is not deleted: CompleteCommit without the marker would leave the partition's
+    transaction hanging once the disk is back (Kafka queues it for an unknown leader)."""
+    rm = SimpleNamespace(get_partition=lambda topic, p: None,
+                         offline_partitions={("t", 0): None})
+    sender = TxnMarkerSender(SimpleNamespace(broker_id=0, cluster=None, replica_manager=rm))
+    written, rounds = await deliver(sender, [("t", 0), ("t", 1)],
+                                    lambda n, leader, tps: {tp: E.NONE for tp in tps},
+                                    timeout=0.3)
+    assert not written and rounds == []

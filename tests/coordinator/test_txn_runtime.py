@@ -26,8 +26,8 @@ class Sender:
 
     def deliver(self):
         sent, self.sent = self.sent, []
-        for _, on_written in sent:
-            on_written()
+        for marker, on_written in sent:
+            on_written(list(marker.partitions))
         return [m for m, _ in sent]
 
 
