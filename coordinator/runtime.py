@@ -196,8 +196,15 @@ class CoordinatorRuntime:
             self._begin_loading(p, epoch)
             touched = set()
             now = self.time.ms()
-            for buf in _read_log(part.log, self.load_buffer_size):
-                touched |= self._replay(p, buf, now)
+            try:
+                for buf in _read_log(part.log, self.load_buffer_size):
+                    touched |= self._replay(p, buf, now)
+            except Exception:                   # noqa: BLE001 - as Kafka: serve what loaded
+                # Kafka's loaders log a failed read or replay and own the partition with what
+                # they loaded; left half-loaded, every request (and ListTransactions for the
+                # whole broker) would answer COORDINATOR_LOAD_IN_PROGRESS for ever.
+                log.exception("%sError loading %s from %s-%d", ident, self.loaded_words,
+                              self.topic, p)
             self._apply(self._finish_loading(p, touched, epoch, now), None)
             self._loaded.add(p)
             log.info("%sFinished loading %s from %s-%d in %d milliseconds for epoch %d "

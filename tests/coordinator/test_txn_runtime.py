@@ -106,3 +106,32 @@ def test_transactional_ids_hash_over_the_topics_real_partition_count(stack, conf
     c, init = asyncio.run(scenario())
     assert init.error == E.NONE
     assert c.partition_for(tid) == c.manager.partition_for(tid) == partition_for(tid, 5)
+
+
+def test_a_partition_that_fails_to_load_is_served_with_what_loaded(stack, caplog):
+    """Kafka's loadTransactionMetadata logs a read or replay error and owns the partition with
+    what it loaded; left half-loaded, every request of its ids and ListTransactions for the
+    whole broker answered COORDINATOR_LOAD_IN_PROGRESS for ever."""
+    rm, make = stack
+
+    async def scenario():
+        c = make(Sender())
+        await c.startup()
+        init = await c.execute("init_producer_id", "tx", 60000, -1, -1)
+        c.shutdown()
+        p = c.partition_for("tx")
+        log_ = rm.get_partition(STATE, p).log
+
+        def broken(*args, **kwargs):
+            raise OSError("Input/output error")
+        log_.read = broken
+        again = make(Sender())
+        await again.startup()
+        listing = again.list_transactions([], [], -1)
+        retry = await again.execute("init_producer_id", "tx", 60000, -1, -1)
+        again.shutdown()
+        return init, listing, retry, again.coordinator_error("tx")
+    init, listing, retry, error = asyncio.run(scenario())
+    assert init.error == E.NONE and listing.error == E.NONE
+    assert error == E.NONE and retry.error == E.NONE
+    assert "Error loading transaction metadata from __transaction_state" in caplog.text
