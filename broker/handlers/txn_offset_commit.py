@@ -52,7 +52,7 @@ async def handle(broker, ctx, request):
         guard, error = await _verify(broker, coordinator, request, version)
         if error != ErrorCode.NONE:
             errors.update({(t, p): error for t, p, *_ in offsets})
-            return _response(request, errors)
+            return _response(request, errors, version)
         answer = await coordinator.execute(
             "txn_commit_offsets", request.group_id, request.producer_id,
             request.producer_epoch,
@@ -60,7 +60,7 @@ async def handle(broker, ctx, request):
             request.group_instance_id if version >= 3 else None,
             request.generation_id if version >= 3 else -1, offsets, verification=guard)
         errors.update(answer)
-    return _response(request, errors)
+    return _response(request, errors, version)
 
 
 async def _verify(broker, coordinator, request, version) -> tuple:
@@ -88,10 +88,17 @@ def verification_error(code: int) -> int:
     return map_append_error(code, for_offsets=True)
 
 
-def _response(request, errors) -> TxnOffsetCommitResponse:
+def _response(request, errors, version) -> TxnOffsetCommitResponse:
+    def code(key):
+        error = errors.get(key, ErrorCode.NONE)
+        # Kafka's handleTxnOffsetCommitRequest: clients before v2 (Java 0.11-2.2, aiokafka)
+        # do not know COORDINATOR_LOAD_IN_PROGRESS here (KAFKA-7296).
+        if version < 2 and error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return error
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         Topic(name=topic.name, partitions=[
             Partition(partition_index=p.partition_index,
-                      error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE))
+                      error_code=code((topic.name, p.partition_index)))
             for p in topic.partitions])
         for topic in request.topics])

@@ -158,3 +158,20 @@ def test_txn_offset_commit_answers_a_failed_verification_as_kafkas_group_coordin
         assert verification_error(code) == code
     assert verification_error(ErrorCode.NETWORK_EXCEPTION) == \
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+@pytest.mark.parametrize("version,expected", [
+    (0, ErrorCode.COORDINATOR_NOT_AVAILABLE), (1, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    (2, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), (4, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)])
+def test_txn_offset_commit_before_v2_gets_no_load_in_progress(version, expected):
+    """Kafka's handleTxnOffsetCommitRequest (KAFKA-7296): COORDINATOR_LOAD_IN_PROGRESS is
+    COORDINATOR_NOT_AVAILABLE for v0-1 (Java 0.11-2.2 producers, aiokafka's v0)."""
+    from broker.handlers.txn_offset_commit import _response
+    from protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+    request = TxnOffsetCommitRequest(
+        transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0, topics=[
+            TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="t", partitions=[
+                TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=5)])])
+    response = _response(request, {("t", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}, version)
+    assert response.topics[0].partitions[0].error_code == expected
