@@ -186,11 +186,14 @@ class ReplicaFetcherManager:
         return out
 
     async def shutdown(self) -> None:
-        for fetcher in list(self._fetchers.values()):
-            fetcher.stop()
-            await fetcher.wait_stopped()
-        self._fetchers.clear()
-        self._assigned.clear()
+        # Until none is left: a LeaderAndIsr handled during an await may have added one.
+        while self._fetchers:
+            fetchers = list(self._fetchers.values())
+            self._fetchers.clear()
+            self._assigned.clear()
+            for fetcher in fetchers:
+                fetcher.stop()
+                await fetcher.wait_stopped()
 
 
 class ReplicaFetcher:

@@ -128,6 +128,11 @@ class ReplicaManager:
         # follower fetchers (broker/replica_fetcher.py); neither is used on a single broker.
         self.controller_epoch = -1
         self.fetchers = None
+        # Set when the broker begins its shutdown, before the controlled shutdown: the
+        # partitions it gives up it follows without fetching (Kafka's isShuttingDown in
+        # makeFollowers), or the new leaders would count it caught up and hold their high
+        # watermarks at its last offset once it stops.
+        self.shutting_down = False
         self.isr_changes = None             # broker/alter_partition_manager.py
         # A cluster's metadata cache: a partition it knows but this broker does not host is
         # NOT_LEADER_OR_FOLLOWER (the client looks for its leader), as in Kafka.
@@ -252,7 +257,7 @@ class ReplicaManager:
                                              ps.partition_epoch, tid)
                 followers.append(key)
                 if self.fetchers is not None:
-                    if ps.leader in live_broker_ids:
+                    if ps.leader in live_broker_ids and not self.shutting_down:
                         if changed or not self.fetchers.has_partition(key):
                             self._start_without_epochs_at_the_high_watermark(part)
                             self.fetchers.add_partition(

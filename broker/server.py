@@ -543,6 +543,8 @@ class Broker:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         try:
             if self.cluster is not None:
+                if self.replica_manager is not None:
+                    self.replica_manager.shutting_down = True
                 # Leaderships move away while this broker still answers the controller.
                 await self._step("controlled shutdown", self.cluster.controlled_shutdown)
                 fetchers = self.replica_manager.fetchers if self.replica_manager else None

@@ -1100,3 +1100,18 @@ async def test_only_a_new_leadership_counts_as_led_now(brokers):
     assert followers == [("t", 0)]
     _, _, leaders, _ = await b0.lisr(state(epoch=4, partition_epoch=3))
     assert leaders == [("t", 0)]                               # led again: reload
+
+
+async def test_a_broker_shutting_down_follows_the_partitions_it_gave_up_without_fetching(brokers):
+    """Kafka's makeFollowers skips the fetchers once the broker is shutting down: a fetch from
+    it would make the new leader count it caught up and hold the high watermark at its last
+    offset once it stops (acks=all stalled for replica.lag.time.max.ms on every partition
+    moved by a rolling restart)."""
+    b = brokers(1)
+    await b.lisr(state(leader=1, epoch=1, isr=(1, 0)))
+    b.rm.shutting_down = True
+    error, errors, _, followers = await b.lisr(state(leader=0, epoch=2, isr=(0,)))
+    assert error == ErrorCode.NONE and errors[("t", 0)] == ErrorCode.NONE
+    assert followers == [("t", 0)] and not b.part().is_leader
+    assert ("t", 0) not in b.rm.fetchers.assigned
+    assert b.rm.fetchers.calls[-1] == ("remove", ("t", 0))
