@@ -544,7 +544,12 @@ class ReplicaManager:
 
         def covered(key) -> bool:
             part = self._partitions.get(key)
-            if part is None or not part.is_leader:
+            if part is None:
+                # Kafka's DelayedProduce: getPartitionOrError (offline: KAFKA_STORAGE_ERROR;
+                # deleted: UNKNOWN_TOPIC_OR_PARTITION; moved: NOT_LEADER_OR_FOLLOWER).
+                decided[key] = self.missing_partition_error(*key)
+                return True
+            if not part.is_leader:
                 decided[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 return True
             if part.high_watermark > pending[key].last_offset:

@@ -441,3 +441,23 @@ async def test_delete_records_waits_for_the_followers_log_start(manager):
         ("t", 0): (ErrorCode.REQUEST_TIMED_OUT, 4)}
     assert await manager.delete_records({("t", 0): 99}, 50) == {
         ("t", 0): (ErrorCode.OFFSET_OUT_OF_RANGE, -1)}
+
+
+async def test_a_waiting_acks_all_write_whose_partition_goes_gets_kafkas_error(manager):
+    """Kafka's DelayedProduce asks getPartitionOrError: a partition deleted while the write
+    waits is UNKNOWN_TOPIC_OR_PARTITION, one on a failed log dir KAFKA_STORAGE_ERROR (not
+    NOT_LEADER_OR_FOLLOWER, which sends the producer looking for a leader that is not
+    there)."""
+    for p in (0, 1):
+        manager.get_partition("t", p).make_leader(1, [0, 1])
+        manager.get_partition("t", p).isr.add(1)
+    results = manager.append_records({("t", 0): batch(2), ("t", 1): batch(2)}, -1)
+    waiting = asyncio.ensure_future(manager.wait_for_acks(results, -1, 5000))
+    await asyncio.sleep(0.01)
+    manager.stop_replica("t", 0, delete=True)
+    manager.offline_partitions[("t", 1)] = None
+    manager._partitions.pop(("t", 1))
+    manager.produce_purgatory.notify("t", 1)
+    await asyncio.wait_for(waiting, 1)
+    assert results[("t", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert results[("t", 1)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
