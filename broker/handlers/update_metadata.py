@@ -39,6 +39,10 @@ async def handle(broker, ctx, request):
     if request.controller_epoch < store.controller_epoch or \
             request.controller_epoch < broker.replica_manager.controller_epoch:
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+    # Kafka's maybeUpdateMetadataCache: the one controller epoch LeaderAndIsr and StopReplica
+    # are checked against moves too, so an old controller's request queued behind this is
+    # refused (a StopReplica with delete at leader epoch -2 would skip every other fence).
+    broker.replica_manager.controller_epoch = request.controller_epoch
     deleted = store.apply_update_metadata(_grouped(request, ctx.api_version))
     broker.topics.metadata_changed()
     cluster.metadata_updated()

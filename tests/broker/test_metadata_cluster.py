@@ -105,3 +105,20 @@ def test_only_the_coordinators_internal_topics_are_auto_created():
     assert [(t.name, t.error_code, t.is_internal) for t in response.topics] == [
         ("__share_group_state", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, True)]
     assert created == [] and broker.metadata.get_topic("__transaction_state") is None
+
+
+def test_update_metadata_moves_the_controller_epoch_leader_and_isr_is_checked_against():
+    """Kafka's maybeUpdateMetadataCache: after the new controller's UpdateMetadata, an old
+    controller's LeaderAndIsr or StopReplica queued behind it is STALE_CONTROLLER_EPOCH."""
+    from broker.context import RequestContext
+    from broker.handlers import update_metadata
+    rm = types.SimpleNamespace(controller_epoch=3)
+    broker = types.SimpleNamespace(
+        cluster=types.SimpleNamespace(broker_epoch=1, metadata_updated=lambda: None),
+        metadata=ClusterMetadataStore("cluster"), replica_manager=rm,
+        topics=types.SimpleNamespace(metadata_changed=lambda: None))
+    request = UM(controller_id=1, controller_epoch=5, broker_epoch=-1)
+    ctx = RequestContext(update_metadata.API_KEY, 7, 1, "controller")
+    response = asyncio.run(update_metadata.handle(broker, ctx, request))
+    assert response.error_code == ErrorCode.NONE
+    assert rm.controller_epoch == 5
