@@ -4,7 +4,8 @@ Behaviour (Kafka's handleAddPartitionsToTxnRequest): v0-3 come from a transactio
 before its first write to each partition of a transaction: the coordinator adds them to the
 transaction (an Ongoing record in `__transaction_state`) and answers per partition. A partition
 this cluster does not have is UNKNOWN_TOPIC_OR_PARTITION and then nothing is added: every other
-partition answers OPERATION_NOT_ATTEMPTED. Errors: INVALID_PRODUCER_ID_MAPPING,
+partition answers OPERATION_NOT_ATTEMPTED; an internal topic (`__consumer_offsets`, added only
+through AddOffsetsToTxn) is TOPIC_AUTHORIZATION_FAILED the same way. Errors: INVALID_PRODUCER_ID_MAPPING,
 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2), CONCURRENT_TRANSACTIONS while the previous
 transaction's markers are written, INVALID_TXN_STATE, NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS. v4+ batch several transactions (Kafka's brokers use it to verify
@@ -16,6 +17,8 @@ from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
 
 from coordinator.handler_support import check_transaction, fenced_for
 from coordinator.transaction.results import not_attempted
+
+from broker.topics import is_internal
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 MIN_VERSION = 0
@@ -48,11 +51,17 @@ async def handle(broker, ctx, request):
 async def _add(broker, version, transactional_id, producer_id, producer_epoch, topics,
                verify_only) -> dict:
     partitions = [(t.name, p) for t in topics for p in t.partitions]
-    # KafkaApis checks the partitions before the coordinator is asked anything.
-    missing = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in partitions
-               if not _exists(broker, *tp)}
-    if missing:
-        return not_attempted(partitions, missing)
+    # KafkaApis checks the partitions before the coordinator is asked anything. A client's
+    # (before v4) internal topics are left out of its write authorization: refused whatever
+    # the authorizer (a transaction cannot write __consumer_offsets by itself).
+    failed = {}
+    for tp in partitions:
+        if version < 4 and is_internal(tp[0]):
+            failed[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif not _exists(broker, *tp):
+            failed[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if failed:
+        return not_attempted(partitions, failed)
     coordinator, error = check_transaction(broker, transactional_id)
     if error != ErrorCode.NONE:
         return {tp: error for tp in partitions}
