@@ -9,7 +9,7 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 
-from coordinator.handler_support import check_transaction, fenced_for, group_id_error
+from coordinator.handler_support import check_transaction, fenced_for
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 MIN_VERSION = 0
@@ -17,9 +17,9 @@ MAX_VERSION = 4
 
 
 async def handle(broker, ctx, request):
+    # No check of the group id here (Kafka has none): the TxnOffsetCommit that follows answers
+    # INVALID_GROUP_ID for an empty one.
     coordinator, error = check_transaction(broker, request.transactional_id)
-    if error == ErrorCode.NONE:
-        error = group_id_error(request.group_id)
     if error == ErrorCode.NONE:
         error = await coordinator.execute("add_offsets", request.transactional_id,
                                           request.producer_id, request.producer_epoch,

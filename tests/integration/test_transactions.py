@@ -300,11 +300,19 @@ def test_bad_transaction_requests_get_kafkas_errors(kafka_broker):
                         for t in response.results_by_topic_v3_and_below
                         for p in t.results_by_partition}
             assert codes(await add("nope", 0)) == {("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+            # Kafka leaves internal topics out of a client's write authorization.
+            assert codes(await add("__consumer_offsets", 0)) == {
+                ("__consumer_offsets", 0): E.TOPIC_AUTHORIZATION_FAILED}
             assert codes(await add("bad-txn", 0, producer_id=pid + 77)) == {
                 ("bad-txn", 0): E.INVALID_PRODUCER_ID_MAPPING}
             assert codes(await add("bad-txn", 0, producer_epoch=epoch - 1 if epoch else 5)) in (
                 {("bad-txn", 0): E.PRODUCER_FENCED}, {("bad-txn", 0): E.INVALID_PRODUCER_EPOCH})
             assert codes(await add("bad-txn", 0)) == {("bad-txn", 0): E.NONE}
+            # No group id check in AddOffsetsToTxn (Kafka's has none; TxnOffsetCommit has).
+            from protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+            offsets = await conn.send(AddOffsetsToTxnRequest(
+                transactional_id="bad", producer_id=pid, producer_epoch=epoch, group_id=""), 3)
+            assert offsets.error_code == E.NONE
             wrong = await conn.send(EndTxnRequest(transactional_id="bad", producer_id=pid,
                                                   producer_epoch=epoch + 1, committed=True), 3)
             assert wrong.error_code == E.PRODUCER_FENCED
