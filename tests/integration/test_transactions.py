@@ -472,3 +472,26 @@ def kafkajs_group_offset(bootstrap, topic) -> int:
         return offset.offset
     finally:
         consumer.close()
+
+
+def test_describe_producers_checks_the_topic_first_as_kafka(kafka_broker):
+    """KafkaApis.handleDescribeProducersRequest: an illegal name is INVALID_TOPIC_EXCEPTION and
+    a topic the metadata lacks UNKNOWN_TOPIC_OR_PARTITION, each with its message, for every
+    partition asked; a partition missing here has the code alone."""
+    from protocol.errors import ErrorCode as E
+    from protocol.messages.describe_producers import DescribeProducersRequest
+    create_topic(kafka_broker.bootstrap, "dp-known")
+
+    async def scenario(conn):
+        response = await conn.send(DescribeProducersRequest(topics=[
+            DescribeProducersRequest.TopicRequest(name=name, partition_indexes=[0, 7])
+            for name in ("bad name!", "dp-nowhere", "dp-known")]), 0)
+        got = {(t.name, p.partition_index): (p.error_code, p.error_message)
+               for t in response.topics for p in t.partitions}
+        assert got[("bad name!", 0)][0] == got[("bad name!", 7)][0] == E.INVALID_TOPIC_EXCEPTION
+        assert "illegal" in got[("bad name!", 7)][1]
+        assert got[("dp-nowhere", 7)] == (E.UNKNOWN_TOPIC_OR_PARTITION,
+                                          "This server does not host this topic-partition.")
+        assert got[("dp-known", 0)] == (E.NONE, None)
+        assert got[("dp-known", 7)] == (E.UNKNOWN_TOPIC_OR_PARTITION, None)
+    on_connection(kafka_broker.bootstrap, scenario)
