@@ -632,13 +632,15 @@ class ReplicaManager:
 
     def read(self, partitions, *, max_bytes: int, isolation_level: int = READ_UNCOMMITTED,
              replica_id: int = -1, hard_max_bytes_limit: bool = False,
-             client_rack: str | None = None, client_metadata: bool = False) -> dict:
+             client_rack: str | None = None, client_metadata: bool = False,
+             update_fetch_state: bool = True) -> dict:
         """Read `partitions` (objects with topic, partition, fetch_offset, partition_max_bytes,
         current_leader_epoch) in order; returns `{(topic, partition): ReadResult}`.
         `client_metadata`: a consumer's Fetch v11+, which a follower serves too (up to its high
         watermark), as Kafka's FetchParams.fetchOnlyLeader; `client_rack`: its rack, with which
         a leader that has replica.selector.class set may point it at a replica in its rack
-        (KIP-392)."""
+        (KIP-392). `update_fetch_state=False`: the read again after a delayed fetch's wait
+        (Kafka's readFromPurgatory), which does not move the follower's state a second time."""
         from_follower = replica_id >= 0
         follower_may_serve = client_metadata and not from_follower and \
             self.metadata_cache is not None
@@ -651,7 +653,8 @@ class ReplicaManager:
             key = (fp.topic, fp.partition)
             result = self._read_one(fp, min(fp.partition_max_bytes, limit_bytes),
                                     isolation_level, from_follower, replica_id,
-                                    min_one_message, client_rack, follower_may_serve)
+                                    min_one_message, client_rack, follower_may_serve,
+                                    update_fetch_state)
             results[key] = result
             if result.records_size > 0:
                 min_one_message = False
@@ -659,7 +662,8 @@ class ReplicaManager:
         return results
 
     def _read_one(self, fp, max_bytes, isolation_level, from_follower, replica_id,
-                  min_one_message, client_rack=None, follower_may_serve=False) -> ReadResult:
+                  min_one_message, client_rack=None, follower_may_serve=False,
+                  update_fetch_state=True) -> ReadResult:
         if fp.topic is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)
         part = self._partitions.get((fp.topic, fp.partition))
@@ -700,7 +704,7 @@ class ReplicaManager:
                                from_follower=from_follower, min_one_message=min_one_message,
                                current_leader_epoch=fp.current_leader_epoch,
                                follower_may_serve=follower_may_serve)
-            if from_follower:
+            if from_follower and update_fetch_state:
                 # Only a fetch that read (its offset is in range) says where the follower is.
                 self._follower_fetched(part, replica_id, fp.fetch_offset,
                                        getattr(fp, "log_start_offset", -1))

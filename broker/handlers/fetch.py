@@ -128,7 +128,9 @@ async def handle(broker, ctx, request):
             partitions, min_bytes=min_bytes, max_wait_ms=request.max_wait_ms,
             isolation_level=isolation_level, replica_id=replica_id,
             client_metadata=client_metadata)
-        results = replica_manager.read(partitions, **read_kwargs)
+        # Kafka's readFromPurgatory: the follower's position was taken by the first read (a
+        # second update could move it back, after a newer fetch from its other fetcher).
+        results = replica_manager.read(partitions, update_fetch_state=False, **read_kwargs)
 
     if version < 10 and replica_id < 0:
         _refuse_zstd_topics(replica_manager, results)

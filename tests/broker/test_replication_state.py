@@ -764,6 +764,26 @@ async def test_a_follower_fetch_updates_the_leaders_view_and_the_hw(brokers, clo
     assert part.high_watermark == 6
 
 
+async def test_the_read_after_a_delayed_follower_fetch_does_not_move_its_state_again(
+        brokers, clock):
+    """Kafka's readFromPurgatory: a follower fetch that waited is read again without updating
+    the follower's state; its catch-up fetcher's old request completing after a newer fetch
+    from its in-sync fetcher set the follower's end back to the old offset."""
+    b0 = brokers(0)
+    await b0.lisr(state(epoch=1, isr=(0, 1)))
+    part = b0.part()
+    append(part, 6)
+    b0.rm.read([fetch_request(4, 1, 1)], max_bytes=1 << 20, replica_id=1)   # waits
+    clock.now += 100
+    b0.rm.read([fetch_request(6, 1, 1)], max_bytes=1 << 20, replica_id=1)   # the other fetcher
+    assert part.follower_log_end_offsets[1] == 6
+    clock.now += 100
+    b0.rm.read([fetch_request(4, 1, 1)], max_bytes=1 << 20, replica_id=1,
+               update_fetch_state=False)                                   # the wait ends
+    assert part.follower_log_end_offsets[1] == 6
+    assert part.follower_last_fetch_ms[1] == clock.now - 100
+
+
 async def test_a_diverging_fetch_returns_the_epoch_and_no_records(brokers):
     b0 = brokers(0)
     await b0.lisr(state(epoch=1, isr=(0, 1)))
