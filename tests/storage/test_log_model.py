@@ -79,8 +79,15 @@ class LogModel(RuleBasedStateMachine):
 
     @rule(values=st.lists(st.binary(max_size=40), min_size=1, max_size=4))
     def append_idempotent(self, values):
-        last = self._last_idempotent()
-        seq = last[1] + len(last[2]) if last else self.next_seq
+        # The next sequence after the producer's last batch not truncated away, also when
+        # retention or DeleteRecords removed its data: the broker keeps a producer's state
+        # after its records go (Kafka's, until producer.id.expiration.ms). A log that forgot
+        # it (rebuilt from the log start) takes any sequence.
+        if self.idempotent:
+            first_seq, last_values = self.idempotent[max(self.idempotent)]
+            seq = first_seq + len(last_values)
+        else:
+            seq = self.next_seq
         info = self.log.append_as_leader(_idempotent_batch(seq, self.ts, values), leader_epoch=0)
         base = self.end
         assert not info.duplicate
