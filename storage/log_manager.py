@@ -63,6 +63,12 @@ class LogManager:
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._pending_dir_deletes: list[tuple[int, str, Log | None]] = []
         self._lock = threading.RLock()
+        # One checkpoint write at a time (Kafka's CheckpointFile lock): the flush task and the
+        # checkpoint task both write recovery points, through the same .tmp file.
+        self._checkpoint_lock = threading.Lock()
+        # Dirs whose checkpoint files still name a partition deleted since they were written:
+        # rewritten before a log is created there (see delete_log).
+        self._stale_checkpoint_dirs: set[str] = set()
         self._dir_locks: list = []          # storage.file_lock.FileLock, one per log dir
         self.loaded = False                 # startup() completed: shutdown() may write
         self.had_clean_shutdown: dict[str, bool] = {}
@@ -473,6 +479,8 @@ class LogManager:
 
         Loop (creating a log creates a folder and two empty files; no fsync)."""
         key = (topic, partition)
+        if self._stale_checkpoint_dirs and key not in self._logs:
+            self.write_checkpoints()         # outside self._lock: it takes the checkpoint lock
         with self._lock:
             existing = self._logs.get(key)
             if existing is not None:
@@ -524,6 +532,13 @@ class LogManager:
         files.fs.rename(doomed.dir, target)
         deadline = self._time_ms() + doomed.config.file_delete_delay_ms
         self._pending_dir_deletes.append((deadline, target, doomed))
+        # Kafka's asyncDelete rewrites the dir's checkpoints at once: their entries for this
+        # partition would be applied to a log created again under its name (a re-created
+        # topic) at the next start after a crash (its recovery skipped; an old log start
+        # above its end deleting every segment). Rewritten here before the next log is
+        # created in the dir, so deleting many partitions writes them once.
+        with self._lock:
+            self._stale_checkpoint_dirs.add(log_dir)
         return True
 
     def cleanup_deleted(self, now_ms: int | None = None) -> int:
@@ -550,8 +565,17 @@ class LogManager:
         (only renames; the files go in `cleanup_deleted`).  Returns the number of segments
         deleted."""
         now_ms = self._time_ms() if now_ms is None else now_ms
-        return sum(log_.delete_old_segments(now_ms) for log_ in self.logs()
-                   if not log_.config.compact)
+        deleted = 0
+        for log_ in self.logs():
+            if log_.config.compact:
+                continue
+            try:
+                deleted += log_.delete_old_segments(now_ms)
+            except OSError as exc:
+                # Kafka's maybeHandleIOException: the dir goes offline and the other logs
+                # still get their retention (the same log failed first every pass).
+                self.report_dir_failure(log_.dir, exc)
+        return deleted
 
     def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
         """producer.id.expiration.ms over every log.  Blocking (each log's lock)."""
@@ -579,17 +603,28 @@ class LogManager:
 
     def _write_checkpoint(self, name: str, value_of, futures: bool = False) -> None:
         """With `futures`, the future logs too, in their own dirs' files (Kafka's
-        recovery-point checkpoint has them: a partition is only once in a dir)."""
+        recovery-point checkpoint has them: a partition is only once in a dir). `value_of`
+        None for a log leaves it out."""
+        with self._checkpoint_lock:
+            with self._lock:
+                items = [(key, self._log_dir_of[key], l) for key, l in self._logs.items()]
+                if futures:
+                    items += [(key, d, l) for key, (d, l) in self.future_logs.items()]
+            for log_dir in self.online_dirs():
+                offsets = {key: value for key, d, l in items
+                           if d == log_dir and (value := value_of(l)) is not None}
+                try:
+                    checkpoints.write_offsets(os.path.join(log_dir, name), offsets)
+                except OSError as exc:
+                    self.report_dir_failure(log_dir, exc)
+
+    def write_checkpoints(self) -> None:
+        """Every checkpoint file of every online dir, now. Blocking (fsync)."""
         with self._lock:
-            items = [(key, self._log_dir_of[key], l) for key, l in self._logs.items()]
-            if futures:
-                items += [(key, d, l) for key, (d, l) in self.future_logs.items()]
-        for log_dir in self.online_dirs():
-            offsets = {key: value_of(l) for key, d, l in items if d == log_dir}
-            try:
-                checkpoints.write_offsets(os.path.join(log_dir, name), offsets)
-            except OSError as exc:
-                self.report_dir_failure(log_dir, exc)
+            self._stale_checkpoint_dirs.clear()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
 
     def checkpoint_recovery_points(self) -> None:
         """Blocking (fsync)."""
@@ -601,8 +636,11 @@ class LogManager:
         self._write_checkpoint(files.REPLICATION_CHECKPOINT, lambda l: l.high_watermark)
 
     def checkpoint_log_start_offsets(self) -> None:
-        """Blocking (fsync)."""
-        self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, lambda l: l.log_start_offset)
+        """Only log starts above the first segment's base, as Kafka's
+        checkpointLogStartOffsetsInDir (the others are where loading puts them). Blocking."""
+        self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT,
+                               lambda l: l.log_start_offset
+                               if l.log_start_offset > l.segments[0].base_offset else None)
 
     # -- shutdown ------------------------------------------------------------------------------
 

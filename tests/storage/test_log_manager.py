@@ -134,8 +134,9 @@ def test_retention_flush_and_checkpoints(tmp_path):
     assert not any(n.endswith(".deleted") for n in os.listdir(log_.dir))
     manager.checkpoint_log_start_offsets()
     manager.checkpoint_high_watermarks()
-    assert checkpoints.read_offsets(str(tmp_path / files.LOG_START_OFFSET_CHECKPOINT)) == {
-        ("r", 0): log_.log_start_offset}
+    # Retention moved the start to a segment's base: nothing to write (Kafka's rule).
+    assert log_.log_start_offset == log_.segments[0].base_offset
+    assert checkpoints.read_offsets(str(tmp_path / files.LOG_START_OFFSET_CHECKPOINT)) == {}
     # An unclean restart keeps the log start offset and validates the tail.
     for l in manager.logs():
         l.close()
@@ -323,3 +324,98 @@ def test_start_up_stops_when_no_log_dir_is_usable(tmp_path):
     a.write_text("not a directory")
     with pytest.raises(LogDirUnusable, match="Shutdown broker because none of the specified"):
         LogManager([str(a)], LogConfig()).startup()
+
+
+def test_a_recreated_topic_keeps_its_data_after_a_crash(tmp_path):
+    """Kafka's asyncDelete rewrites the dir's checkpoints: the deleted partition's old log
+    start (50, DeleteRecords) was applied to the re-created log at the next start after a
+    crash, above its end: every segment of the new topic deleted."""
+    clock = Clock()
+    config = LogConfig(segment_ms=10**12)
+    manager = LogManager([str(tmp_path)], config, time_ms=clock)
+    manager.startup()
+    old = manager.get_or_create_log("t", 0)
+    for i in range(60):
+        old.append_as_leader(batch([b"%d" % i]), 0)
+    old.update_high_watermark(60)
+    old.delete_records_before(50)
+    manager.flush_dirty(clock.ms + 10**6)
+    manager.checkpoint_log_start_offsets()
+    assert manager.delete_log("t", 0)
+    new = manager.get_or_create_log("t", 0)
+    for i in range(10):
+        new.append_as_leader(batch([b"new-%d" % i]), 0)
+    new.flush()
+    for l in manager.logs():
+        l.close_files()
+    manager.release_locks()                     # a crash: no clean shutdown, no checkpoints
+    again = LogManager([str(tmp_path)], config, time_ms=clock)
+    again.startup()
+    log_ = again.get_log("t", 0)
+    assert (log_.log_start_offset, log_.log_end_offset) == (0, 10)
+    again.shutdown()
+
+
+def test_log_start_checkpoint_names_only_moved_starts(tmp_path):
+    """Kafka's checkpointLogStartOffsetsInDir: only a log start above the first segment's
+    base (the others are where loading puts them), as the fixtures written by Kafka show."""
+    manager = LogManager([str(tmp_path)], LogConfig(segment_ms=10**12))
+    manager.startup()
+    moved, kept = manager.get_or_create_log("m", 0), manager.get_or_create_log("k", 0)
+    for log_ in (moved, kept):
+        for i in range(3):
+            log_.append_as_leader(batch([b"x"]), 0)
+        log_.update_high_watermark(3)
+    moved.delete_records_before(2)
+    manager.checkpoint_log_start_offsets()
+    assert checkpoints.read_offsets(str(tmp_path / files.LOG_START_OFFSET_CHECKPOINT)) == {
+        ("m", 0): 2}
+    manager.shutdown()
+
+
+def test_checkpoint_writers_do_not_race(tmp_path):
+    """The flush task and the checkpoint task both write recovery points through the same
+    .tmp file: without Kafka's per-file lock the second rename failed and took the log dir
+    offline."""
+    import threading
+    failures = []
+    manager = LogManager([str(tmp_path)], LogConfig(segment_ms=10**12))
+    manager.on_dir_failure = lambda log_dir, exc: failures.append(exc)
+    manager.startup()
+    for p in range(20):
+        manager.get_or_create_log("t", p)
+
+    def write():
+        for _ in range(100):
+            manager.checkpoint_recovery_points()
+    threads = [threading.Thread(target=write) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len(checkpoints.read_offsets(str(tmp_path / files.RECOVERY_POINT_CHECKPOINT))) == 20
+    manager.shutdown()
+
+
+def test_one_logs_io_error_does_not_stop_retention_of_the_others(tmp_path, monkeypatch):
+    clock = Clock()
+    config = LogConfig(segment_bytes=200, retention_bytes=300, file_delete_delay_ms=0,
+                       segment_ms=10**12)
+    failures = []
+    manager = LogManager([str(tmp_path)], config, time_ms=clock)
+    manager.on_dir_failure = lambda log_dir, exc: failures.append(log_dir)
+    manager.startup()
+    logs = [manager.get_or_create_log("r", p) for p in range(3)]
+    for log_ in logs:
+        for i in range(10):
+            log_.append_as_leader(batch([b"y" * 80]), 0)
+        log_.update_high_watermark(log_.log_end_offset)
+
+    def broken(now_ms):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(logs[0], "delete_old_segments", broken)
+    assert manager.run_retention() > 0
+    assert failures == [str(tmp_path)]
+    assert all(log_.log_start_offset > 0 for log_ in logs[1:])
+    manager.shutdown()
