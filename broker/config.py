@@ -541,6 +541,9 @@ BROKER_CONFIGS = [
            "transaction keeps it)."),
     _c("producer.id.expiration.check.interval.ms", "int", 600000, at_least(1), "low",
        doc="How often expired producer ids are removed (Kafka's internal setting)."),
+    _c("log.initial.task.delay.ms", "long", 30000, at_least(0), "low",
+       doc="How long after start the first log retention pass and checkpoints run (Kafka's "
+           "internal setting; never later than their own interval here)."),
     # --- security
     _c("sasl.enabled.mechanisms", "list", ["GSSAPI"], None, "medium",
        doc="SASL mechanisms of SASL listeners; plaintext listeners enable none."),

@@ -476,12 +476,15 @@ class Broker:
         idle_ms = config.connections_max_idle_ms
         if idle_ms >= 0:                       # -1: idle connections are never closed (Kafka)
             self._every(max(0.05, min(idle_ms / 4000, 10.0)), self._reap_idle)
+        # Kafka's LogManager starts retention and its checkpoints log.initial.task.delay.ms
+        # after start (30 s), not a whole interval (5 min for retention) later.
+        initial_s = config.get("log.initial.task.delay.ms") / 1000
         self._every(config.log_retention_check_interval_ms / 1000, self._retention,
-                    executor=True)
+                    executor=True, first_s=initial_s)
         self._every(config.replica_high_watermark_checkpoint_interval_ms / 1000,
                     self._checkpoint_high_watermarks, executor=True)
         self._every(config.log_flush_offset_checkpoint_interval_ms / 1000 or 60,
-                    self._checkpoint_recovery_points, executor=True)
+                    self._checkpoint_recovery_points, executor=True, first_s=initial_s)
         # flush_dirty also fsyncs segments that rolled since the last pass (Kafka flushes a
         # segment when it rolls, which moves the recovery point), so it runs at least every
         # ROLL_FLUSH_CHECK_S even when log.flush.scheduler.interval.ms leaves flushing to the OS.
@@ -490,10 +493,14 @@ class Broker:
         self._every(config.get("producer.id.expiration.check.interval.ms") / 1000,
                     self._expire_producer_ids, executor=True)
 
-    def _every(self, interval_s: float, fn, executor: bool = False) -> None:
+    def _every(self, interval_s: float, fn, executor: bool = False,
+               first_s: float | None = None) -> None:
+        """`fn` every `interval_s`, the first time after min(`first_s`, `interval_s`)."""
         async def run():
+            wait = interval_s if first_s is None else min(first_s, interval_s)
             while True:
-                await asyncio.sleep(interval_s)
+                await asyncio.sleep(wait)
+                wait = interval_s
                 try:
                     if executor:
                         await self.loop.run_in_executor(None, fn)
@@ -507,7 +514,14 @@ class Broker:
         self.connections.reap_idle(self.loop.time(), self.config.connections_max_idle_ms / 1000)
 
     def _retention(self):
-        self.log_manager.run_retention(self.time.ms())
+        try:
+            self.log_manager.run_retention(self.time.ms())
+        finally:
+            self._cleanup_deleted()
+
+    def _cleanup_deleted(self):
+        # Files of deleted segments and partitions go once file.delete.delay.ms has passed
+        # (checked with every flush pass, about every second, as Kafka schedules each).
         cleanup = getattr(self.log_manager, "cleanup_deleted", None)
         if cleanup is not None:
             cleanup()
@@ -520,7 +534,10 @@ class Broker:
         self.log_manager.checkpoint_log_start_offsets()
 
     def _flush(self):
-        self.log_manager.flush_dirty(self.time.ms())
+        try:
+            self.log_manager.flush_dirty(self.time.ms())
+        finally:
+            self._cleanup_deleted()
 
     def _expire_producer_ids(self):
         removed = self.log_manager.remove_expired_producers(

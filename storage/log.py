@@ -931,6 +931,8 @@ class Log:
 
     def delete_expired_files(self, now_ms: int | None = None, force: bool = False) -> int:
         """Unlink the .deleted segments whose delay has passed.  Returns how many."""
+        if not self._pending_deletes:
+            return 0                        # the usual case, checked about every second
         now_ms = self._time_ms() if now_ms is None else now_ms
         with self._lock:
             due = [s for d, s in self._pending_deletes if force or d <= now_ms]

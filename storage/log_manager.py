@@ -530,7 +530,8 @@ class LogManager:
             self.cleaner.forget(topic, partition)
         target = os.path.join(log_dir, files.delete_dir_name(topic, partition))
         files.fs.rename(doomed.dir, target)
-        deadline = self._time_ms() + doomed.config.file_delete_delay_ms
+        # The broker's log.segment.delete.delay.ms, not the topic's (Kafka's deleteLogs)
+        deadline = self._time_ms() + self.default_config.file_delete_delay_ms
         self._pending_dir_deletes.append((deadline, target, doomed))
         # Kafka's asyncDelete rewrites the dir's checkpoints at once: their entries for this
         # partition would be applied to a log created again under its name (a re-created

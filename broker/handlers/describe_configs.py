@@ -72,7 +72,8 @@ QUOTA_RATES = frozenset({"leader.replication.throttled.rate", "follower.replicat
                          "replica.alter.log.dirs.io.max.bytes.per.second"})
 # Settings of this broker that Kafka's config has not (cluster.id) or keeps internal: listed only
 # when set, as Kafka lists any property of server.properties.
-UNLISTED = frozenset({"cluster.id", "producer.id.expiration.check.interval.ms"})
+UNLISTED = frozenset({"cluster.id", "producer.id.expiration.check.interval.ms",
+                      "log.initial.task.delay.ms"})
 # The type Kafka declares where this broker parses a list ("listeners" is a STRING in Kafka's
 # SocketServerConfigs, log.dirs in its log configs, replica.selector.class a STRING too).
 KAFKA_TYPES = {"listeners": "string", "advertised.listeners": "string", "log.dirs": "string",

@@ -220,3 +220,26 @@ def test_a_start_that_times_out_has_closed_what_it_opened(monkeypatch):
     with pytest.raises(TimeoutError, match="did not start within 0.3 s"):
         broker.start()
     assert events == ["shut down"]
+
+
+def test_a_deleted_topics_files_go_after_file_delete_delay_ms_not_the_retention_interval():
+    """Kafka schedules each deletion file.delete.delay.ms ahead; ours waited for the next
+    retention pass (log.retention.check.interval.ms, 5 minutes by default) on top."""
+    import asyncio
+    import time
+    with EmbeddedBroker(config={"log.segment.delete.delay.ms": 100,
+                                "log.retention.check.interval.ms": 300000},
+                        topics={"doomed": 1}) as kafka:
+        kafka.produce("doomed", [b"x"])
+
+        async def delete():
+            from broker.client.admin import Admin
+            from broker.client.cluster import ClusterClient
+            async with ClusterClient(kafka.bootstrap_servers) as cluster:
+                await Admin(cluster).delete_topics(["doomed"])
+        asyncio.run(delete())
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+                n.startswith("doomed-0") for n in os.listdir(kafka.data_dir)):
+            time.sleep(0.1)
+        assert not [n for n in os.listdir(kafka.data_dir) if n.startswith("doomed-0")]
