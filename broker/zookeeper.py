@@ -31,6 +31,11 @@ from broker.zk_data import (BadVersionError, CheckOp, CreateOp, DeleteOp, NodeEx
 
 log = logging.getLogger(__name__)
 
+# kazoo's reconnection: attempts at most a second apart, for ever, as the Java client's
+# (under a second between attempts). kazoo's default backs off to an hour: after a 30 s
+# ZooKeeper restart it came back 50 s later, every session expired, every broker out.
+RECONNECT = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
+
 _EVENT_TYPES = {EventType.CREATED: "CREATED", EventType.DELETED: "DELETED",
                 EventType.CHANGED: "CHANGED", EventType.CHILD: "CHILD"}
 
@@ -74,6 +79,7 @@ class ZkClient:
         self._listeners: list = []
         self._connected = asyncio.Event()
         self._lost = False
+        self._sessions = 0          # sessions that expired: an operation is tied to its own
         self._closing = False
         self._pending_watches: dict = {}
 
@@ -85,13 +91,15 @@ class ZkClient:
         hosts, chroot = split_chroot(self.connect_string)
         timeout = self.connection_timeout_ms / 1000
         if chroot:
-            bare = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000)
+            bare = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000,
+                               connection_retry=dict(RECONNECT))
             try:
                 await self._loop.run_in_executor(None, self._start_client, bare, timeout)
                 await self._loop.run_in_executor(None, bare.ensure_path, chroot)
             finally:
                 await self._loop.run_in_executor(None, self._stop_client, bare)
-        client = KazooClient(hosts=self.connect_string, timeout=self.session_timeout_ms / 1000)
+        client = KazooClient(hosts=self.connect_string, timeout=self.session_timeout_ms / 1000,
+                             connection_retry=dict(RECONNECT))
         client.add_listener(self._state_changed)
         await self._loop.run_in_executor(None, self._start_client, client, timeout)
         self._client = client
@@ -132,7 +140,8 @@ class ZkClient:
 
     def add_session_listener(self, fn) -> None:
         """`fn(state)` on the loop, state "expired" (the session is gone with its ephemeral
-        znodes and watches), "connected" (a new session after an expiry) or "suspended"."""
+        znodes and watches), "connected" (a new session after an expiry), "suspended" (the
+        connection is lost) or "resumed" (back in the same session)."""
         self._listeners.append(fn)
 
     def _state_changed(self, state) -> None:          # kazoo's thread
@@ -148,6 +157,8 @@ class ZkClient:
             self._loop.call_soon_threadsafe(self._notify, "connected" if renewed else "resumed")
 
     def _notify(self, state: str) -> None:
+        if state == "expired":
+            self._sessions += 1
         if state in ("expired", "suspended"):
             self._connected.clear()
         else:
@@ -203,11 +214,18 @@ class ZkClient:
 
     async def _call(self, start):
         """Run `start(client)` (a kazoo *_async call) and await its result; retried after a
-        connection loss once connected again."""
+        connection loss once connected again, in the same session (SessionExpiredError
+        once it expired)."""
+        session = self._sessions
         while True:
             client = self._client
             if client is None:
                 raise ZkError("ZooKeeper client is closed")
+            if self._sessions != session:
+                # Kafka's ZooKeeperClientExpiredException: an operation of a session that
+                # expired is not run again on the next one (a deposed controller's event
+                # would finish there, unfenced).
+                raise SessionExpiredError("ZooKeeper session expired")
             future = self._loop.create_future()
             loop = self._loop
 
@@ -323,7 +341,8 @@ class ZkReader:
     `with ZkReader("127.0.0.1:2181") as zk: zk.get("/controller")`."""
 
     def __init__(self, connect: str, timeout_s: float = 10.0):
-        self._client = KazooClient(hosts=connect, timeout=timeout_s)
+        self._client = KazooClient(hosts=connect, timeout=timeout_s,
+                                   connection_retry=dict(RECONNECT))
         self._timeout = timeout_s
 
     def __enter__(self) -> "ZkReader":
