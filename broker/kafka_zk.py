@@ -158,8 +158,14 @@ class KafkaZk:
             return now
         raise ControllerMovedError(f"controller is {controller}, not {broker_id}")
 
+    async def delete_controller(self, epoch_zk_version: int) -> None:
+        """Kafka's deleteController: give up /controller (so the brokers elect again), fenced
+        by the controller epoch's version."""
+        await self._guarded(epoch_zk_version, [DeleteOp(zd.CONTROLLER)])
+
     async def _guarded(self, epoch_zk_version: int, ops: list) -> list:
         """Run `ops` after the controller-epoch check; ControllerMovedError if it fails."""
+        _refuse_unelected(epoch_zk_version)
         results = await self.zk.multi([CheckOp(zd.CONTROLLER_EPOCH, epoch_zk_version), *ops])
         if isinstance(results[0], BaseException) and not _rolled_back(results[0]):
             raise ControllerMovedError("controller epoch changed: another broker is controller")
@@ -310,6 +316,7 @@ class KafkaZk:
         await self._guarded(epoch_zk_version, [DeleteOp(zd.delete_topic_path(topic))])
 
     async def _check_epoch(self, epoch_zk_version: int) -> None:
+        _refuse_unelected(epoch_zk_version)
         results = await self.zk.multi([CheckOp(zd.CONTROLLER_EPOCH, epoch_zk_version)])
         if isinstance(results[0], BaseException):
             raise ControllerMovedError("controller epoch changed: another broker is controller")
@@ -491,3 +498,11 @@ def _rolled_back(exc: BaseException) -> bool:
 
 __all__ = ["KafkaZk", "ControllerMovedError", "BrokerIdTakenError", "TopicExistsError",
            "BadVersionError", "NoNodeError", "ZkError"]
+
+
+def _refuse_unelected(epoch_zk_version: int) -> None:
+    """A controller write with no epoch version of its own (-1: a context reset by a
+    resignation) would match any version in ZooKeeper's check: refused, as Kafka's reset
+    context (epochZkVersion 0, which no election leaves) is fenced."""
+    if epoch_zk_version < 0:
+        raise ControllerMovedError("not the controller (no controller epoch version)")

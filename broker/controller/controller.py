@@ -175,7 +175,26 @@ class KafkaController:
         self.active_controller_id = self.broker_id
         log.info("%s %d successfully elected as the controller. Epoch incremented to %d and "
                  "epoch zk version is now %d", self.log_prefix, self.broker_id, epoch, version)
-        await self._on_controller_failover()
+        try:
+            await self._on_controller_failover()
+        except (ControllerMovedError, asyncio.CancelledError):
+            raise
+        except Exception:                               # noqa: BLE001 - Kafka's elect()
+            # Half a failover is no controller: give /controller up so the brokers elect
+            # again (Kafka's triggerControllerMove), rather than hold it with a partial view.
+            log.exception("%s Error while electing or becoming controller on broker %d. "
+                          "Trigger controller movement immediately", self.log_prefix,
+                          self.broker_id)
+            await self._trigger_controller_move(version)
+
+    async def _trigger_controller_move(self, epoch_zk_version: int) -> None:
+        self._resign()
+        self.active_controller_id = None
+        try:
+            await self.kzk.delete_controller(epoch_zk_version)
+        except ControllerMovedError:
+            log.warning("%s Controller has already moved when trying to trigger controller "
+                        "movement", self.log_prefix)
 
     async def _on_controller_change(self) -> None:
         was_active = self.is_active

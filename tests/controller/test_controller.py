@@ -1153,3 +1153,55 @@ async def test_a_failed_log_dir_moves_leadership_and_marks_the_replica_offline()
         assert active(nodes).controller.ctx.offline_replicas == {}
     finally:
         await shutdown(nodes)
+
+
+async def test_a_resigned_controllers_write_is_fenced_whatever_the_version_it_holds():
+    """A controller's context reset by its resignation holds no epoch version (-1, ZooKeeper's
+    match-any): a write made with it is refused (Kafka's reset sets 0, which no election
+    leaves). An event in flight at the session expiry deleted /admin/delete_topics/t for the
+    next controller this way."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[1], "t", {0: [0, 1, 2]})
+        await settle(nodes)
+        old = nodes[0].controller
+        old._resign()                      # as at a session expiry, with an event in flight
+        assert old.ctx.epoch_zk_version == -1
+        await nodes[1].kzk.mark_topic_for_deletion("t")
+        with pytest.raises(ControllerMovedError):
+            await nodes[0].kzk.remove_deletion_mark("t", old.ctx.epoch_zk_version)
+        assert zd.delete_topic_path("t") in server.nodes
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_failover_that_fails_gives_up_controller_and_the_brokers_elect_again():
+    """Kafka's elect(): an error in onControllerFailover triggers a controller move (resign,
+    delete /controller fenced by its epoch), so no broker holds /controller with half a view
+    (dead brokers then stayed in ISRs for good)."""
+    server = FakeZooKeeper()
+    nodes = [Node(server, i) for i in range(3)]
+    await nodes[0].kzk.create_top_level_paths()
+    for node in nodes:
+        await node.register()
+    await create_topic(nodes[1], "t", {0: [0, 1, 2]})
+    real = nodes[0].kzk.get_all_topics
+    calls = []
+
+    async def failing_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("injected")
+        return await real(*args, **kwargs)
+    nodes[0].kzk.get_all_topics = failing_once
+    try:
+        for node in nodes:
+            await node.controller.startup()
+        await settle(nodes)
+        await settle(nodes)
+        c = active(nodes).controller
+        assert c.ctx.epoch >= 2                      # elected again after the move
+        assert ("t", 0) in c.ctx.states               # with the whole view this time
+        assert sorted(c.ctx.live_brokers) == [0, 1, 2]
+    finally:
+        await shutdown(nodes)
