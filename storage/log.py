@@ -52,8 +52,8 @@ from storage.leader_epoch import LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.producer_state import LogProducerState, ProducerStateManager
 from storage.txn_index import AbortedTxn
-from storage.record_batch import (MAGIC_V2, PARTITION_LEADER_EPOCH_OFFSET, RecordBatchView,
-                                  peek_batches)
+from storage.record_batch import (MAGIC_V2, NO_TIMESTAMP, PARTITION_LEADER_EPOCH_OFFSET,
+                                  RecordBatchView, peek_batches)
 from storage.compression import CorruptRecordError
 from storage.segment import BatchInfo, LogSegment
 from storage.validation import ORIGIN_CLIENT, Settings, validate_and_assign_offsets
@@ -125,6 +125,9 @@ class Log:
         name = os.path.basename(self.dir)
         parsed = files.parse_partition_dir(name) or files.parse_future_dir(name)
         self.topic, self.partition = parsed if parsed else (os.path.basename(self.dir), 0)
+        # Kafka's log lines start so: "[UnifiedLog partition=t-0, dir=/var/kafka-logs] "
+        self._ident = f"[UnifiedLog partition={self.topic}-{self.partition}, " \
+                      f"dir={os.path.dirname(self.dir)}] "
         self.config = config
         self._settings = (None, None)  # (config, its validation Settings): see append_as_leader
         self._time_ms = _time_ms_of(time_ms)
@@ -606,13 +609,15 @@ class Log:
         active = segments[-1]
         if active.size == 0 and active.base_offset == new_base:
             return active
+        started = time.monotonic()
         active.on_become_inactive()
         self._take_producer_snapshot()
         segment = self._new_segment(new_base, created_ms=now_ms)
         segment.make_active()
         self._set_segments(segments + [segment])
         self._dir_dirty = True
-        log.debug("Rolled %s-%d at offset %d", self.topic, self.partition, new_base)
+        log.info("%sRolled new log segment at offset %d in %d ms.", self._ident, new_base,
+                 (time.monotonic() - started) * 1000)
         return segment
 
     def needs_flush(self, now_ms: int | None = None) -> bool:
@@ -852,6 +857,8 @@ class Log:
                                        f"{self.partition} past the high watermark "
                                        f"{self._high_watermark} (asked {offset})")
             if offset > self._log_start_offset:
+                log.info("%sIncremented log start offset to %d due to ClientRecordDeletion",
+                         self._ident, offset)
                 self._log_start_offset = offset
                 self.leader_epoch_cache.truncate_from_start(offset)
                 self.producer_state.manager.truncate_head(offset)
@@ -876,9 +883,17 @@ class Log:
             deleted = 0
             config = self.config
             if config.delete and config.retention_ms >= 0:
+                def by_time(doomed):
+                    for seg in doomed:
+                        based = "the largest record timestamp in the segment" \
+                            if seg.max_timestamp != NO_TIMESTAMP \
+                            else "the last modified time of the segment"
+                        log.info("%sDeleting segment %s due to log retention time %dms breach "
+                                 "based on %s", self._ident, _describe(seg),
+                                 config.retention_ms, based)
                 deleted += self._delete_where(
                     lambda seg, nxt: now_ms - seg.largest_timestamp > config.retention_ms,
-                    now_ms)
+                    now_ms, by_time, "SegmentDeletion")
             if config.delete and config.retention_bytes >= 0:
                 excess = [self.size_in_bytes - config.retention_bytes]
 
@@ -887,13 +902,29 @@ class Log:
                         excess[0] -= seg.size
                         return True
                     return False
-                deleted += self._delete_where(too_big, now_ms)
+
+                def by_size(doomed):
+                    size = self.size_in_bytes
+                    for seg in doomed:
+                        size -= seg.size
+                        log.info("%sDeleting segment %s due to log retention size %d breach. "
+                                 "Log size after deletion will be %d.", self._ident,
+                                 _describe(seg), config.retention_bytes, size)
+                deleted += self._delete_where(too_big, now_ms, by_size, "SegmentDeletion")
+
+            def by_start(doomed):
+                log.info("%sDeleting segments due to log start offset %d breach: %s",
+                         self._ident, self._log_start_offset,
+                         ",".join(_describe(seg) for seg in doomed))
             deleted += self._delete_where(
                 lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset,
-                now_ms)
+                now_ms, by_start)
             return deleted
 
-    def _delete_where(self, predicate, now_ms: int) -> int:
+    def _delete_where(self, predicate, now_ms: int, tell=None, reason: str | None = None) -> int:
+        """Deletes the leading segments `predicate(segment, next)` holds for, below the high
+        watermark; `tell(doomed)` logs why (Kafka's SegmentDeletionReason), `reason` names
+        the log start's move."""
         segments = self._segments
         doomed = []
         for i, segment in enumerate(segments):
@@ -906,11 +937,16 @@ class Log:
             doomed.append(segment)
         if not doomed:
             return 0
+        if tell is not None:
+            tell(doomed)
         if len(doomed) == len(segments):
             self._roll(self._log_end_offset, now_ms)     # never delete the active segment
             segments = self._segments
         self._schedule_delete(doomed)
         self._set_segments(segments[len(doomed):])
+        if self._segments[0].base_offset > self._log_start_offset and reason is not None:
+            log.info("%sIncremented log start offset to %d due to %s", self._ident,
+                     self._segments[0].base_offset, reason)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._delete_snapshots(below=self._segments[0].base_offset)
@@ -974,3 +1010,17 @@ class Log:
 
 def _epoch_or_none(epoch):
     return -1 if epoch is None else epoch
+
+
+def _describe(segment) -> str:
+    """A segment as Kafka's LogSegment.toString names it in log lines."""
+    return (f"LogSegment(baseOffset={segment.base_offset}, size={segment.size}, "
+            f"lastModifiedTime={_mtime_ms(segment.path)}, "
+            f"largestRecordTimestamp={segment.max_timestamp})")
+
+
+def _mtime_ms(path: str) -> int:
+    try:
+        return int(os.stat(path).st_mtime * 1000)
+    except OSError:
+        return 0

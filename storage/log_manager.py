@@ -530,6 +530,8 @@ class LogManager:
             self.cleaner.forget(topic, partition)
         target = os.path.join(log_dir, files.delete_dir_name(topic, partition))
         files.fs.rename(doomed.dir, target)
+        log.info("Log for partition %s-%d is renamed to %s and is scheduled for deletion",
+                 topic, partition, target)
         # The broker's log.segment.delete.delay.ms, not the topic's (Kafka's deleteLogs)
         deadline = self._time_ms() + self.default_config.file_delete_delay_ms
         self._pending_dir_deletes.append((deadline, target, doomed))
@@ -552,6 +554,9 @@ class LogManager:
             if deleted_log is not None:
                 deleted_log.close_files()
             shutil.rmtree(path, ignore_errors=True)
+            if deleted_log is not None:
+                log.info("Deleted log for partition %s-%d in %s.", deleted_log.topic,
+                         deleted_log.partition, path)
         removed = len(due)
         for log_ in self.logs():
             removed += log_.delete_expired_files(now_ms)

@@ -201,7 +201,8 @@ def test_truncate_to_drops_segments_batches_indexes_and_epochs(tmp_path):
     check_log(log_)
 
 
-def test_retention_by_bytes_time_and_log_start(tmp_path):
+def test_retention_by_bytes_time_and_log_start(tmp_path, caplog):
+    caplog.set_level("INFO", logger="storage.log")
     clock = Clock()
     log_ = open_log(tmp_path / "t-0", clock, segment_bytes=300, retention_ms=60_000,
                     file_delete_delay_ms=1000)
@@ -214,6 +215,14 @@ def test_retention_by_bytes_time_and_log_start(tmp_path):
     deleted = log_.delete_old_segments(NOW + 130_000)        # records older than 70_000 expire
     assert deleted >= 1
     assert log_.log_start_offset == log_.segments[0].base_offset > 0
+    # Kafka's lines, for an operator's grep
+    ident = f"[UnifiedLog partition=t-0, dir={tmp_path}] "
+    assert f"{ident}Deleting segment LogSegment(baseOffset=0, size=" in caplog.text
+    assert "due to log retention time 60000ms breach based on the largest record timestamp " \
+           "in the segment" in caplog.text
+    assert f"{ident}Incremented log start offset to {log_.log_start_offset} due to " \
+           "SegmentDeletion" in caplog.text
+    assert f"{ident}Rolled new log segment at offset " in caplog.text
     assert all(s.max_timestamp >= NOW + 70_000 for s in log_.segments[:-1])
     log_.config.retention_bytes = log_.active_segment.size
     log_.config.retention_ms = -1
