@@ -444,6 +444,10 @@ class Broker:
                 self.config.set_dynamic(values, cluster_default=cluster_default)
             except ConfigError as exc:
                 log.error("Ignoring invalid persisted dynamic %s config: %s", which, exc)
+        if self.log_manager is not None:
+            # Kafka's reconfigureDefaultLogConfig: what the log manager itself reads (the
+            # delay before a deleted partition's files go, new logs' defaults)
+            self.log_manager.default_config = self.config.topic_config()
         if self.loop is not None and self.loop.is_running():
             self.loop.create_task(self.reconfigure_cleaner())
 

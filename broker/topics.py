@@ -487,8 +487,12 @@ class TopicManager:
             log.warning(warning)
 
     def apply_log_configs(self, names=None) -> None:
-        """Push the current effective LogConfig to every live log of these topics (all: None)."""
+        """Push the current effective LogConfig to every live log of these topics (all: None:
+        the broker's defaults changed, which the log manager reads too)."""
         replica_manager = self.broker.replica_manager
+        log_manager = getattr(self.broker, "log_manager", None)
+        if names is None and log_manager is not None:
+            log_manager.default_config = self.broker.config.topic_config()
         topics = self.store.list_topics() if names is None else [
             t for t in (self.store.get_topic(n) for n in names) if t is not None]
         for topic in topics:

@@ -222,21 +222,29 @@ def test_a_start_that_times_out_has_closed_what_it_opened(monkeypatch):
     assert events == ["shut down"]
 
 
-def test_a_deleted_topics_files_go_after_file_delete_delay_ms_not_the_retention_interval():
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_deleted_topics_files_go_after_file_delete_delay_ms_not_the_retention_interval(
+        dynamic):
     """Kafka schedules each deletion file.delete.delay.ms ahead; ours waited for the next
     retention pass (log.retention.check.interval.ms, 5 minutes by default) on top."""
     import asyncio
     import time
-    with EmbeddedBroker(config={"log.segment.delete.delay.ms": 100,
-                                "log.retention.check.interval.ms": 300000},
+    # `dynamic`: the delay set as a dynamic cluster default (Kafka's
+    # reconfigureDefaultLogConfig), over a static one of 10 minutes
+    delay = {"log.segment.delete.delay.ms": 600000 if dynamic else 100}
+    with EmbeddedBroker(config={**delay, "log.retention.check.interval.ms": 300000},
                         topics={"doomed": 1}) as kafka:
         kafka.produce("doomed", [b"x"])
 
         async def delete():
-            from broker.client.admin import Admin
+            from broker.client.admin import OP_SET, RESOURCE_BROKER, Admin
             from broker.client.cluster import ClusterClient
             async with ClusterClient(kafka.bootstrap_servers) as cluster:
-                await Admin(cluster).delete_topics(["doomed"])
+                admin = Admin(cluster)
+                if dynamic:
+                    await admin.incremental_alter_configs(
+                        RESOURCE_BROKER, "", [("log.segment.delete.delay.ms", OP_SET, "100")])
+                await admin.delete_topics(["doomed"])
         asyncio.run(delete())
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(
