@@ -111,10 +111,11 @@ class ClusterMembership:
         return broker_id
 
     async def load_configs(self, store) -> None:
-        await store.load_from_zookeeper(self.kzk)
+        # Notifications already there are applied by reading /config: start after them. Listed
+        # first, so a change written while /config is read is applied by the listener.
         changes = await self.kzk.get_config_changes()
-        # Notifications already there were applied by reading /config: start after them.
         self._config_change_seq = max((zd.sequence_number(c) for c in changes), default=-1)
+        await store.load_from_zookeeper(self.kzk)
 
     def broker_info(self) -> zd.BrokerInfo:
         endpoints = tuple(
@@ -223,8 +224,14 @@ class ClusterMembership:
             seq = zd.sequence_number(name)
             if seq <= self._config_change_seq:
                 continue
+            try:
+                entity_path = await self.kzk.read_config_change(name)
+            except zd.ZkError as exc:
+                # Not marked done: read again on the next round (the next watch, or the
+                # re-registration after a session expiry), as Kafka's listener.
+                log.warning("Could not read config change %s: %s", name, exc)
+                return
             self._config_change_seq = seq
-            entity_path = await self.kzk.read_config_change(name)
             if entity_path is None:
                 continue
             try:
@@ -233,6 +240,10 @@ class ClusterMembership:
                 log.error("Ignoring config change %s: %s", name, exc)
             except Exception as exc:            # noqa: BLE001 - one bad change, not the rest
                 log.error("Error processing config change %s (%s): %s", name, entity_path, exc)
+        try:
+            await self.kzk.purge_config_changes(changes, self.broker.time.ms())
+        except zd.ZkError as exc:
+            log.warning("Could not purge old config change notifications: %s", exc)
 
     async def _apply_config_change(self, entity_path: str) -> None:
         store = self.broker.metadata

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 WRITES_PER_MULTI = 100
 
 
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000     # Kafka's changeExpirationMs
+
+
 class ControllerMovedError(Exception):
     """This broker is no longer the controller (its epoch check failed)."""
 
@@ -478,6 +481,23 @@ class KafkaZk:
     async def get_config_changes(self, watch=None) -> list:
         return [c for c in await self.zk.children(zd.CONFIG_CHANGES, watch) or []
                 if c.startswith(zd.CONFIG_CHANGE_PREFIX)]
+
+    async def purge_config_changes(self, names, now_ms: int,
+                                   expiration_ms: int = CONFIG_CHANGE_EXPIRATION_MS) -> int:
+        """Kafka's purgeObsoleteNotifications: notifications older than 15 minutes are
+        deleted (every broker has applied them by then; without this /config/changes grows
+        for ever, and every broker lists it on each change). Returns how many went."""
+        purged = 0
+        for name in names:
+            path = f"{zd.CONFIG_CHANGES}/{name}"
+            stat = await self.zk.exists(path)
+            if stat is not None and now_ms - stat.ctime > expiration_ms:
+                try:
+                    await self.zk.delete(path)
+                    purged += 1
+                except NoNodeError:
+                    pass                        # another broker purged it first
+        return purged
 
     async def read_config_change(self, name: str):
         """The entity path a notification names, or None when it is gone or unreadable."""

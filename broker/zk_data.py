@@ -468,6 +468,7 @@ class Stat:
     version: int                # data version (the partition epoch of a state znode)
     czxid: int                  # creation zxid (the broker epoch of /brokers/ids/N)
     ephemeral_owner: int = 0    # session id of an ephemeral znode's owner, else 0
+    ctime: int = 0              # creation time, ms since the epoch
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,7 +59,7 @@ def _error(exc: BaseException) -> BaseException:
 def _stat(stat) -> Stat | None:
     if stat is None:
         return None
-    return Stat(stat.version, stat.czxid, stat.ephemeralOwner)
+    return Stat(stat.version, stat.czxid, stat.ephemeralOwner, stat.ctime)
 
 
 def split_chroot(connect: str) -> tuple:

@@ -18,6 +18,7 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
 
+from broker import zk_data as zd
 from broker.config import BROKER_CONFIG, TOPIC_CONFIG, format_value
 from broker.handlers.alter_configs import (BROKER, TOPIC, alter_resource, broker_target,
                                            check_no_duplicates, check_no_nulls, check_topic_resource,
@@ -32,15 +33,28 @@ MAX_VERSION = 1
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _current(broker, resource_type, resource_name) -> tuple:
-    """(current overrides, table of definitions)."""
+async def _current(broker, resource_type, resource_name) -> tuple:
+    """(current overrides, table of definitions). In a cluster from ZooKeeper, as Kafka's
+    ZkAdminManager (fetchEntityConfig): this broker's copy lags behind a change just made
+    through another broker, and building on it would undo that change."""
     if resource_type == TOPIC:
         check_topic_resource(broker, resource_name)
-        return broker.metadata.topic_config(resource_name), TOPIC_CONFIG
-    if resource_type == BROKER:
+        entity, cached, table = "topics", broker.metadata.topic_config(resource_name), \
+            TOPIC_CONFIG
+        name = resource_name
+    elif resource_type == BROKER:
         target = broker_target(broker, resource_name)
-        return broker.metadata.broker_config(target), BROKER_CONFIG
-    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+        entity, cached, table = "brokers", broker.metadata.broker_config(target), BROKER_CONFIG
+        name = zd.DEFAULT_ENTITY if target is None else str(target)
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+    kzk = getattr(getattr(broker, "cluster", None), "kzk", None)
+    if kzk is None:
+        return cached, table
+    try:
+        return await kzk.get_entity_config(entity, name), table
+    except zd.ZNodeDataError:
+        return {}, table                        # a hand-edited znode: written over, as Kafka
 
 
 def _apply(values, table, config):
@@ -121,7 +135,8 @@ async def handle(broker, ctx, request):
             if resource.resource_type == BROKER_LOGGER:
                 _alter_loggers(broker, resource, request.validate_only)
                 continue
-            values, table = _current(broker, resource.resource_type, resource.resource_name)
+            values, table = await _current(broker, resource.resource_type,
+                                           resource.resource_name)
             for config in resource.configs:
                 _apply(values, table, config)
             await alter_resource(broker, resource.resource_type, resource.resource_name, values,

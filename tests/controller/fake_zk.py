@@ -17,14 +17,18 @@ from broker.zk_data import (BadVersionError, CheckOp, CreateOp, DeleteOp, NodeEx
 
 
 class _Node:
-    __slots__ = ("data", "version", "czxid", "owner", "cversion")
+    __slots__ = ("data", "version", "czxid", "owner", "cversion", "ctime")
 
-    def __init__(self, data, czxid, owner):
+    def __init__(self, data, czxid, owner, ctime=0):
         self.data = data
         self.version = 0
         self.czxid = czxid
         self.owner = owner
         self.cversion = 0
+        self.ctime = ctime
+
+    def stat(self):
+        return Stat(self.version, self.czxid, self.owner, self.ctime)
 
 
 def _parent(path: str) -> str:
@@ -39,6 +43,7 @@ class FakeZooKeeper:
         self.data_watches: dict[str, list] = {}
         self.child_watches: dict[str, list] = {}
         self.writes = 0
+        self.now_ms = lambda: 0             # the creation time znodes get (ctime)
 
     def client(self) -> "FakeZkClient":
         return FakeZkClient(self, next(self.sessions))
@@ -80,7 +85,8 @@ class FakeZooKeeper:
             if path in nodes:
                 raise NodeExistsError(path)
             if dry is None:
-                nodes[path] = _Node(op.data, next(self.zxid), session if op.ephemeral else 0)
+                nodes[path] = _Node(op.data, next(self.zxid), session if op.ephemeral else 0,
+                                    self.now_ms())
                 nodes[parent].cversion += 1 if not op.sequence else 0
                 self.writes += 1
                 self._changed(path, "CREATED")
@@ -99,7 +105,7 @@ class FakeZooKeeper:
                 node.version += 1
                 self.writes += 1
                 self._changed(op.path, "CHANGED")
-                return Stat(node.version, node.czxid, node.owner)
+                return node.stat()
             return None
         if isinstance(op, DeleteOp):
             node = nodes.get(op.path)
@@ -152,14 +158,14 @@ class FakeZkClient:
             return None
         if watch is not None:
             _add_watch(server.data_watches, path, watch)
-        return node.data, Stat(node.version, node.czxid, node.owner)
+        return node.data, node.stat()
 
     async def exists(self, path, watch=None):
         server = self._live()
         if watch is not None:
             _add_watch(server.data_watches, path, watch)
         node = server.nodes.get(path)
-        return None if node is None else Stat(node.version, node.czxid, node.owner)
+        return None if node is None else node.stat()
 
     async def children(self, path, watch=None):
         server = self._live()
