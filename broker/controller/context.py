@@ -226,6 +226,7 @@ class RequestBatch:
         partitions = (list(ctx.all_partitions()) if self.update_metadata_all_partitions
                       else sorted(self.update_metadata_partitions))
         live = ctx.live_or_shutting_down_ids()
+        online = ctx.live_ids()          # Kafka's isReplicaOnline: shutting down is offline
         by_topic: dict[str, list] = {}
         for topic, p in partitions:
             state = ctx.states.get((topic, p))
@@ -239,7 +240,7 @@ class RequestBatch:
                     leader=LEADER_DURING_DELETE if deleting else state.leader,
                     leader_epoch=state.leader_epoch, isr=list(state.isr),
                     zk_version=state.partition_epoch, replicas=list(replicas),
-                    offline_replicas=[r for r in replicas if r not in live
+                    offline_replicas=[r for r in replicas if r not in online
                                       or r in ctx.offline_replicas.get((topic, p), ())]))
         return UpdateMetadataRequest(
             controller_id=self.controller_id, is_k_raft_controller=False, type=0,

@@ -242,7 +242,7 @@ class KafkaController:
             await self._load_topic(topic)
         await self._load_partition_states(list(ctx.all_partitions()))
         marks = await self.kzk.get_topics_to_delete(watch=self._watch(self._on_topic_deletion))
-        ctx.topics_to_delete = {t for t in marks if t in ctx.assignments}
+        await self._init_deletions(marks)
         # The live brokers first (no partitions), so every broker knows every leader's
         # endpoint before any LeaderAndIsr arrives; then every replica's current state.
         batch = self._batch()
@@ -601,10 +601,18 @@ class KafkaController:
         batch.add_update_metadata(brokers)
         self._send(batch)
         batch = self._batch()
+        online = []
         for b in brokers:
             for tp in ctx.partitions_on_broker(b):
-                if tp in ctx.states and tp[0] not in ctx.topics_to_delete:
+                # Only a deletion that started leaves the replica alone (Kafka's
+                # OnlineReplica for the others: one waiting for a reassignment to finish
+                # would otherwise never fetch, and neither would finish).
+                if tp in ctx.states and tp[0] not in ctx.deletion_started:
                     batch.leader_and_isr.setdefault(b, {})[tp] = False
+                    online.append(tp)
+        # Every broker learns the replicas are back (offline_replicas), as Kafka's
+        # addLeaderAndIsrRequestForBrokers also queues UpdateMetadata to all of them.
+        batch.add_update_metadata(ctx.live_or_shutting_down_ids(), online)
         self._resume_deletions_on(set(brokers), batch)
         self._send(batch)
         await self._trigger_online_partition_state_change()
@@ -650,10 +658,32 @@ class KafkaController:
         if topic in ctx.topics_to_delete:
             log.error("%s Skipping adding partitions %s to topic %s: it is being deleted",
                       self.log_prefix, sorted(added), topic)
+            # Kafka's restorePartitionReplicaAssignment: the znode goes back to the
+            # partitions the deletion waits for (a later controller would wait on the others)
+            await self._write_assignment(topic)
             return
         log.info("%s New partitions to be added %s", self.log_prefix, added)
         ctx.assignments[topic].update(added)
         await self._init_new_partitions([(topic, p) for p in sorted(added)])
+
+    async def _init_deletions(self, marks) -> None:
+        """Kafka's TopicDeletionManager.init at a failover: with delete.topic.enable=false the
+        marks are removed, not acted on (a mark left from before deletion was disabled, or
+        written by a tool); a mark whose topic is gone (a crash between the deletion's last
+        writes) is completed, so the name can be used again."""
+        ctx = self.ctx
+        if not (self.config is None or self.config.get("delete.topic.enable")):
+            for topic in marks:
+                log.info("%s Removing %s from the deletion queue: delete.topic.enable is false",
+                         self.log_prefix, topic)
+                await self.kzk.remove_deletion_mark(topic, ctx.epoch_zk_version)
+            ctx.topics_to_delete = set()
+            return
+        ctx.topics_to_delete = {t for t in marks if t in ctx.assignments}
+        for topic in sorted(set(marks) - ctx.topics_to_delete):
+            log.info("%s Completing the deletion of topic %s (its replicas are gone)",
+                     self.log_prefix, topic)
+            await self.kzk.delete_topic_znodes(topic, ctx.epoch_zk_version)
 
     async def _on_topic_deletion(self) -> None:
         if not self.is_active:
@@ -718,17 +748,21 @@ class KafkaController:
         for topic, waiting in sorted(self.ctx.deletion_started.items()):
             self._stop_for_deletion(batch, sorted(r for r in waiting if r[0] in brokers))
 
-    async def stop_replica_response(self, broker_id: int, response) -> None:
-        """A StopReplica(delete) was answered: the deletion of a topic completes when every
-        replica has answered without error."""
+    async def stop_replica_response(self, broker_id: int, response, deleted=None) -> None:
+        """A StopReplica was answered: the deletion of a topic completes when every replica
+        has answered one with delete=true (`deleted`: those partitions of the request; Kafka's
+        isPartitionDeleted) without error."""
         ctx = self.ctx
         for error in response.partition_errors or []:
             topic = error.topic_name
             waiting = ctx.deletion_started.get(topic)
             if waiting is None:
                 continue
+            tp = (topic, error.partition_index)
+            if deleted is not None and tp not in deleted:
+                continue                    # a controlled shutdown's delete=false answer
             if error.error_code == ErrorCode.NONE and response.error_code == ErrorCode.NONE:
-                waiting.discard((broker_id, (topic, error.partition_index)))
+                waiting.discard((broker_id, tp))
             if not waiting:
                 await self._complete_deletion(topic)
 
@@ -1105,7 +1139,7 @@ class KafkaController:
         batch = self._batch()
         for b in brokers:
             for tp in ctx.partitions_on_broker(b):
-                if tp in ctx.states and tp[0] not in ctx.topics_to_delete:
+                if tp in ctx.states and tp[0] not in ctx.deletion_started:
                     batch.leader_and_isr.setdefault(b, {})[tp] = False
         self._send(batch)
 
@@ -1290,7 +1324,9 @@ class KafkaController:
         for broker, api, request, version in batch.requests():
             callback = None
             if api == "StopReplica":
-                callback = self._stop_replica_callback(broker)
+                deleted = {(t.topic_name, ps.partition_index) for t in request.topic_states
+                           for ps in t.partition_states if ps.delete_partition}
+                callback = self._stop_replica_callback(broker, deleted)
             elif api == "LeaderAndIsr":
                 callback = self._leader_and_isr_callback(broker)
             self.sender.send(broker, request, version, callback)
@@ -1301,10 +1337,10 @@ class KafkaController:
                 self.enqueue(self.leader_and_isr_response, broker, response)
         return done
 
-    def _stop_replica_callback(self, broker: int):
+    def _stop_replica_callback(self, broker: int, deleted: set):
         def done(response):
             if not self._stopped:
-                self.enqueue(self.stop_replica_response, broker, response)
+                self.enqueue(self.stop_replica_response, broker, response, deleted)
         return done
 
 

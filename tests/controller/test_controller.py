@@ -1205,3 +1205,145 @@ async def test_a_failover_that_fails_gives_up_controller_and_the_brokers_elect_a
         assert sorted(c.ctx.live_brokers) == [0, 1, 2]
     finally:
         await shutdown(nodes)
+
+
+async def test_a_new_controller_with_deletion_disabled_removes_marks_and_deletes_nothing():
+    cfg = Config({"delete.topic.enable": False})
+    server, nodes = await cluster(config=cfg)
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0]})
+        await settle(nodes)
+        c = active(nodes)
+        # A mark left from before deletion was disabled (or written by a tool), found by the
+        # next controller: Kafka's TopicDeletionManager.init removes it and deletes nothing.
+        await c.controller.shutdown()
+        await nodes[1].zk.create("/admin/delete_topics/t", b"")
+        server.expire(c.zk)
+        await settle([n for n in nodes if n is not c])
+        c2 = active([n for n in nodes if n is not c])
+        assert not c2.controller.ctx.topics_to_delete
+        assert not [s for s in c2.sender.sent if s[1] == "StopReplica"]
+        assert not await c2.kzk.is_marked_for_deletion("t")
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_new_controller_completes_a_deletion_whose_topic_is_gone():
+    server, nodes = await cluster()
+    try:
+        c = active(nodes)
+        await c.controller.shutdown()
+        await nodes[1].zk.create("/admin/delete_topics/gone", b"")
+        server.expire(c.zk)
+        rest = [n for n in nodes if n is not c]
+        await settle(rest)
+        c2 = active(rest)
+        assert not await c2.kzk.is_marked_for_deletion("gone")
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_restarted_broker_is_no_longer_offline_in_the_other_brokers_metadata():
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0]})
+        await settle(nodes)
+        c = active(nodes)
+        victim = nodes[2] if c is not nodes[2] else nodes[1]
+        server.expire(victim.zk)
+        await settle(nodes)
+        c.sender.take()
+        await come_back(server, victim)
+        await settle(nodes)
+        ums = [(b, r) for b, api, r, _ in c.sender.take("UpdateMetadata")]
+        others = [r for b, r in ums if b != victim.id]
+        told = [p for r in others for ts in r.topic_states if ts.topic_name == "t"
+                for p in ts.partition_states]
+        assert told and all(p.offline_replicas == [] for p in told)
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_restarted_reassignment_target_of_a_topic_queued_for_deletion_fetches():
+    server, nodes = await cluster(4)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        node = active(nodes)
+        c = node.controller
+        target = [n for n in nodes if n is not node and n.id not in (0, 1)][0]
+        got = await c.enqueue(c.alter_partition_reassignments, {("t", 0): [0, target.id]})
+        assert got[("t", 0)][0] == ErrorCode.NONE
+        await nodes[0].kzk.mark_topic_for_deletion("t")
+        await settle(nodes)
+        assert "t" in c.ctx.topics_to_delete and "t" not in c.ctx.deletion_started
+        server.expire(target.zk)
+        await settle(nodes)
+        node.sender.take()
+        await come_back(server, target)
+        await settle(nodes)
+        lai = [(b, r) for b, api, r, _ in node.sender.take("LeaderAndIsr") if b == target.id]
+        assert lai, "restarted reassignment target never told to fetch: reassignment and deletion stuck"
+    finally:
+        await shutdown(nodes)
+
+
+async def test_only_a_delete_true_answer_counts_towards_a_deletion():
+    """Kafka's isPartitionDeleted: a controlled shutdown's StopReplica(delete=false) answered
+    while the topic is being deleted does not complete the deletion (the broker could then stop
+    before deleting, its log left behind)."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1]})
+        await settle(nodes)
+        await nodes[0].kzk.mark_topic_for_deletion("t")
+        await settle(nodes)
+        c = active(nodes).controller
+        assert c.ctx.deletion_started["t"] == {(0, ("t", 0)), (1, ("t", 0))}
+        answer = StopReplicaResponse(error_code=0, partition_errors=[
+            StopReplicaResponse.StopReplicaPartitionError(topic_name="t", partition_index=0,
+                                                          error_code=0)])
+        await c.enqueue(c.stop_replica_response, 0, answer, set())            # delete=false
+        assert (0, ("t", 0)) in c.ctx.deletion_started["t"]
+        await c.enqueue(c.stop_replica_response, 0, answer, {("t", 0)})       # delete=true
+        assert c.ctx.deletion_started["t"] == {(1, ("t", 0))}
+    finally:
+        await shutdown(nodes)
+
+
+async def test_partitions_added_to_a_topic_being_deleted_are_taken_out_of_its_znode():
+    """Kafka's restorePartitionReplicaAssignment: the topic znode goes back to the partitions
+    the deletion waits for (a later controller would wait for the added ones too)."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 2]})
+        await settle(nodes)
+        server.expire(nodes[2].zk)                       # the deletion waits for broker 2
+        await settle(nodes[:2])
+        await nodes[0].kzk.mark_topic_for_deletion("t")
+        await settle(nodes[:2])
+        assignment, version = await nodes[0].kzk.get_topic("t")
+        assignment.partitions[1] = [0, 1]
+        await nodes[0].kzk.set_topic("t", assignment, version)
+        await settle(nodes[:2])
+        again, _ = await nodes[0].kzk.get_topic("t")
+        assert sorted(again.partitions) == [0]
+    finally:
+        await shutdown(nodes)
+
+
+async def test_replicas_on_a_broker_shutting_down_are_offline_in_update_metadata():
+    """Kafka's isReplicaOnline leaves out brokers in controlled shutdown."""
+    server, nodes = await cluster()
+    try:
+        await create_topic(nodes[0], "t", {0: [2, 1, 0]})
+        await settle(nodes)
+        node = active(nodes)
+        c = node.controller
+        node.sender.take()
+        await c.enqueue(c.controlled_shutdown, 2, nodes[2].epoch)
+        told = [p for _, _, r, _ in node.sender.take("UpdateMetadata")
+                for ts in r.topic_states for p in ts.partition_states]
+        assert told and all(2 in p.offline_replicas for p in told)
+    finally:
+        await shutdown(nodes)
