@@ -704,15 +704,15 @@ class ReplicaManager:
                                from_follower=from_follower, min_one_message=min_one_message,
                                current_leader_epoch=fp.current_leader_epoch,
                                follower_may_serve=follower_may_serve)
-            if from_follower and update_fetch_state:
-                # Only a fetch that read (its offset is in range) says where the follower is.
-                self._follower_fetched(part, replica_id, fp.fetch_offset,
-                                       getattr(fp, "log_start_offset", -1))
-                quota = self.leader_quota
-                if quota is not None and result.records_size and replica_id not in part.isr \
-                        and quota.is_throttled(fp.topic, fp.partition) and quota.is_exceeded():
-                    # Kafka's shouldLeaderThrottle: an out-of-sync replica of a throttled
-                    # partition gets no records while the leader's quota is used up.
+            if from_follower:
+                if update_fetch_state:
+                    # Only a fetch that read (its offset is in range) says where the follower
+                    # is; the read again after a wait does not (readFromPurgatory).
+                    self._follower_fetched(part, replica_id, fp.fetch_offset,
+                                           getattr(fp, "log_start_offset", -1))
+                if result.records_size and self._leader_throttles(part, replica_id):
+                    # Kafka's shouldLeaderThrottle, on every read: an out-of-sync replica of a
+                    # throttled partition gets no records while the leader's quota is used up.
                     result = ReadResult(ErrorCode.NONE, result.high_watermark,
                                         result.last_stable_offset, result.log_start_offset, b"")
             return result
@@ -770,6 +770,11 @@ class ReplicaManager:
                 asked += 1
         return asked
 
+    def _leader_throttles(self, part, replica_id: int) -> bool:
+        quota = self.leader_quota
+        return quota is not None and replica_id not in part.isr \
+            and quota.is_throttled(part.topic, part.partition) and quota.is_exceeded()
+
     def partition_bytes_available(self, fp, min_bytes: int, isolation_level: int,
                                   replica_id: int, client_metadata: bool = False) -> int:
         """For the purgatory: bytes `fp` could read now (capped near `min_bytes`). A partition
@@ -790,6 +795,9 @@ class ReplicaManager:
                 return min_bytes                # out of range now: answer with the error
             if replica_id < 0 and part.behind_readable_segment(fp.fetch_offset, isolation_level):
                 return min_bytes                # DelayedFetch case F: at once
+            if replica_id >= 0 and self._leader_throttles(part, replica_id):
+                return 0                        # DelayedFetch: a throttled partition's bytes
+                                                # do not count (its answer would be empty)
             # at most the partition's own limit counts (DelayedFetch case G)
             limit = min(min_bytes, getattr(fp, "partition_max_bytes", min_bytes))
             return part.bytes_available(fp.fetch_offset, limit, isolation_level,

@@ -461,3 +461,23 @@ async def test_a_waiting_acks_all_write_whose_partition_goes_gets_kafkas_error(m
     await asyncio.wait_for(waiting, 1)
     assert results[("t", 0)].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert results[("t", 1)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+
+
+async def test_the_leader_throttle_holds_after_a_follower_fetch_waits(manager):
+    """Kafka's shouldLeaderThrottle applies on every read, the one after a wait too, and
+    DelayedFetch does not count a throttled partition's bytes: a throttled, out-of-sync
+    follower gets nothing and waits max_wait_ms, as from Kafka (the wait ended at once and the
+    read after it sent the records: a leader-side throttle held nothing back)."""
+    from broker.replication_quota import ReplicationQuota
+    part = manager.get_partition("t", 0)
+    part.make_leader(1, [0, 1])                        # follower 1 is not in the ISR
+    manager.append_records({("t", 0): batch(2)}, 1)
+    quota = ReplicationQuota(0, lambda: 1, lambda topic: "*")
+    quota.record(10_000)                               # used up
+    manager.leader_quota = quota
+    request = fetch(offset=0)
+    assert manager.partition_bytes_available(request, 1, 0, replica_id=1) == 0
+    for update in (True, False):
+        read = manager.read([request], max_bytes=1000, replica_id=1,
+                            update_fetch_state=update)[("t", 0)]
+        assert read.error_code == ErrorCode.NONE and read.records_size == 0
