@@ -13,9 +13,9 @@ topic's `leader.replication.throttled.replicas` / `follower.replication.throttle
   here ("p:<this broker>" in the follower list); while it is above the limit, the fetcher
   leaves out those partitions it has not caught up on (broker/replica_fetcher.py).
 
-The rate is Kafka's: bytes over the last `replication.quota.window.num` windows of
-`replication.quota.window.size.seconds`, divided by at least (windows - 1) windows, so a new
-throttle allows a burst of about ten seconds' worth before it bites.
+The rate is Kafka's (its SimpleRate): bytes over the last `replication.quota.window.num`
+windows of `replication.quota.window.size.seconds`, divided by the time since the oldest of
+them began, at least one window: a new throttle bites after about one second's worth.
 """
 import collections
 import time
@@ -80,12 +80,13 @@ class ReplicationQuota:
             samples.append([now, size])
 
     def rate(self) -> float:
-        """Bytes per second measured as Kafka's Rate does."""
+        """Bytes per second measured as Kafka's SimpleRate (ReplicationQuotaManager's sensor):
+        not its Rate's floor of (windows - 1) windows, which client quotas use."""
         now = self._clock()
         self._trim(now)
         if not self._samples:
             return 0.0
-        elapsed = max(now - self._samples[0][0], (self._windows - 1) * self._window_s)
+        elapsed = max(now - self._samples[0][0], self._window_s)
         return sum(size for _, size in self._samples) / elapsed
 
     def is_exceeded(self) -> bool:

@@ -18,18 +18,22 @@ def test_throttled_partitions_of_a_broker():
     assert throttled_partitions("", 7) == set() and throttled_partitions(None, 7) == set()
 
 
-def test_rate_is_measured_over_at_least_ten_windows():
+def test_rate_is_measured_over_at_least_one_window_as_kafkas_simple_rate():
+    """ReplicationQuotaManager's SimpleRate: divided by the time since the oldest sample began,
+    at least one window (not Rate's ten, which let ten times the rate through first)."""
     clock = Clock()
     limit = [1000]
     configs = {"t": "0:1"}
     quota = ReplicationQuota(1, lambda: limit[0], configs.get, clock=clock)
     assert quota.is_throttled("t", 0) and not quota.is_throttled("t", 1)
     assert not quota.is_throttled("u", 0)
-    quota.record(9_000)                      # 9 KB at once: 900 B/s over 10 s
+    quota.record(900)                        # 900 B/s over the first second
     assert not quota.is_exceeded()
-    quota.record(2_000)
+    quota.record(200)
     assert quota.is_exceeded()               # 1,100 B/s
-    clock.now += 12                          # the windows slide out
+    clock.now += 10                          # 1,100 B over 10 s
+    assert quota.rate() == 110 and not quota.is_exceeded()
+    clock.now += 2                           # the windows slide out
     assert quota.rate() == 0 and not quota.is_exceeded()
     limit[0] = LONG_MAX
     quota.record(10**9)
