@@ -282,7 +282,7 @@ class ReplicaFetcher:
             except Exception as exc:                # noqa: BLE001 - connection trouble
                 log.warning("[%s] Error sending fetch request to broker %d: %s",
                             self.name, self.leader_id, exc)
-                self.session.reset()
+                self.session.reset(close=True)      # Kafka's handleError: close, start anew
                 for state in self.partitions.values():
                     state.ahead = None
                 await self._close()
@@ -440,7 +440,9 @@ class ReplicaFetcher:
         session = self.session
         full, sent, forgotten, topic_ids, uses_ids = session.pending
         if response.error_code in _SESSION_ERRORS:
-            session.reset()
+            # Kafka's FetchSessionHandler: the next full request also closes the old session
+            # on the leader, unless the leader does not have it any more.
+            session.reset(close=response.error_code != ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
             return False
         if full:
             session.reset()
@@ -450,6 +452,8 @@ class ReplicaFetcher:
                 session.sent = dict(sent)
                 session.topic_ids = dict(topic_ids)
                 session.uses_topic_ids = uses_ids
+        elif response.session_id == INVALID_SESSION_ID:
+            session.reset()                     # the leader closed the session: full again
         else:
             session.sent.update(sent)
             for tp in forgotten:

@@ -142,3 +142,26 @@ def test_a_replica_out_of_the_isr_fetches_apart_until_it_caught_up():
         finally:
             await manager.shutdown()
     asyncio.run(scenario())
+
+
+def test_session_errors_and_a_closed_session_as_kafkas_fetch_session_handler():
+    """A session error closes the old session with the next full request (unless the leader
+    lost it: FETCH_SESSION_ID_NOT_FOUND), and an incremental answer with session id 0 (the
+    leader closed it) makes the next request full."""
+    from types import SimpleNamespace
+    from protocol.errors import ErrorCode
+    from broker.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID
+
+    def answered(code, session_id=5):
+        session = FetchSession()
+        session.session_id, session.epoch = 5, 3
+        session.pending = (False, {}, [], {}, True)
+        ReplicaFetcher._session_answered(SimpleNamespace(session=session), SimpleNamespace(
+            error_code=code, session_id=session_id))
+        return session
+    assert answered(ErrorCode.INVALID_FETCH_SESSION_EPOCH).closing_id == 5
+    assert answered(ErrorCode.FETCH_SESSION_ID_NOT_FOUND).closing_id == INVALID_SESSION_ID
+    closed = answered(ErrorCode.NONE, session_id=0)
+    assert (closed.session_id, closed.epoch) == (INVALID_SESSION_ID, INITIAL_EPOCH)
+    kept = answered(ErrorCode.NONE)
+    assert (kept.session_id, kept.epoch) == (5, 4)
