@@ -2,12 +2,12 @@
 ReplicaAlterLogDirsThread does it.
 
 `LogDirMover.move(tp, dir)` creates the partition's *future* log in the target dir
-(``<topic>-<partition>.<uuid>-future``, storage/log_manager.py) and copies the current log
-into it batch by batch, byte for byte (`append_as_follower`), in an executor of its own, at
-most `replica.alter.log.dirs.io.max.bytes.per.second`. The partition stays served from its
-current log meanwhile. When the future log is within FINAL_BYTES of the end, the last batches
-are copied and the logs swapped on the event loop thread, where appends run, so none can slip
-in between; the old log is then deleted as a deleted partition's is.
+(``<topic>-<partition>.<uuid>-future``, storage/log_manager.py) and copies the current log into
+it batch by batch, byte for byte (`append_as_follower`), in an executor of its own, all moves
+together at most `replica.alter.log.dirs.io.max.bytes.per.second`. The partition stays served
+from its current log meanwhile. When the future log is within FINAL_BYTES of the end, the last
+batches are copied and the logs swapped on the event loop thread, where appends run, so none
+can slip in between; the old log is then deleted as a deleted partition's is.
 
 Before each chunk the future log is cut back to where it still agrees with the current log,
 judged by leader epochs as a follower truncates against its leader (`_align`): a current log
@@ -30,6 +30,7 @@ CHUNK_BYTES = 4 * 1024 * 1024        # copied per executor call
 FINAL_BYTES = 1024 * 1024            # what is left for the loop thread to copy before the swap
 LONG_MAX = 2**63 - 1
 RETRY = -1                           # _copy_chunk: nothing copied, try again
+THROTTLE_CHECK_S = 0.1               # how often a throttled move looks at its quota again
 
 
 def _copy_chunk(current, future, max_bytes: int) -> int:
@@ -115,6 +116,7 @@ class LogDirMover:
         self._keep: set = set()                  # paused moves: their future logs are kept
         self._running: set = set()               # chunks being copied (concurrent futures)
         self._executor = None
+        self._quota = None                       # the broker's alter-log-dirs quota
 
     def moving(self) -> dict:
         return {tp: d for tp, (d, _) in self._tasks.items()}
@@ -254,8 +256,19 @@ class LogDirMover:
                 del self._tasks[tp]
 
     async def _throttle(self, copied: int) -> None:
-        config = self.rm.config
-        rate = config.get("replica.alter.log.dirs.io.max.bytes.per.second") \
-            if config is not None else LONG_MAX
-        if 0 < rate < LONG_MAX:
-            await asyncio.sleep(copied / rate)
+        """Kafka's alter-log-dirs quota: one for the broker, shared by every move, the bytes
+        copied recorded and the next chunk held while the rate is above
+        replica.alter.log.dirs.io.max.bytes.per.second (read each time: a change applies
+        within THROTTLE_CHECK_S)."""
+        if self._quota is None:
+            from broker.replication_quota import ReplicationQuota
+
+            def rate():
+                config = self.rm.config
+                value = config.get("replica.alter.log.dirs.io.max.bytes.per.second") \
+                    if config is not None else LONG_MAX
+                return value if value and value > 0 else LONG_MAX
+            self._quota = ReplicationQuota(-1, rate, lambda topic: "*")
+        self._quota.record(copied)
+        while not self._stopping and self._quota.is_exceeded():
+            await asyncio.sleep(THROTTLE_CHECK_S)

@@ -213,3 +213,34 @@ def test_alter_replica_log_dirs_answers_each_partition_as_kafka(tmp_path):
         await rm.log_dir_mover.drain()
         lm.shutdown()
     asyncio.run(scenario())
+
+
+def test_a_throttled_move_speeds_up_as_soon_as_the_rate_is_raised(tmp_path, monkeypatch):
+    """Kafka's alter-log-dirs quota is looked at before every fetch: raising or removing
+    replica.alter.log.dirs.io.max.bytes.per.second (kafka-reassign-partitions.sh --verify
+    removes it) applies at once (a move here slept copied/rate, minutes at a low rate)."""
+    import asyncio
+
+    from broker import log_dir_mover
+    monkeypatch.setattr(log_dir_mover, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(log_dir_mover, "FINAL_BYTES", 2000)
+
+    async def scenario():
+        rm, lm, dirs = _two_dir_broker(tmp_path)
+        rm.alter_replica_log_dirs({("t", 0): dirs[1]})
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        _, future = lm.future_logs[("t", 0)]
+        assert future.log_end_offset == 10                 # one chunk, then throttled
+        del rm.config["replica.alter.log.dirs.io.max.bytes.per.second"]
+        for _ in range(100):
+            if ("t", 0) not in lm.future_logs:
+                break
+            await asyncio.sleep(0.02)
+        part = rm.get_partition("t", 0)
+        moved = os.path.dirname(part.log.dir) == dirs[1] and part.log.log_end_offset == 200
+        rm.shutdown()
+        await rm.log_dir_mover.drain()
+        lm.shutdown()
+        return moved
+    assert asyncio.run(scenario())
