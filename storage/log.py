@@ -312,6 +312,12 @@ class Log:
         return self._view[0][-1]
 
     @property
+    def first_segment_base(self) -> int:
+        """The oldest segment's base offset (Kafka's localLogStartOffset), without copying the
+        segment list."""
+        return self._view[0][0].base_offset
+
+    @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._view[0])
 
@@ -519,10 +525,11 @@ class Log:
             path = files.segment_path(self.dir, offset, files.SNAPSHOT_SUFFIX)
             if limit < offset <= self._log_end_offset:
                 continue                    # kept: it is fine, only past the rebuild point
-            # One below the log start (a follower's start follows the leader's; DeleteRecords)
-            # lacks the batches between it and the start, which the replay (from the start)
-            # would skip: removed, as Kafka's truncateAndReload removes it.
-            if self._log_start_offset <= offset <= limit:
+            # One at or below the log start is removed, as Kafka's truncateAndReload removes
+            # it: below, it lacks the batches between it and the start, which the replay (from
+            # the start) would skip (a follower's start follows the leader's; DeleteRecords);
+            # at it, Kafka starts from the log start with no producers either.
+            if self._log_start_offset < offset <= limit:
                 try:
                     with open(path, "rb") as fh:
                         manager = ProducerStateManager.decode_snapshot(fh.read(), offset)

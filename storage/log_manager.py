@@ -225,6 +225,12 @@ class LogManager:
                 high_watermark=high_watermarks.get(key, 0),
                 log_start_offset=start_offsets.get(key, 0),
                 had_clean_shutdown=clean)))
+        named = set(recovery_points) | set(high_watermarks) | set(start_offsets)
+        if named - {job[1] for job in jobs} - {f[1] for f in futures}:
+            # Entries of a partition deleted before a crash: written away before a log is
+            # created here (see delete_log), across this restart too.
+            with self._lock:
+                self._stale_checkpoint_dirs.add(log_dir)
         return jobs, futures
 
     def verify_meta_properties(self, cluster_id: str | None = None,
@@ -433,11 +439,12 @@ class LogManager:
         current.mark_deleted()
         target = os.path.join(old_dir, files.delete_dir_name(*key))
         files.fs.rename(current.dir, target)
-        deadline = self._time_ms() + current.config.file_delete_delay_ms
+        deadline = self._time_ms() + self.default_config.file_delete_delay_ms
         with self._lock:
             self._logs[key] = new
             self._log_dir_of[key] = log_dir
             self._pending_dir_deletes.append((deadline, target, current))
+            self._stale_checkpoint_dirs.add(old_dir)      # as delete_log
         log.info("Moved %s-%d from %s to %s", key[0], key[1], old_dir, log_dir)
         return new
 
@@ -477,7 +484,9 @@ class LogManager:
         topic this broker hosted before) is not created empty while a log dir is offline, as
         Kafka's getOrCreateLog: its data may be on that dir (StorageError).
 
-        Loop (creating a log creates a folder and two empty files; no fsync)."""
+        Loop (creating a log creates a folder and two empty files; no fsync), unless a
+        partition was deleted in its dir since the checkpoints were written: they are
+        rewritten first (fsync; see delete_log)."""
         key = (topic, partition)
         if self._stale_checkpoint_dirs and key not in self._logs:
             self.write_checkpoints()         # outside self._lock: it takes the checkpoint lock
@@ -534,7 +543,8 @@ class LogManager:
                  topic, partition, target)
         # The broker's log.segment.delete.delay.ms, not the topic's (Kafka's deleteLogs)
         deadline = self._time_ms() + self.default_config.file_delete_delay_ms
-        self._pending_dir_deletes.append((deadline, target, doomed))
+        with self._lock:
+            self._pending_dir_deletes.append((deadline, target, doomed))
         # Kafka's asyncDelete rewrites the dir's checkpoints at once: their entries for this
         # partition would be applied to a log created again under its name (a re-created
         # topic) at the next start after a crash (its recovery skipped; an old log start
@@ -548,8 +558,10 @@ class LogManager:
         """Remove ``-delete`` folders and ``.deleted`` segments whose delay has passed.
         Blocking.  Returns how many folders and segments went."""
         now_ms = self._time_ms() if now_ms is None else now_ms
-        due = [(p, l) for d, p, l in self._pending_dir_deletes if d <= now_ms]
-        self._pending_dir_deletes = [e for e in self._pending_dir_deletes if e[0] > now_ms]
+        with self._lock:         # delete_log appends on the loop; flush and retention run this
+            due = [(p, l) for d, p, l in self._pending_dir_deletes if d <= now_ms]
+            self._pending_dir_deletes = [e for e in self._pending_dir_deletes
+                                         if e[0] > now_ms]
         for path, deleted_log in due:
             if deleted_log is not None:
                 deleted_log.close_files()
@@ -646,7 +658,7 @@ class LogManager:
         checkpointLogStartOffsetsInDir (the others are where loading puts them). Blocking."""
         self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT,
                                lambda l: l.log_start_offset
-                               if l.log_start_offset > l.segments[0].base_offset else None)
+                               if l.log_start_offset > l.first_segment_base else None)
 
     # -- shutdown ------------------------------------------------------------------------------
 

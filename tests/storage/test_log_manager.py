@@ -419,3 +419,40 @@ def test_one_logs_io_error_does_not_stop_retention_of_the_others(tmp_path, monke
     assert failures == [str(tmp_path)]
     assert all(log_.log_start_offset > 0 for log_ in logs[1:])
     manager.shutdown()
+
+
+def test_a_topic_recreated_after_a_crash_that_followed_its_deletion_keeps_its_data(tmp_path):
+    """The deleted partition's checkpoint entries outlive a crash right after the deletion:
+    the dir is known stale at the next start (entries without a folder), so they are written
+    away before the topic is created again."""
+    clock = Clock()
+    config = LogConfig(segment_ms=10**12)
+
+    def crash(manager):
+        for l in manager.logs():
+            l.close_files()
+        manager.release_locks()
+
+    manager = LogManager([str(tmp_path)], config, time_ms=clock)
+    manager.startup()
+    old = manager.get_or_create_log("t", 0)
+    for i in range(60):
+        old.append_as_leader(batch([b"%d" % i]), 0)
+    old.update_high_watermark(60)
+    old.delete_records_before(50)
+    manager.flush_dirty(clock.ms + 10**6)
+    manager.checkpoint_log_start_offsets()
+    assert manager.delete_log("t", 0)
+    crash(manager)
+    manager = LogManager([str(tmp_path)], config, time_ms=clock)
+    manager.startup()
+    new = manager.get_or_create_log("t", 0)
+    for i in range(10):
+        new.append_as_leader(batch([b"new-%d" % i]), 0)
+    new.flush()
+    crash(manager)
+    again = LogManager([str(tmp_path)], config, time_ms=clock)
+    again.startup()
+    log_ = again.get_log("t", 0)
+    assert (log_.log_start_offset, log_.log_end_offset) == (0, 10)
+    again.shutdown()
