@@ -52,6 +52,7 @@ class ClusterMembership:
         self.controller = None
         self.channel = None
         self._config_change_seq = -1
+        self._config_changes_lock = asyncio.Lock()
         self._registered = False
         self._tasks: set = set()
         self._closing = False
@@ -214,7 +215,11 @@ class ClusterMembership:
 
     async def _process_config_changes(self) -> None:
         """Apply /config/changes notifications above the last applied one (each broker does,
-        as Kafka's ZkConfigManager)."""
+        as Kafka's ZkConfigManager), one round at a time (each watch starts a round)."""
+        async with self._config_changes_lock:
+            await self._process_config_changes_now()
+
+    async def _process_config_changes_now(self) -> None:
         try:
             changes = await self.kzk.get_config_changes(watch=self._config_watch)
         except Exception:                       # noqa: BLE001 - session gone: re-read later

@@ -37,13 +37,13 @@ log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
-_JAVA_INTEGRAL = re.compile(r"[+-]?[0-9]+")
+_JAVA_INTEGRAL = re.compile(r"[+-]?\d+")          # \d: Unicode decimal digits, as Java's
 
 
 def java_int(text: str, bits: int = 32) -> int | None:
     """Java's Integer.parseInt (Short/Long.parseLong with `bits` 16/64): an optional sign and
-    ASCII digits within range, else None. Python's int() also takes surrounding spaces,
-    underscores ("1_000") and non-ASCII digits, which Java refuses."""
+    decimal digits (Unicode ones too: Character.digit) within range, else None. Python's int()
+    also takes surrounding spaces and underscores ("1_000"), which Java refuses."""
     if not _JAVA_INTEGRAL.fullmatch(text):
         return None
     value = int(text)

@@ -120,8 +120,13 @@ class TxnMarkerSender:
             if rm.get_partition(*tp) is not None:
                 return broker.broker_id
             # On a failed log dir the partition still exists: retried (Kafka's unknown-broker
-            # queue), or CompleteCommit would go without its marker, a hanging transaction.
-            return -1 if tp in rm.offline_partitions else None
+            # queue), or CompleteCommit would go without its marker, a hanging transaction;
+            # unless its topic was deleted since.
+            if tp not in rm.offline_partitions:
+                return None
+            metadata = getattr(broker, "metadata", None)
+            topic = metadata.get_topic(tp[0]) if metadata is not None else None
+            return -1 if topic is not None and tp[1] in topic.partitions else None
         topic = broker.metadata.get_topic(tp[0])
         if topic is None or tp[1] not in topic.partitions:
             return None

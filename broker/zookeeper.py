@@ -31,8 +31,8 @@ from broker.zk_data import (BadVersionError, CheckOp, CreateOp, DeleteOp, NodeEx
 
 log = logging.getLogger(__name__)
 
-# kazoo's reconnection: attempts at most a second apart, for ever, as the Java client's
-# (under a second between attempts). kazoo's default backs off to an hour: after a 30 s
+# kazoo's reconnection: attempts about a second apart (up to 1.4 s with kazoo's jitter), for
+# ever, as the Java client's (under a second between attempts). kazoo's default backs off to an hour: after a 30 s
 # ZooKeeper restart it came back 50 s later, every session expired, every broker out.
 RECONNECT = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
 

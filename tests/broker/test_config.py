@@ -46,8 +46,7 @@ def test_wildcard_address_cannot_be_advertised():
     ("num.partitions", "0", "at least 1"),
     ("num.partitions", "many", "INT"),
     ("num.partitions", "2147483648", "INT"),
-    ("num.partitions", "1_000", "INT"),               # Java's parseInt: no underscores,
-    ("log.segment.bytes", "\u0661\u0660\u0660\u0660\u0660\u0660", "INT"),  # ASCII digits only
+    ("num.partitions", "1_000", "INT"),               # Java's parseInt: no underscores
     ("auto.create.topics.enable", "yes", "true or false"),
     ("compression.type", "brotli", "one of"),
     ("log.cleanup.policy", "delete,shred", "one of"),
@@ -434,3 +433,12 @@ def test_a_latin_1_properties_file_is_read_as_java_reads_it(tmp_path):
     path = tmp_path / "server.properties"
     path.write_bytes(b"# caf\xe9\nbroker.id=3\n")
     assert BrokerConfig.from_file(path).broker_id == 3
+
+
+def test_java_int_reads_what_integer_parse_int_reads():
+    from broker.config import java_int
+    assert java_int("01") == 1 and java_int("+7") == 7 and java_int("-2147483648") == -2**31
+    assert java_int("\u0661\u0660\u0660") == 100          # Character.digit: Unicode digits
+    for bad in ("2147483648", "1_000", " 1", "1 ", "", "0x10", "1.0"):
+        assert java_int(bad) is None, bad
+    assert java_int("9223372036854775807", bits=64) == 2**63 - 1
