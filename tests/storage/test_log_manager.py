@@ -326,29 +326,24 @@ def test_start_up_stops_when_no_log_dir_is_usable(tmp_path):
         LogManager([str(a)], LogConfig()).startup()
 
 
-def test_a_recreated_topic_keeps_its_data_after_a_crash(tmp_path):
+@pytest.mark.parametrize("crash_after_the_deletion", [False, True])
+def test_a_recreated_topic_keeps_its_data_after_a_crash(tmp_path, crash_after_the_deletion):
     """Kafka's asyncDelete rewrites the dir's checkpoints: the deleted partition's old log
     start (50, DeleteRecords) was applied to the re-created log at the next start after a
-    crash, above its end: every segment of the new topic deleted."""
+    crash, above its end: every segment of the new topic deleted. The entries also outlive a
+    crash right after the deletion: the dir is then known stale at the next start (entries
+    without a folder), and they are written away before the topic is created again."""
     clock = Clock()
     config = LogConfig(segment_ms=10**12)
     manager = LogManager([str(tmp_path)], config, time_ms=clock)
     manager.startup()
-    old = manager.get_or_create_log("t", 0)
-    for i in range(60):
-        old.append_as_leader(batch([b"%d" % i]), 0)
-    old.update_high_watermark(60)
-    old.delete_records_before(50)
-    manager.flush_dirty(clock.ms + 10**6)
-    manager.checkpoint_log_start_offsets()
-    assert manager.delete_log("t", 0)
-    new = manager.get_or_create_log("t", 0)
-    for i in range(10):
-        new.append_as_leader(batch([b"new-%d" % i]), 0)
-    new.flush()
-    for l in manager.logs():
-        l.close_files()
-    manager.release_locks()                     # a crash: no clean shutdown, no checkpoints
+    _delete_a_log_whose_start_moved(manager, clock)
+    if crash_after_the_deletion:
+        _crash(manager)
+        manager = LogManager([str(tmp_path)], config, time_ms=clock)
+        manager.startup()
+    _recreate_with_ten_records(manager)
+    _crash(manager)
     again = LogManager([str(tmp_path)], config, time_ms=clock)
     again.startup()
     log_ = again.get_log("t", 0)
@@ -421,20 +416,9 @@ def test_one_logs_io_error_does_not_stop_retention_of_the_others(tmp_path, monke
     manager.shutdown()
 
 
-def test_a_topic_recreated_after_a_crash_that_followed_its_deletion_keeps_its_data(tmp_path):
-    """The deleted partition's checkpoint entries outlive a crash right after the deletion:
-    the dir is known stale at the next start (entries without a folder), so they are written
-    away before the topic is created again."""
-    clock = Clock()
-    config = LogConfig(segment_ms=10**12)
-
-    def crash(manager):
-        for l in manager.logs():
-            l.close_files()
-        manager.release_locks()
-
-    manager = LogManager([str(tmp_path)], config, time_ms=clock)
-    manager.startup()
+def _delete_a_log_whose_start_moved(manager, clock):
+    """t-0 with 60 records and its log start moved to 50 (DeleteRecords), checkpointed, then
+    deleted."""
     old = manager.get_or_create_log("t", 0)
     for i in range(60):
         old.append_as_leader(batch([b"%d" % i]), 0)
@@ -443,16 +427,18 @@ def test_a_topic_recreated_after_a_crash_that_followed_its_deletion_keeps_its_da
     manager.flush_dirty(clock.ms + 10**6)
     manager.checkpoint_log_start_offsets()
     assert manager.delete_log("t", 0)
-    crash(manager)
-    manager = LogManager([str(tmp_path)], config, time_ms=clock)
-    manager.startup()
+
+
+def _crash(manager):
+    """No clean shutdown, no checkpoints: the files closed, the dir locks gone with the
+    process."""
+    for l in manager.logs():
+        l.close_files()
+    manager.release_locks()
+
+
+def _recreate_with_ten_records(manager):
     new = manager.get_or_create_log("t", 0)
     for i in range(10):
         new.append_as_leader(batch([b"new-%d" % i]), 0)
     new.flush()
-    crash(manager)
-    again = LogManager([str(tmp_path)], config, time_ms=clock)
-    again.startup()
-    log_ = again.get_log("t", 0)
-    assert (log_.log_start_offset, log_.log_end_offset) == (0, 10)
-    again.shutdown()
