@@ -186,6 +186,14 @@ def check_args(opts) -> None:
         raise ToolError("Options from-beginning and offset cannot be specified together.")
     if opts.group and opts.partition is not None:
         raise ToolError("Options group and partition cannot be specified together.")
+    if opts.offset is not None:
+        opts.offset = opts.offset.lower() if opts.offset.lower() in ("earliest", "latest") \
+            else opts.offset               # Kafka's parseOffset lower-cases the value first
+    # Kafka: --max-messages -1 and a negative --timeout-ms mean no limit
+    if opts.max_messages is not None and opts.max_messages < 0:
+        opts.max_messages = None
+    if opts.timeout_ms is not None and opts.timeout_ms < 0:
+        opts.timeout_ms = None
     if opts.offset is not None and opts.offset not in ("earliest", "latest"):
         if not opts.offset.isdigit():
             raise ToolError(f"The provided offset value '{opts.offset}' is incorrect. Valid values are "
@@ -200,6 +208,7 @@ async def run(opts) -> int:
     check_args(opts)
     props = read_properties(opts.consumer_config) if opts.consumer_config else {}
     props.update(parse_key_values(opts.consumer_property, "consumer property"))
+    props.setdefault("client.id", "console-consumer")     # Kafka's ConsoleConsumerOptions
     fmt_props = read_properties(opts.formatter_config) if opts.formatter_config else {}
     fmt_props.update(parse_key_values(opts.property, "property"))
     formatter = make_formatter(opts, fmt_props)

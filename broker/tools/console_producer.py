@@ -138,6 +138,7 @@ def producer_settings(opts) -> tuple[dict, dict]:
     parser = build_parser()
     props = {prop: parser.get_default(dest) for dest, prop in FLAG_PROPERTIES.items()}
     props["compression.type"] = "none"
+    props["client.id"] = "console-producer"              # Kafka's ConsoleProducer default
     props.update(read_properties(opts.producer_config) if opts.producer_config else {})
     props.update(parse_key_values(opts.producer_property, "producer property"))
     for dest, prop in FLAG_PROPERTIES.items():

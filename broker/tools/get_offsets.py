@@ -24,6 +24,8 @@ from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text, exception_class, include_list,
                                  main_entry, read_properties)
 
+ERROR_PREFIX = "Error occurred: "          # GetOffsetShell.mainNoExit
+
 TIMES = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP,
          "earliest-local": -4, "latest-tiered": -5}
 
@@ -161,4 +163,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main_entry(main)
+    main_entry(main, ERROR_PREFIX)

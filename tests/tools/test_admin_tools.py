@@ -79,7 +79,8 @@ def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):
     r = tool("get_offsets", "--bootstrap-server", b, "--topic-partitions", "offs:1", "--time", -1)
     assert r.lines == [f"offs:1:{ends[1]}"]
     r = tool("get_offsets", "--bootstrap-server", b, "--topic", "no-such-topic")
-    assert r.code == 1 and r.err == "Error: Could not match any topic-partitions with the specified filters\n"
+    assert r.code == 1 and r.err == \
+        "Error occurred: Could not match any topic-partitions with the specified filters\n"
     # Kafka's IncludeList: a comma means "or"; the names earliest-local and latest-tiered exist.
     assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "offs2").code == 0
     r = tool("get_offsets", "--bootstrap-server", b, "--topic", "offs2, offs", "--time", "earliest-local")

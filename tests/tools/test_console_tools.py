@@ -48,6 +48,10 @@ def test_partition_and_offset_selection(tools_broker, script):
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "single", "--partition", 0,
                "--offset", "earliest", "--max-messages", 2)
     assert r.lines == ["m0", "m1"]
+    # Kafka: the offset name in any case; --max-messages -1 means no limit (it stopped at once)
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "single", "--partition", 0,
+               "--offset", "EARLIEST", "--max-messages", -1, "--timeout-ms", 3000)
+    assert r.lines == [f"m{i}" for i in range(10)], r
 
 
 def test_missing_key_separator_and_bad_flags(tools_broker, script):
@@ -165,3 +169,22 @@ def test_max_messages_with_a_group_commits_no_record_it_did_not_print(tools_brok
     rest = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "maxm",
                   "--group", "maxm-g", "--timeout-ms", 3000)
     assert sorted(first.lines + rest.lines) == sorted(f"m{i}" for i in range(20)), rest
+
+
+def test_console_clients_name_themselves_as_kafkas(tools_broker, script, tool):
+    """client.id console-consumer / console-producer by default (Kafka's tools): what
+    kafka-consumer-groups.sh --members shows, and what client-id quotas match. A negative
+    --timeout-ms means no limit, so --max-messages ends this run."""
+    b = tools_broker.bootstrap
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "names").code == 0
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "names", "--sync",
+               stdin=b"a\nb\n")
+    assert r.code == 0, r
+    consumed = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "names",
+                      "--group", "names-g", "--from-beginning", "--max-messages", 2,
+                      "--timeout-ms", -1)
+    assert consumed.lines == ["a", "b"], consumed
+    from broker.tools.console_producer import build_parser, producer_settings
+    _, props = producer_settings(build_parser().parse_args(["--bootstrap-server", b,
+                                                            "--topic", "names"]))
+    assert props["client.id"] == "console-producer"
