@@ -93,7 +93,8 @@ def test_bad_flags_and_values_through_the_scripts(script):
     r = script("kafka-console-producer.sh", "--topic", "t")
     assert r.code != 0 and r.err == "Error: Missing required argument \"[bootstrap-server]\"\n"
     r = script("kafka-get-offsets.sh", "--bootstrap-server", "localhost:1", "--topic", "(")
-    assert r.code != 0 and r.err.startswith("Error: Invalid regular expression '(': ") and len(r.err.splitlines()) == 1
+    assert r.code != 0 and r.err.startswith("Error occurred: Invalid regular expression '(': ") \
+        and len(r.err.splitlines()) == 1          # GetOffsetShell's prefix
     r = script("kafka-console-producer.sh", "--bootstrap-server", "localhost:1", "--topic", "t",
                "--request-required-acks", "some")
     assert r.code != 0 and r.err == ("Error: Invalid value some for configuration acks: String must be one of: "
