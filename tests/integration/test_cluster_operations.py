@@ -559,16 +559,14 @@ def kafka_throttled_copy_seconds(size, rate, *, capacity=150e6, chunk=1 << 20, w
                                  window_s=1.0, check_s=0.1) -> float:
     """How long Kafka's replication quota lets `size` bytes through at `rate`.
 
-    Kafka measures the throttled bytes with a Rate over a SampledStat of
-    replication.quota.window.num = 11 samples of replication.quota.window.size.seconds = 1 s:
-    a sample starts when a record lands past the current one's window, samples older than
-    11 windows are dropped, and the rate divides by the time since the oldest sample, raised
-    to at least 10 whole windows. A new throttle therefore lets about 10 x rate through at
-    once, then nothing until the burst counts over 10 s; when the burst's sample expires after
-    11 s another burst of about 9 x rate passes, and so on: the copy moves in steps of about
-    11 x rate every 11 s, not at a smooth rate. This steps through that model with the copy
-    fetching `chunk` bytes (replica.fetch.max.bytes) at `capacity` bytes/s while the quota
-    allows and looking again every `check_s` while it does not."""
+    Kafka's ReplicationQuotaManager measures the throttled bytes with a SimpleRate over a
+    SampledStat of replication.quota.window.num = 11 samples of
+    replication.quota.window.size.seconds = 1 s: a sample starts when a record lands past the
+    current one's window, samples older than 11 windows are dropped, and the rate divides by
+    the time since the oldest sample began, at least one window. A new throttle lets about one
+    second's worth through at once, then the copy runs at about the rate. This steps through
+    that model with the copy fetching `chunk` bytes (replica.fetch.max.bytes) at `capacity`
+    bytes/s while the quota allows and looking again every `check_s` while it does not."""
     samples = []                                  # [start, bytes]
     now, copied = 0.0, 0
 
@@ -576,10 +574,7 @@ def kafka_throttled_copy_seconds(size, rate, *, capacity=150e6, chunk=1 << 20, w
         samples[:] = [s for s in samples if now - s[0] < windows * window_s]
         if not samples:
             return 0.0
-        elapsed = now - samples[0][0]
-        full = int(elapsed // window_s)
-        if full < windows - 1:
-            elapsed += (windows - 1 - full) * window_s
+        elapsed = max(now - samples[0][0], window_s)
         return sum(s[1] for s in samples) / elapsed
 
     while copied < size:
@@ -612,12 +607,11 @@ def test_a_throttled_reassignment_moves_at_the_throttle_rate(cluster, zk, tmp_pa
     freely; the copy takes what Kafka's quota allows (within 20 %), and --verify removes the
     throttles once it is done.
 
-    The duration expected is that of kafka_throttled_copy_seconds (Kafka's quota, burst
-    included): with 5 MB/s the copy goes in steps of about 55 MB every 11 s, so 115-165 MB
-    take about 22 s (140 MB sits in the middle of that step, so the expectation does not
-    depend on the exact size or copy speed); 140 MB at a smooth 5 MB/s would be 28 s, and
-    with no throttle the copy takes about a second. The example rate of 20 MB/s would not
-    test anything with 150 MB: the initial burst of 10 x 20 MB carries it all at full speed.
+    The duration expected is that of kafka_throttled_copy_seconds (Kafka's quota, its
+    one-window burst included): about 28 s for 140 MB at 5 MB/s; with no throttle the copy
+    takes about a second. (The leader's half of the throttle answers a fetch it withholds
+    after replica.fetch.wait.max.ms, as Kafka's DelayedFetch: a little slower than the model,
+    which has only the follower's half.)
     The duration runs from the start of --execute (which sets the throttles, then starts the
     reassignment) to the start of the --verify run that reports completion (runs follow each
     other with no pause, each about half a second)."""
@@ -630,7 +624,7 @@ def test_a_throttled_reassignment_moves_at_the_throttle_rate(cluster, zk, tmp_pa
     size = log_size(cluster, source, "throttled", 0)
     assert SIZE <= size < SIZE * 1.1, size
     expected = kafka_throttled_copy_seconds(size, RATE)
-    assert 20 < expected < 25, expected
+    assert 25 < expected < 32, expected
     create(bootstrap, "free", [[live[1], live[2]], [live[2], live[0]]])
     plan = tmp_path / "throttled-reassignment.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
