@@ -116,8 +116,11 @@ def test_a_replica_moves_to_another_log_dir_under_load(tmp_path, broker_process)
     assert (here, "disk-0", False) not in describe(broker.bootstrap)
     offsets = read_offsets(broker.bootstrap, len(acked))
     assert offsets == sorted(acked) == list(range(len(acked)))
-    assert "disk-0" not in os.listdir(here)            # renamed -delete, removed later
-    assert [n for n in os.listdir(here) if n.startswith("disk-0.") and n.endswith("-delete")]
+    assert "disk-0" not in os.listdir(here)            # renamed -delete, removed later:
+    deadline = time.monotonic() + 10                   # log.segment.delete.delay.ms (500) on
+    while [n for n in os.listdir(here) if n.startswith("disk-0.") and n.endswith("-delete")]:
+        assert time.monotonic() < deadline, os.listdir(here)
+        time.sleep(0.1)
     # Bad targets.
     got = alter(broker.bootstrap, {TopicPartition("disk", 0): str(tmp_path / "nowhere"),
                                    TopicPartition("nope", 0): here})
