@@ -99,7 +99,10 @@ def live_broker(tmp_path_factory):
     integration = _integration()
     broker = integration.BrokerProcess(tmp_path_factory.mktemp("spark-broker"), {
         "num.partitions": PARTITIONS, "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
-        "replica.high.watermark.checkpoint.interval.ms": 200})
+        "replica.high.watermark.checkpoint.interval.ms": 200,
+        # The known data is from 2023 (BASE_TS): kept, or the first retention pass (30 s after
+        # start, log.initial.task.delay.ms) deletes it mid-module, as Kafka's would.
+        "log.retention.ms": -1})
     broker.start()
     try:
         produce_known_data(broker.bootstrap)
