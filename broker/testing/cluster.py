@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 
+from broker.testing.reaper import watch
 from broker.testing.zookeeper import ZooKeeperServer, free_port
 
 START_TIMEOUT_S = 60.0
@@ -81,6 +82,7 @@ class BrokerNode:
                 [self.cluster.python, "-m", "broker", str(self.properties)],
                 cwd=self.cluster.base_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL)
+        watch(self.proc)
         self.paused = False
 
     def signal(self, sig) -> None:

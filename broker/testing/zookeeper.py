@@ -27,6 +27,8 @@ import socket
 import subprocess
 import time
 
+from broker.testing.reaper import watch
+
 ZK_JARS = pathlib.Path("/usr/share/java")
 ZK_CONF_DIR = pathlib.Path("/etc/zookeeper/conf")
 # zookeeper.jar's manifest brings its own dependencies; log4j (through slf4j-log4j12) with
@@ -143,6 +145,7 @@ class ZooKeeperServer:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(command, cwd=self.base_dir, stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        watch(self.proc)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
