@@ -5,12 +5,14 @@ Each line is one record (Kafka's LineMessageReader). With ``--property parse.key
 ``h1:v1,h2:v2<headers.delimiter>`` (delimiter TAB, separator ",", key separator ":"); ``null.marker``
 turns a key, value or header value equal to it into null. A line without the separator is an error
 (``No key separator found on line number N: '...'``) unless ``ignore.error=true``.
-``--sync`` waits for each record's acknowledgement; otherwise records are batched (``--timeout``
-is linger.ms, ``--batch-size``) and failures are reported on stderr per record like Kafka does.
+``--sync`` waits for each record's acknowledgement and stops at the first failure (exit 1);
+otherwise records are batched (``--timeout`` is linger.ms, ``--batch-size``) and a failure is
+reported on stderr per record and the tool goes on, exit status 0, as Kafka's does.
 """
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 
 from broker.client.cluster import ClusterClient
@@ -72,7 +74,13 @@ def build_parser() -> ToolParser:
 
 
 class LineReader:
-    """Kafka's LineMessageReader: one line -> (key, value, headers)."""
+    """Kafka's LineMessageReader (3.9): one line -> (key, value, headers).
+
+    As Kafka's: `headers.separator` is a regular expression split as Java's String.split does
+    it (an empty header section is one empty pair, so an error unless ignore.error); a header
+    section equal to the null marker means no headers; `null.marker` may be empty (then empty
+    keys, values and header values are null); separators that collide are refused when the
+    reader is configured."""
 
     def __init__(self, props: dict):
         truthy = lambda k: props.get(k, "false").strip().lower() == "true"  # noqa: E731
@@ -84,46 +92,79 @@ class LineReader:
         self.headers_key_separator = props.get("headers.key.separator", ":")
         self.ignore_error = truthy("ignore.error")
         self.null_marker = props.get("null.marker")
-        if self.null_marker is not None and self.null_marker == "":
-            self.null_marker = None
+        try:
+            self.headers_pattern = re.compile(self.headers_separator)
+        except re.error as exc:
+            raise ToolError(f"Invalid headers.separator '{self.headers_separator}': {exc}") from None
+        for (name_a, a), (name_b, b) in (
+                (("headers.delimiter", self.headers_delimiter), ("headers.separator", self.headers_separator)),
+                (("headers.delimiter", self.headers_delimiter),
+                 ("headers.key.separator", self.headers_key_separator)),
+                (("headers.separator", self.headers_separator),
+                 ("headers.key.separator", self.headers_key_separator)),
+                (("null.marker", self.null_marker), ("key.separator", self.key_separator)),
+                (("null.marker", self.null_marker), ("headers.separator", self.headers_separator)),
+                (("null.marker", self.null_marker), ("headers.delimiter", self.headers_delimiter)),
+                (("null.marker", self.null_marker),
+                 ("headers.key.separator", self.headers_key_separator))):
+            if a == b:
+                raise ToolError(f"{name_a} and {name_b} may not be equal")
         self.line_number = 0
 
     def _null(self, text: str | None):
-        if text is None or (self.null_marker is not None and text == self.null_marker):
+        if text is None or text == self.null_marker:
             return None
         return text.encode("utf-8")
 
+    def _until(self, enabled: bool, line: str, start: int, separator: str, what: str):
+        """The text from `start` to `separator` (None: not parsed, or missing and ignored)."""
+        if not enabled:
+            return None
+        index = line.find(separator, start)
+        if index < 0:
+            if self.ignore_error:
+                return None
+            raise ToolError(f"No {what} found on line number {self.line_number}: '{line}'")
+        return line[start:index]
+
     def parse(self, line: str):
         self.line_number += 1
+        head = self._until(self.parse_headers, line, 0, self.headers_delimiter, "headers delimiter")
+        offset = 0 if head is None else len(head) + len(self.headers_delimiter)
+        key = self._until(self.parse_key, line, offset, self.key_separator, "key separator")
+        value = line[offset + (0 if key is None else len(key) + len(self.key_separator)):]
         headers = []
-        rest = line
-        if self.parse_headers:
-            head, sep, rest = line.partition(self.headers_delimiter)
-            if not sep:
-                if not self.ignore_error:
-                    raise ToolError(f"No headers delimiter found on line number {self.line_number}: '{line}'")
-                head, rest = "", line
-            for item in head.split(self.headers_separator) if head else ():
-                k, sep2, v = item.partition(self.headers_key_separator)
-                if not sep2:
+        if head is not None and head != self.null_marker:
+            for pair in java_split(self.headers_pattern, head):
+                k, sep, v = pair.partition(self.headers_key_separator)
+                if not sep:
                     if not self.ignore_error:
-                        raise ToolError(f"No header key separator found in pair '{item}' on line number "
+                        raise ToolError(f"No header key separator found in pair '{pair}' on line number "
                                         f"{self.line_number}")
-                    v = None
-                if self.null_marker is not None and k == self.null_marker:
+                    headers.append((pair, None))
+                    continue
+                if k == self.null_marker:
                     raise ToolError(f"Header keys should not be equal to the null marker '{self.null_marker}' "
                                     f"as they can't be null")
                 headers.append((k, self._null(v)))
-        key = None
-        value = rest
-        if self.parse_key:
-            k, sep, v = rest.partition(self.key_separator)
-            if not sep:
-                if not self.ignore_error:
-                    raise ToolError(f"No key separator found on line number {self.line_number}: '{line}'")
-            else:
-                key, value = k, v
         return self._null(key), self._null(value), headers
+
+
+def java_split(pattern: re.Pattern, text: str) -> list[str]:
+    """Java's String.split(regex): no match gives [text] (so "" gives [""]), a zero-width match
+    at the start gives no leading empty string, and trailing empty strings are dropped."""
+    parts, last = [], 0
+    for match in pattern.finditer(text):
+        if match.end() == 0:
+            continue
+        parts.append(text[last:match.start()])
+        last = match.end()
+    if not parts:
+        return [text]
+    parts.append(text[last:])
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
 
 
 # Flag -> the producer property it sets (Kafka's ConsoleProducer merges them this way).
@@ -163,18 +204,16 @@ async def run(opts) -> int:
     reader = LineReader(reader_props)
     settings, props = producer_settings(opts)
     prompt = sys.stdin.isatty()
-    failures = 0
     loop = asyncio.get_running_loop()
     async with ClusterClient(bootstrap, **client_kwargs(props)) as cluster:
         producer = Producer(cluster, **settings)
 
         def report(future, topic=opts.topic, key=None, value=None):
-            nonlocal failures
+            # Kafka's ErrorLoggingCallback: the send failed, the tool goes on (and exits 0)
             if not future.cancelled() and future.exception() is not None:
-                failures += 1
-                size = -1 if value is None else len(value)
-                sys.stderr.write(f"Error when sending message to topic {topic} with key: "
-                                 f"{'null' if key is None else f'{len(key)} bytes'}, value: {size} bytes with error: "
+                sys.stderr.write(f"ERROR Error when sending message to topic {topic} with key: "
+                                 f"{'null' if key is None else f'{len(key)} bytes'}, value: "
+                                 f"{'null' if value is None else f'{len(value)} bytes'} with error: "
                                  f"{future.exception()}\n")
         try:
             while True:
@@ -188,14 +227,15 @@ async def run(opts) -> int:
                 key, value, headers = reader.parse(line)
                 future = await producer.send(opts.topic, value, key, headers)
                 if opts.sync:
+                    # Kafka's send(record).get(): the first failure ends the tool, exit 1
                     await producer.flush()   # one record at a time: do not wait for linger.ms
                     await asyncio.wait([future])
-                    report(future, key=key, value=value)
+                    future.result()
                 else:
                     future.add_done_callback(lambda f, k=key, v=value: report(f, key=k, value=v))
         finally:
             await producer.close()
-    return 1 if failures else 0
+    return 0
 
 
 def main(argv=None):

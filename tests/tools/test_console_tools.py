@@ -9,7 +9,8 @@ def test_round_trip_keys_values_headers(tools_broker, script):
     b = tools_broker.bootstrap
     assert script("kafka-topics.sh", "--bootstrap-server", b, "--create", "--topic", "console",
                   "--partitions", 3).code == 0
-    lines = b"h1:x,h2:y\tk1\tv1\n\tk2\tv2\nh3:NULL\tk3\tNULL\nh4:z\tNULL\tv4\n"
+    # a header section equal to null.marker means no headers (an empty one is an error, as Kafka)
+    lines = b"h1:x,h2:y\tk1\tv1\nNULL\tk2\tv2\nh3:NULL\tk3\tNULL\nh4:z\tNULL\tv4\n"
     r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "console",
                "--property", "parse.key=true", "--property", "parse.headers=true",
                "--property", "null.marker=NULL", stdin=lines)
@@ -62,6 +63,12 @@ def test_missing_key_separator_and_bad_flags(tools_broker, script):
     r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "flags",
                "--property", "parse.key=true", stdin=b"no-separator-here\n")
     assert r.code != 0 and r.err == "Error: No key separator found on line number 1: 'no-separator-here'\n"
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "flags",
+               "--property", "parse.headers=true", "--property", "headers.separator=\t", stdin=b"x\n")
+    assert r.code != 0 and r.err == "Error: headers.delimiter and headers.separator may not be equal\n"
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "flags",
+               "--property", "parse.headers=true", stdin=b"\tvalue\n")
+    assert r.code != 0 and r.err == "Error: No header key separator found in pair '' on line number 1\n"
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--offset", "3", "--topic", "flags")
     assert r.code != 0 and r.err == "Error: The partition is required when offset is specified.\n"
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b)
@@ -188,3 +195,24 @@ def test_console_clients_name_themselves_as_kafkas(tools_broker, script, tool):
     _, props = producer_settings(build_parser().parse_args(["--bootstrap-server", b,
                                                             "--topic", "names"]))
     assert props["client.id"] == "console-producer"
+
+
+def test_send_failures_sync_stops_async_goes_on(tools_broker, script):
+    """Kafka's ConsoleProducer: --sync is send().get(), so the first failure ends the tool with
+    exit 1 and the lines after it are not sent; without --sync a failure is logged (null key ->
+    "key: null") and the tool exits 0."""
+    b = tools_broker.bootstrap
+    assert script("kafka-topics.sh", "--bootstrap-server", b, "--create", "--topic", "small",
+                  "--config", "max.message.bytes=200").code == 0
+    big = b"x" * 1000
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "small", "--sync",
+               stdin=b"first\n" + big + b"\nafter\n")
+    assert r.code == 1 and len(r.err.splitlines()) == 1 and "too_large" in r.err.lower(), r
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "small",
+               stdin=big + b"\n")
+    assert r.code == 0, r
+    assert re.fullmatch(r"ERROR Error when sending message to topic small with key: null, value: "
+                        r"1000 bytes with error: .*\n", r.err), r.err
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "small",
+               "--from-beginning", "--timeout-ms", 3000)
+    assert r.lines == ["first"], r
