@@ -141,6 +141,17 @@ def _null(what):
     return ProtocolError(f"null {what} in a non-nullable field")
 
 
+# Strings are decoded as Java's `new String(bytes, UTF_8)` does (Kafka's Readable.readString):
+# a byte sequence that is not UTF-8 becomes U+FFFD, never an error (a client id in Latin-1 is
+# served, not disconnected). A compact string is at most 0x7fff bytes, as Kafka's generated
+# readers and writers check ("string field ... had invalid length").
+MAX_STRING_LENGTH = 0x7FFF
+
+
+def _string_too_long(n):
+    return ProtocolError(f"string field had invalid length {n}")
+
+
 # --- strings ---------------------------------------------------------------------------
 
 def read_string(data, pos):
@@ -151,7 +162,7 @@ def read_string(data, pos):
     end = pos + n
     if end > len(data):
         _check_length(data, pos, n, "string")
-    return str(data[pos:end], "utf-8"), end
+    return str(data[pos:end], "utf-8", "replace"), end
 
 
 def read_nullable_string(data, pos):
@@ -162,7 +173,7 @@ def read_nullable_string(data, pos):
     end = pos + n
     if end > len(data):
         _check_length(data, pos, n, "string")
-    return str(data[pos:end], "utf-8"), end
+    return str(data[pos:end], "utf-8", "replace"), end
 
 
 def read_compact_string(data, pos):
@@ -173,10 +184,12 @@ def read_compact_string(data, pos):
         n, pos = read_uvarint(data, pos)
     if n == 0:
         raise _null("string")
+    if n - 1 > MAX_STRING_LENGTH:
+        raise _string_too_long(n - 1)
     end = pos + n - 1
     if end > len(data):
         _check_length(data, pos, n - 1, "string")
-    return str(data[pos:end], "utf-8"), end
+    return str(data[pos:end], "utf-8", "replace"), end
 
 
 def read_compact_nullable_string(data, pos):
@@ -187,10 +200,12 @@ def read_compact_nullable_string(data, pos):
         n, pos = read_uvarint(data, pos)
     if n == 0:
         return None, pos
+    if n - 1 > MAX_STRING_LENGTH:
+        raise _string_too_long(n - 1)
     end = pos + n - 1
     if end > len(data):
         _check_length(data, pos, n - 1, "string")
-    return str(data[pos:end], "utf-8"), end
+    return str(data[pos:end], "utf-8", "replace"), end
 
 
 def write_string(buf, value):
@@ -198,6 +213,8 @@ def write_string(buf, value):
         buf += _NULL16
         return
     b = value.encode()
+    if len(b) > MAX_STRING_LENGTH:
+        raise _string_too_long(len(b))
     buf += INT16.pack(len(b))
     buf += b
 
@@ -207,6 +224,8 @@ def write_compact_string(buf, value):
         buf.append(0)
         return
     b = value.encode()
+    if len(b) > MAX_STRING_LENGTH:
+        raise _string_too_long(len(b))
     write_uvarint(buf, len(b) + 1)
     buf += b
 

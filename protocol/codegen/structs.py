@@ -641,7 +641,7 @@ class StructEmitter:
                 keyword = "elif"
             cond = "n < 128" if nullable is None else "0 < n < 128"
             with out.block(f"{keyword} {cond} and (s_end := pos + n) <= len(data):"):
-                out(f'{target} = str(data[pos + 1:s_end], "utf-8")')
+                out(f'{target} = str(data[pos + 1:s_end], "utf-8", "replace")')
                 out("pos = s_end")
             with out.block("else:"):
                 out(f"{target}, pos = read_compact_{'' if nullable == 'False' else 'nullable_'}string(data, pos)")

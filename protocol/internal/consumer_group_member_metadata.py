@@ -101,7 +101,7 @@ class ConsumerGroupMemberMetadataValue(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -185,7 +185,7 @@ class ConsumerGroupMemberMetadataValue(Message):
                         sub = 'name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.name, pos = read_compact_string(data, pos)
@@ -283,7 +283,7 @@ class ConsumerGroupMemberMetadataValue(Message):
                 self.instance_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.instance_id = str(data[pos + 1:s_end], "utf-8")
+                self.instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.instance_id, pos = read_compact_nullable_string(data, pos)
@@ -293,21 +293,21 @@ class ConsumerGroupMemberMetadataValue(Message):
                 self.rack_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                self.rack_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.rack_id, pos = read_compact_nullable_string(data, pos)
             f = 'client_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.client_id = str(data[pos + 1:s_end], "utf-8")
+                self.client_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.client_id, pos = read_compact_string(data, pos)
             f = 'client_host'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.client_host = str(data[pos + 1:s_end], "utf-8")
+                self.client_host = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.client_host, pos = read_compact_string(data, pos)
@@ -324,7 +324,7 @@ class ConsumerGroupMemberMetadataValue(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)
@@ -336,7 +336,7 @@ class ConsumerGroupMemberMetadataValue(Message):
                 self.subscribed_topic_regex = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.subscribed_topic_regex = str(data[pos + 1:s_end], "utf-8")
+                self.subscribed_topic_regex = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.subscribed_topic_regex, pos = read_compact_nullable_string(data, pos)
@@ -349,7 +349,7 @@ class ConsumerGroupMemberMetadataValue(Message):
                 self.server_assignor = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.server_assignor = str(data[pos + 1:s_end], "utf-8")
+                self.server_assignor = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.server_assignor, pos = read_compact_nullable_string(data, pos)

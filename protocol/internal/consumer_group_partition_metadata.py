@@ -111,7 +111,7 @@ class ConsumerGroupPartitionMetadataValue(Message):
                     for _ in range(n):
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            item = str(data[pos + 1:s_end], "utf-8")
+                            item = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             item, pos = read_compact_string(data, pos)
@@ -184,7 +184,7 @@ class ConsumerGroupPartitionMetadataValue(Message):
                 f = 'topic_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic_name, pos = read_compact_string(data, pos)
@@ -220,7 +220,7 @@ class ConsumerGroupPartitionMetadataValue(Message):
                             for _ in range(n):
                                 n = data[pos]
                                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                    item = str(data[pos + 1:s_end], "utf-8")
+                                    item = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     item, pos = read_compact_string(data, pos)

@@ -129,7 +129,7 @@ class GroupMetadataValue(Message):
                     f = 'member_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.member_id, pos = read_compact_string(data, pos)
@@ -139,21 +139,21 @@ class GroupMetadataValue(Message):
                         self.group_instance_id = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                     f = 'client_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.client_id = str(data[pos + 1:s_end], "utf-8")
+                        self.client_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.client_id, pos = read_compact_string(data, pos)
                     f = 'client_host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.client_host = str(data[pos + 1:s_end], "utf-8")
+                        self.client_host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.client_host, pos = read_compact_string(data, pos)
@@ -284,7 +284,7 @@ class GroupMetadataValue(Message):
                 f = 'protocol_type'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                    self.protocol_type = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.protocol_type, pos = read_compact_string(data, pos)
@@ -297,7 +297,7 @@ class GroupMetadataValue(Message):
                     self.protocol = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.protocol = str(data[pos + 1:s_end], "utf-8")
+                    self.protocol = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.protocol, pos = read_compact_nullable_string(data, pos)
@@ -307,7 +307,7 @@ class GroupMetadataValue(Message):
                     self.leader = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.leader = str(data[pos + 1:s_end], "utf-8")
+                    self.leader = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.leader, pos = read_compact_nullable_string(data, pos)
@@ -330,7 +330,7 @@ class GroupMetadataValue(Message):
                         sub = 'member_id'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.member_id, pos = read_compact_string(data, pos)
@@ -340,21 +340,21 @@ class GroupMetadataValue(Message):
                             elem.group_instance_id = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
                         sub = 'client_id'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.client_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.client_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.client_id, pos = read_compact_string(data, pos)
                         sub = 'client_host'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.client_host = str(data[pos + 1:s_end], "utf-8")
+                            elem.client_host = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.client_host, pos = read_compact_string(data, pos)

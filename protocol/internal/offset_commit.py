@@ -127,7 +127,7 @@ class OffsetCommitValue(Message):
                 f = 'metadata'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.metadata = str(data[pos + 1:s_end], "utf-8")
+                    self.metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.metadata, pos = read_compact_string(data, pos)

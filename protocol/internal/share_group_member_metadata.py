@@ -110,21 +110,21 @@ class ShareGroupMemberMetadataValue(Message):
                 self.rack_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                self.rack_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.rack_id, pos = read_compact_nullable_string(data, pos)
             f = 'client_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.client_id = str(data[pos + 1:s_end], "utf-8")
+                self.client_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.client_id, pos = read_compact_string(data, pos)
             f = 'client_host'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.client_host = str(data[pos + 1:s_end], "utf-8")
+                self.client_host = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.client_host, pos = read_compact_string(data, pos)
@@ -141,7 +141,7 @@ class ShareGroupMemberMetadataValue(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)

@@ -110,7 +110,7 @@ class TransactionLogValue(Message):
                     f = 'topic'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic, pos = read_compact_string(data, pos)
@@ -251,7 +251,7 @@ class TransactionLogValue(Message):
                         sub = 'topic'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.topic = str(data[pos + 1:s_end], "utf-8")
+                            elem.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.topic, pos = read_compact_string(data, pos)

@@ -65,7 +65,7 @@ class AddOffsetsToTxnRequest(Message):
                 f = 'transactional_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transactional_id, pos = read_compact_string(data, pos)
@@ -75,7 +75,7 @@ class AddOffsetsToTxnRequest(Message):
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)

@@ -71,7 +71,7 @@ class AddPartitionsToTxnRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -160,7 +160,7 @@ class AddPartitionsToTxnRequest(Message):
                 f = 'transactional_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transactional_id, pos = read_compact_string(data, pos)
@@ -183,7 +183,7 @@ class AddPartitionsToTxnRequest(Message):
                         sub = 'name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.name, pos = read_compact_string(data, pos)
@@ -312,7 +312,7 @@ class AddPartitionsToTxnRequest(Message):
                     f = 'v3_and_below_transactional_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.v3_and_below_transactional_id = str(data[pos + 1:s_end], "utf-8")
+                        self.v3_and_below_transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.v3_and_below_transactional_id, pos = read_compact_string(data, pos)
@@ -342,7 +342,7 @@ class AddPartitionsToTxnRequest(Message):
                             sub = 'name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_string(data, pos)
@@ -519,7 +519,7 @@ class AddPartitionsToTxnResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -622,7 +622,7 @@ class AddPartitionsToTxnResponse(Message):
                 f = 'transactional_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transactional_id, pos = read_compact_string(data, pos)

@@ -60,14 +60,14 @@ class AddRaftVoterRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -141,7 +141,7 @@ class AddRaftVoterRequest(Message):
                 self.cluster_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.cluster_id, pos = read_compact_nullable_string(data, pos)
@@ -166,14 +166,14 @@ class AddRaftVoterRequest(Message):
                     sub = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.name, pos = read_compact_string(data, pos)
                     sub = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.host, pos = read_compact_string(data, pos)
@@ -247,7 +247,7 @@ class AddRaftVoterResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)

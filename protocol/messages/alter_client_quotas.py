@@ -64,7 +64,7 @@ class AlterClientQuotasRequest(Message):
                     f = 'entity_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.entity_type = str(data[pos + 1:s_end], "utf-8")
+                        self.entity_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.entity_type, pos = read_compact_string(data, pos)
@@ -74,7 +74,7 @@ class AlterClientQuotasRequest(Message):
                         self.entity_name = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.entity_name = str(data[pos + 1:s_end], "utf-8")
+                        self.entity_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.entity_name, pos = read_compact_nullable_string(data, pos)
@@ -139,7 +139,7 @@ class AlterClientQuotasRequest(Message):
                     f = 'key'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.key = str(data[pos + 1:s_end], "utf-8")
+                        self.key = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.key, pos = read_compact_string(data, pos)
@@ -243,7 +243,7 @@ class AlterClientQuotasRequest(Message):
                             sub = 'entity_type'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.entity_type = str(data[pos + 1:s_end], "utf-8")
+                                elem.entity_type = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.entity_type, pos = read_compact_string(data, pos)
@@ -253,7 +253,7 @@ class AlterClientQuotasRequest(Message):
                                 elem.entity_name = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.entity_name = str(data[pos + 1:s_end], "utf-8")
+                                elem.entity_name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.entity_name, pos = read_compact_nullable_string(data, pos)
@@ -283,7 +283,7 @@ class AlterClientQuotasRequest(Message):
                             sub = 'key'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.key = str(data[pos + 1:s_end], "utf-8")
+                                elem.key = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.key, pos = read_compact_string(data, pos)
@@ -487,7 +487,7 @@ class AlterClientQuotasResponse(Message):
                     f = 'entity_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.entity_type = str(data[pos + 1:s_end], "utf-8")
+                        self.entity_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.entity_type, pos = read_compact_string(data, pos)
@@ -497,7 +497,7 @@ class AlterClientQuotasResponse(Message):
                         self.entity_name = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.entity_name = str(data[pos + 1:s_end], "utf-8")
+                        self.entity_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.entity_name, pos = read_compact_nullable_string(data, pos)
@@ -582,7 +582,7 @@ class AlterClientQuotasResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -602,7 +602,7 @@ class AlterClientQuotasResponse(Message):
                             sub = 'entity_type'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.entity_type = str(data[pos + 1:s_end], "utf-8")
+                                elem.entity_type = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.entity_type, pos = read_compact_string(data, pos)
@@ -612,7 +612,7 @@ class AlterClientQuotasResponse(Message):
                                 elem.entity_name = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.entity_name = str(data[pos + 1:s_end], "utf-8")
+                                elem.entity_name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.entity_name, pos = read_compact_nullable_string(data, pos)

@@ -64,7 +64,7 @@ class AlterConfigsRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -74,7 +74,7 @@ class AlterConfigsRequest(Message):
                         self.value = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        self.value = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.value, pos = read_compact_nullable_string(data, pos)
@@ -156,7 +156,7 @@ class AlterConfigsRequest(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)
@@ -176,7 +176,7 @@ class AlterConfigsRequest(Message):
                             sub = 'name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_string(data, pos)
@@ -186,7 +186,7 @@ class AlterConfigsRequest(Message):
                                 elem.value = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                elem.value = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.value, pos = read_compact_nullable_string(data, pos)
@@ -387,7 +387,7 @@ class AlterConfigsResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -397,7 +397,7 @@ class AlterConfigsResponse(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)
@@ -503,7 +503,7 @@ class AlterConfigsResponse(Message):
                             elem.error_message = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.error_message, pos = read_compact_nullable_string(data, pos)
@@ -513,7 +513,7 @@ class AlterConfigsResponse(Message):
                         sub = 'resource_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.resource_name, pos = read_compact_string(data, pos)

@@ -241,7 +241,7 @@ class AlterPartitionRequest(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)
@@ -486,7 +486,7 @@ class AlterPartitionResponse(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)

@@ -134,7 +134,7 @@ class AlterPartitionReassignmentsRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -299,7 +299,7 @@ class AlterPartitionReassignmentsResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -359,7 +359,7 @@ class AlterPartitionReassignmentsResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -385,7 +385,7 @@ class AlterPartitionReassignmentsResponse(Message):
                             elem.error_message = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.error_message, pos = read_compact_nullable_string(data, pos)
@@ -461,7 +461,7 @@ class AlterPartitionReassignmentsResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)

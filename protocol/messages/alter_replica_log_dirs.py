@@ -68,7 +68,7 @@ class AlterReplicaLogDirsRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -161,7 +161,7 @@ class AlterReplicaLogDirsRequest(Message):
                     f = 'path'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.path = str(data[pos + 1:s_end], "utf-8")
+                        self.path = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.path, pos = read_compact_string(data, pos)
@@ -181,7 +181,7 @@ class AlterReplicaLogDirsRequest(Message):
                             sub = 'name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_string(data, pos)
@@ -435,7 +435,7 @@ class AlterReplicaLogDirsResponse(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)

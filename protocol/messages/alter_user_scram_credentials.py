@@ -59,7 +59,7 @@ class AlterUserScramCredentialsRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -122,7 +122,7 @@ class AlterUserScramCredentialsRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -211,7 +211,7 @@ class AlterUserScramCredentialsRequest(Message):
                     sub = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.name, pos = read_compact_string(data, pos)
@@ -244,7 +244,7 @@ class AlterUserScramCredentialsRequest(Message):
                     sub = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.name, pos = read_compact_string(data, pos)
@@ -318,7 +318,7 @@ class AlterUserScramCredentialsResponse(Message):
                 f = 'user'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.user = str(data[pos + 1:s_end], "utf-8")
+                    self.user = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.user, pos = read_compact_string(data, pos)
@@ -331,7 +331,7 @@ class AlterUserScramCredentialsResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -407,7 +407,7 @@ class AlterUserScramCredentialsResponse(Message):
                     sub = 'user'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.user = str(data[pos + 1:s_end], "utf-8")
+                        elem.user = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.user, pos = read_compact_string(data, pos)
@@ -420,7 +420,7 @@ class AlterUserScramCredentialsResponse(Message):
                         elem.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                        elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.error_message, pos = read_compact_nullable_string(data, pos)

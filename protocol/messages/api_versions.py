@@ -64,14 +64,14 @@ class ApiVersionsRequest(Message):
                 f = 'client_software_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.client_software_name = str(data[pos + 1:s_end], "utf-8")
+                    self.client_software_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.client_software_name, pos = read_compact_string(data, pos)
                 f = 'client_software_version'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.client_software_version = str(data[pos + 1:s_end], "utf-8")
+                    self.client_software_version = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.client_software_version, pos = read_compact_string(data, pos)
@@ -189,7 +189,7 @@ class ApiVersionsResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -246,7 +246,7 @@ class ApiVersionsResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -409,7 +409,7 @@ class ApiVersionsResponse(Message):
                                 sub = 'name'
                                 n = data[pos]
                                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                    elem.name = str(data[pos + 1:s_end], "utf-8")
+                                    elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     elem.name, pos = read_compact_string(data, pos)
@@ -451,7 +451,7 @@ class ApiVersionsResponse(Message):
                                 sub = 'name'
                                 n = data[pos]
                                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                    elem.name = str(data[pos + 1:s_end], "utf-8")
+                                    elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     elem.name, pos = read_compact_string(data, pos)

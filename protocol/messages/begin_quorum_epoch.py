@@ -147,7 +147,7 @@ class BeginQuorumEpochRequest(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)
@@ -255,14 +255,14 @@ class BeginQuorumEpochRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -347,7 +347,7 @@ class BeginQuorumEpochRequest(Message):
                     self.cluster_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                    self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.cluster_id, pos = read_compact_nullable_string(data, pos)
@@ -386,14 +386,14 @@ class BeginQuorumEpochRequest(Message):
                         sub = 'name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.name, pos = read_compact_string(data, pos)
                         sub = 'host'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.host, pos = read_compact_string(data, pos)
@@ -553,7 +553,7 @@ class BeginQuorumEpochResponse(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)
@@ -658,7 +658,7 @@ class BeginQuorumEpochResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -779,7 +779,7 @@ class BeginQuorumEpochResponse(Message):
                                 sub = 'host'
                                 n = data[pos]
                                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                    elem.host = str(data[pos + 1:s_end], "utf-8")
+                                    elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     elem.host, pos = read_compact_string(data, pos)

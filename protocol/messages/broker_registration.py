@@ -65,14 +65,14 @@ class BrokerRegistrationRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -129,7 +129,7 @@ class BrokerRegistrationRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -230,7 +230,7 @@ class BrokerRegistrationRequest(Message):
             f = 'cluster_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.cluster_id, pos = read_compact_string(data, pos)
@@ -252,14 +252,14 @@ class BrokerRegistrationRequest(Message):
                     sub = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.name, pos = read_compact_string(data, pos)
                     sub = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.host, pos = read_compact_string(data, pos)
@@ -292,7 +292,7 @@ class BrokerRegistrationRequest(Message):
                     sub = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.name, pos = read_compact_string(data, pos)
@@ -315,7 +315,7 @@ class BrokerRegistrationRequest(Message):
                 self.rack = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.rack = str(data[pos + 1:s_end], "utf-8")
+                self.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.rack, pos = read_compact_nullable_string(data, pos)

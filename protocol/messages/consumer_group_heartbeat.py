@@ -157,14 +157,14 @@ class ConsumerGroupHeartbeatRequest(Message):
             f = 'group_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.group_id, pos = read_compact_string(data, pos)
             f = 'member_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.member_id, pos = read_compact_string(data, pos)
@@ -177,7 +177,7 @@ class ConsumerGroupHeartbeatRequest(Message):
                 self.instance_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.instance_id = str(data[pos + 1:s_end], "utf-8")
+                self.instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.instance_id, pos = read_compact_nullable_string(data, pos)
@@ -187,7 +187,7 @@ class ConsumerGroupHeartbeatRequest(Message):
                 self.rack_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                self.rack_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.rack_id, pos = read_compact_nullable_string(data, pos)
@@ -207,7 +207,7 @@ class ConsumerGroupHeartbeatRequest(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)
@@ -220,7 +220,7 @@ class ConsumerGroupHeartbeatRequest(Message):
                     self.subscribed_topic_regex = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.subscribed_topic_regex = str(data[pos + 1:s_end], "utf-8")
+                    self.subscribed_topic_regex = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.subscribed_topic_regex, pos = read_compact_nullable_string(data, pos)
@@ -232,7 +232,7 @@ class ConsumerGroupHeartbeatRequest(Message):
                 self.server_assignor = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.server_assignor = str(data[pos + 1:s_end], "utf-8")
+                self.server_assignor = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.server_assignor, pos = read_compact_nullable_string(data, pos)
@@ -489,7 +489,7 @@ class ConsumerGroupHeartbeatResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -499,7 +499,7 @@ class ConsumerGroupHeartbeatResponse(Message):
                 self.member_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.member_id, pos = read_compact_nullable_string(data, pos)

@@ -128,7 +128,7 @@ class ControlledShutdownResponse(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)
@@ -222,7 +222,7 @@ class ControlledShutdownResponse(Message):
                         sub = 'topic_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.topic_name, pos = read_compact_string(data, pos)

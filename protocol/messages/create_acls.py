@@ -86,7 +86,7 @@ class CreateAclsRequest(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)
@@ -96,14 +96,14 @@ class CreateAclsRequest(Message):
                     f = 'principal'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal = str(data[pos + 1:s_end], "utf-8")
+                        self.principal = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal, pos = read_compact_string(data, pos)
                     f = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.host, pos = read_compact_string(data, pos)
@@ -215,7 +215,7 @@ class CreateAclsRequest(Message):
                         sub = 'resource_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.resource_name, pos = read_compact_string(data, pos)
@@ -225,14 +225,14 @@ class CreateAclsRequest(Message):
                         sub = 'principal'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.principal = str(data[pos + 1:s_end], "utf-8")
+                            elem.principal = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.principal, pos = read_compact_string(data, pos)
                         sub = 'host'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.host, pos = read_compact_string(data, pos)
@@ -344,7 +344,7 @@ class CreateAclsResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -441,7 +441,7 @@ class CreateAclsResponse(Message):
                             elem.error_message = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.error_message, pos = read_compact_nullable_string(data, pos)

@@ -64,14 +64,14 @@ class CreateDelegationTokenRequest(Message):
                     f = 'principal_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_type, pos = read_compact_string(data, pos)
                     f = 'principal_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_name, pos = read_compact_string(data, pos)
@@ -157,7 +157,7 @@ class CreateDelegationTokenRequest(Message):
                         self.owner_principal_type = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.owner_principal_type = str(data[pos + 1:s_end], "utf-8")
+                        self.owner_principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.owner_principal_type, pos = read_compact_nullable_string(data, pos)
@@ -170,7 +170,7 @@ class CreateDelegationTokenRequest(Message):
                         self.owner_principal_name = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.owner_principal_name = str(data[pos + 1:s_end], "utf-8")
+                        self.owner_principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.owner_principal_name, pos = read_compact_nullable_string(data, pos)
@@ -192,14 +192,14 @@ class CreateDelegationTokenRequest(Message):
                         sub = 'principal_type'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.principal_type = str(data[pos + 1:s_end], "utf-8")
+                            elem.principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.principal_type, pos = read_compact_string(data, pos)
                         sub = 'principal_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.principal_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.principal_name, pos = read_compact_string(data, pos)
@@ -330,14 +330,14 @@ class CreateDelegationTokenResponse(Message):
                 f = 'principal_type'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                    self.principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.principal_type, pos = read_compact_string(data, pos)
                 f = 'principal_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                    self.principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.principal_name, pos = read_compact_string(data, pos)
@@ -345,7 +345,7 @@ class CreateDelegationTokenResponse(Message):
                     f = 'token_requester_principal_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.token_requester_principal_type = str(data[pos + 1:s_end], "utf-8")
+                        self.token_requester_principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.token_requester_principal_type, pos = read_compact_string(data, pos)
@@ -355,7 +355,7 @@ class CreateDelegationTokenResponse(Message):
                     f = 'token_requester_principal_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.token_requester_principal_name = str(data[pos + 1:s_end], "utf-8")
+                        self.token_requester_principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.token_requester_principal_name, pos = read_compact_string(data, pos)
@@ -367,7 +367,7 @@ class CreateDelegationTokenResponse(Message):
                 f = 'token_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.token_id = str(data[pos + 1:s_end], "utf-8")
+                    self.token_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.token_id, pos = read_compact_string(data, pos)

@@ -145,7 +145,7 @@ class CreateTopicsRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -155,7 +155,7 @@ class CreateTopicsRequest(Message):
                         self.value = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        self.value = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.value, pos = read_compact_nullable_string(data, pos)
@@ -254,7 +254,7 @@ class CreateTopicsRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -313,7 +313,7 @@ class CreateTopicsRequest(Message):
                             sub = 'name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_string(data, pos)
@@ -323,7 +323,7 @@ class CreateTopicsRequest(Message):
                                 elem.value = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                elem.value = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.value, pos = read_compact_nullable_string(data, pos)
@@ -545,7 +545,7 @@ class CreateTopicsResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -555,7 +555,7 @@ class CreateTopicsResponse(Message):
                     self.value = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.value = str(data[pos + 1:s_end], "utf-8")
+                    self.value = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.value, pos = read_compact_nullable_string(data, pos)
@@ -649,7 +649,7 @@ class CreateTopicsResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -667,7 +667,7 @@ class CreateTopicsResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -690,7 +690,7 @@ class CreateTopicsResponse(Message):
                             sub = 'name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_string(data, pos)
@@ -700,7 +700,7 @@ class CreateTopicsResponse(Message):
                                 elem.value = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                elem.value = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.value, pos = read_compact_nullable_string(data, pos)

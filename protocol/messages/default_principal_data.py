@@ -56,14 +56,14 @@ class DefaultPrincipalData(Message):
             f = 'type'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.type = str(data[pos + 1:s_end], "utf-8")
+                self.type = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.type, pos = read_compact_string(data, pos)
             f = 'name'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.name = str(data[pos + 1:s_end], "utf-8")
+                self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.name, pos = read_compact_string(data, pos)

@@ -89,7 +89,7 @@ class DeleteAclsRequest(Message):
                         self.resource_name_filter = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name_filter = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name_filter, pos = read_compact_nullable_string(data, pos)
@@ -102,7 +102,7 @@ class DeleteAclsRequest(Message):
                         self.principal_filter = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_filter = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_filter, pos = read_compact_nullable_string(data, pos)
@@ -112,7 +112,7 @@ class DeleteAclsRequest(Message):
                         self.host_filter = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.host_filter = str(data[pos + 1:s_end], "utf-8")
+                        self.host_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.host_filter, pos = read_compact_nullable_string(data, pos)
@@ -227,7 +227,7 @@ class DeleteAclsRequest(Message):
                             elem.resource_name_filter = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.resource_name_filter = str(data[pos + 1:s_end], "utf-8")
+                            elem.resource_name_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.resource_name_filter, pos = read_compact_nullable_string(data, pos)
@@ -240,7 +240,7 @@ class DeleteAclsRequest(Message):
                             elem.principal_filter = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.principal_filter = str(data[pos + 1:s_end], "utf-8")
+                            elem.principal_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.principal_filter, pos = read_compact_nullable_string(data, pos)
@@ -250,7 +250,7 @@ class DeleteAclsRequest(Message):
                             elem.host_filter = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.host_filter = str(data[pos + 1:s_end], "utf-8")
+                            elem.host_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.host_filter, pos = read_compact_nullable_string(data, pos)
@@ -389,7 +389,7 @@ class DeleteAclsResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -399,7 +399,7 @@ class DeleteAclsResponse(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)
@@ -409,14 +409,14 @@ class DeleteAclsResponse(Message):
                     f = 'principal'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal = str(data[pos + 1:s_end], "utf-8")
+                        self.principal = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal, pos = read_compact_string(data, pos)
                     f = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.host, pos = read_compact_string(data, pos)
@@ -536,7 +536,7 @@ class DeleteAclsResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -562,7 +562,7 @@ class DeleteAclsResponse(Message):
                                 elem.error_message = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                                elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.error_message, pos = read_compact_nullable_string(data, pos)
@@ -572,7 +572,7 @@ class DeleteAclsResponse(Message):
                             sub = 'resource_name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                                elem.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.resource_name, pos = read_compact_string(data, pos)
@@ -582,14 +582,14 @@ class DeleteAclsResponse(Message):
                             sub = 'principal'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.principal = str(data[pos + 1:s_end], "utf-8")
+                                elem.principal = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.principal, pos = read_compact_string(data, pos)
                             sub = 'host'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.host, pos = read_compact_string(data, pos)

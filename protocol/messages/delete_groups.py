@@ -72,7 +72,7 @@ class DeleteGroupsRequest(Message):
                     for _ in range(n):
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            item = str(data[pos + 1:s_end], "utf-8")
+                            item = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             item, pos = read_compact_string(data, pos)
@@ -145,7 +145,7 @@ class DeleteGroupsResponse(Message):
                     f = 'group_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_id, pos = read_compact_string(data, pos)
@@ -239,7 +239,7 @@ class DeleteGroupsResponse(Message):
                         sub = 'group_id'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.group_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.group_id, pos = read_compact_string(data, pos)

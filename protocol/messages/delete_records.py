@@ -128,7 +128,7 @@ class DeleteRecordsRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -395,7 +395,7 @@ class DeleteRecordsResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)

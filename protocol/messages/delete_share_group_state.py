@@ -184,7 +184,7 @@ class DeleteShareGroupStateRequest(Message):
             f = 'group_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.group_id, pos = read_compact_string(data, pos)
@@ -262,7 +262,7 @@ class DeleteShareGroupStateResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -343,7 +343,7 @@ class DeleteShareGroupStateResponse(Message):
                             elem.error_message = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.error_message, pos = read_compact_nullable_string(data, pos)

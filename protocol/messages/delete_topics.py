@@ -60,7 +60,7 @@ class DeleteTopicsRequest(Message):
                     self.name = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_nullable_string(data, pos)
@@ -154,7 +154,7 @@ class DeleteTopicsRequest(Message):
                                 elem.name = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_nullable_string(data, pos)
@@ -186,7 +186,7 @@ class DeleteTopicsRequest(Message):
                         for _ in range(n):
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                item = str(data[pos + 1:s_end], "utf-8")
+                                item = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 item, pos = read_compact_string(data, pos)
@@ -293,7 +293,7 @@ class DeleteTopicsResponse(Message):
                             self.error_message = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            self.error_message = str(data[pos + 1:s_end], "utf-8")
+                            self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -410,7 +410,7 @@ class DeleteTopicsResponse(Message):
                                 elem.error_message = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                                elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.error_message, pos = read_compact_nullable_string(data, pos)

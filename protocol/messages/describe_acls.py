@@ -87,7 +87,7 @@ class DescribeAclsRequest(Message):
                     self.resource_name_filter = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.resource_name_filter = str(data[pos + 1:s_end], "utf-8")
+                    self.resource_name_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.resource_name_filter, pos = read_compact_nullable_string(data, pos)
@@ -100,7 +100,7 @@ class DescribeAclsRequest(Message):
                     self.principal_filter = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.principal_filter = str(data[pos + 1:s_end], "utf-8")
+                    self.principal_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.principal_filter, pos = read_compact_nullable_string(data, pos)
@@ -110,7 +110,7 @@ class DescribeAclsRequest(Message):
                     self.host_filter = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.host_filter = str(data[pos + 1:s_end], "utf-8")
+                    self.host_filter = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host_filter, pos = read_compact_nullable_string(data, pos)
@@ -198,14 +198,14 @@ class DescribeAclsResponse(Message):
                     f = 'principal'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal = str(data[pos + 1:s_end], "utf-8")
+                        self.principal = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal, pos = read_compact_string(data, pos)
                     f = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.host, pos = read_compact_string(data, pos)
@@ -300,7 +300,7 @@ class DescribeAclsResponse(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)
@@ -323,14 +323,14 @@ class DescribeAclsResponse(Message):
                             sub = 'principal'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.principal = str(data[pos + 1:s_end], "utf-8")
+                                elem.principal = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.principal, pos = read_compact_string(data, pos)
                             sub = 'host'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.host, pos = read_compact_string(data, pos)
@@ -453,7 +453,7 @@ class DescribeAclsResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)

@@ -68,7 +68,7 @@ class DescribeClientQuotasRequest(Message):
                     f = 'entity_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.entity_type = str(data[pos + 1:s_end], "utf-8")
+                        self.entity_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.entity_type, pos = read_compact_string(data, pos)
@@ -81,7 +81,7 @@ class DescribeClientQuotasRequest(Message):
                         self.match = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.match = str(data[pos + 1:s_end], "utf-8")
+                        self.match = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.match, pos = read_compact_nullable_string(data, pos)
@@ -173,7 +173,7 @@ class DescribeClientQuotasRequest(Message):
                         sub = 'entity_type'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.entity_type = str(data[pos + 1:s_end], "utf-8")
+                            elem.entity_type = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.entity_type, pos = read_compact_string(data, pos)
@@ -186,7 +186,7 @@ class DescribeClientQuotasRequest(Message):
                             elem.match = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.match = str(data[pos + 1:s_end], "utf-8")
+                            elem.match = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.match, pos = read_compact_nullable_string(data, pos)
@@ -284,7 +284,7 @@ class DescribeClientQuotasResponse(Message):
                     f = 'entity_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.entity_type = str(data[pos + 1:s_end], "utf-8")
+                        self.entity_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.entity_type, pos = read_compact_string(data, pos)
@@ -294,7 +294,7 @@ class DescribeClientQuotasResponse(Message):
                         self.entity_name = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.entity_name = str(data[pos + 1:s_end], "utf-8")
+                        self.entity_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.entity_name, pos = read_compact_nullable_string(data, pos)
@@ -357,7 +357,7 @@ class DescribeClientQuotasResponse(Message):
                     f = 'key'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.key = str(data[pos + 1:s_end], "utf-8")
+                        self.key = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.key, pos = read_compact_string(data, pos)
@@ -461,7 +461,7 @@ class DescribeClientQuotasResponse(Message):
                             sub = 'entity_type'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.entity_type = str(data[pos + 1:s_end], "utf-8")
+                                elem.entity_type = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.entity_type, pos = read_compact_string(data, pos)
@@ -471,7 +471,7 @@ class DescribeClientQuotasResponse(Message):
                                 elem.entity_name = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.entity_name = str(data[pos + 1:s_end], "utf-8")
+                                elem.entity_name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.entity_name, pos = read_compact_nullable_string(data, pos)
@@ -501,7 +501,7 @@ class DescribeClientQuotasResponse(Message):
                             sub = 'key'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.key = str(data[pos + 1:s_end], "utf-8")
+                                elem.key = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.key, pos = read_compact_string(data, pos)
@@ -631,7 +631,7 @@ class DescribeClientQuotasResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)

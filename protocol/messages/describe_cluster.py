@@ -123,7 +123,7 @@ class DescribeClusterResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -136,7 +136,7 @@ class DescribeClusterResponse(Message):
                     self.rack = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    self.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.rack, pos = read_compact_nullable_string(data, pos)
@@ -221,7 +221,7 @@ class DescribeClusterResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -234,7 +234,7 @@ class DescribeClusterResponse(Message):
             f = 'cluster_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.cluster_id, pos = read_compact_string(data, pos)
@@ -260,7 +260,7 @@ class DescribeClusterResponse(Message):
                     sub = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.host, pos = read_compact_string(data, pos)
@@ -273,7 +273,7 @@ class DescribeClusterResponse(Message):
                         elem.rack = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        elem.rack = str(data[pos + 1:s_end], "utf-8")
+                        elem.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.rack, pos = read_compact_nullable_string(data, pos)

@@ -81,7 +81,7 @@ class DescribeConfigsRequest(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)
@@ -98,7 +98,7 @@ class DescribeConfigsRequest(Message):
                         for _ in range(n):
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                item = str(data[pos + 1:s_end], "utf-8")
+                                item = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 item, pos = read_compact_string(data, pos)
@@ -216,7 +216,7 @@ class DescribeConfigsRequest(Message):
                         sub = 'resource_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.resource_name, pos = read_compact_string(data, pos)
@@ -233,7 +233,7 @@ class DescribeConfigsRequest(Message):
                             for _ in range(n):
                                 n = data[pos]
                                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                    item = str(data[pos + 1:s_end], "utf-8")
+                                    item = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     item, pos = read_compact_string(data, pos)
@@ -354,7 +354,7 @@ class DescribeConfigsResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -364,7 +364,7 @@ class DescribeConfigsResponse(Message):
                         self.value = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        self.value = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.value, pos = read_compact_nullable_string(data, pos)
@@ -478,7 +478,7 @@ class DescribeConfigsResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -488,7 +488,7 @@ class DescribeConfigsResponse(Message):
                         self.value = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        self.value = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.value, pos = read_compact_nullable_string(data, pos)
@@ -511,7 +511,7 @@ class DescribeConfigsResponse(Message):
                             sub = 'name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_string(data, pos)
@@ -521,7 +521,7 @@ class DescribeConfigsResponse(Message):
                                 elem.value = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                elem.value = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.value, pos = read_compact_nullable_string(data, pos)
@@ -547,7 +547,7 @@ class DescribeConfigsResponse(Message):
                         self.documentation = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.documentation = str(data[pos + 1:s_end], "utf-8")
+                        self.documentation = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.documentation, pos = read_compact_nullable_string(data, pos)
@@ -689,7 +689,7 @@ class DescribeConfigsResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -699,7 +699,7 @@ class DescribeConfigsResponse(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)

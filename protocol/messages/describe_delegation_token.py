@@ -63,14 +63,14 @@ class DescribeDelegationTokenRequest(Message):
                     f = 'principal_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_type, pos = read_compact_string(data, pos)
                     f = 'principal_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_name, pos = read_compact_string(data, pos)
@@ -155,14 +155,14 @@ class DescribeDelegationTokenRequest(Message):
                         sub = 'principal_type'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.principal_type = str(data[pos + 1:s_end], "utf-8")
+                            elem.principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.principal_type, pos = read_compact_string(data, pos)
                         sub = 'principal_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.principal_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.principal_name, pos = read_compact_string(data, pos)
@@ -251,14 +251,14 @@ class DescribeDelegationTokenResponse(Message):
                     f = 'principal_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_type, pos = read_compact_string(data, pos)
                     f = 'principal_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_name, pos = read_compact_string(data, pos)
@@ -361,14 +361,14 @@ class DescribeDelegationTokenResponse(Message):
                     f = 'principal_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_type = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_type, pos = read_compact_string(data, pos)
                     f = 'principal_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.principal_name = str(data[pos + 1:s_end], "utf-8")
+                        self.principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.principal_name, pos = read_compact_string(data, pos)
@@ -376,7 +376,7 @@ class DescribeDelegationTokenResponse(Message):
                         f = 'token_requester_principal_type'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            self.token_requester_principal_type = str(data[pos + 1:s_end], "utf-8")
+                            self.token_requester_principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.token_requester_principal_type, pos = read_compact_string(data, pos)
@@ -386,7 +386,7 @@ class DescribeDelegationTokenResponse(Message):
                         f = 'token_requester_principal_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            self.token_requester_principal_name = str(data[pos + 1:s_end], "utf-8")
+                            self.token_requester_principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.token_requester_principal_name, pos = read_compact_string(data, pos)
@@ -398,7 +398,7 @@ class DescribeDelegationTokenResponse(Message):
                     f = 'token_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.token_id = str(data[pos + 1:s_end], "utf-8")
+                        self.token_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.token_id, pos = read_compact_string(data, pos)
@@ -420,14 +420,14 @@ class DescribeDelegationTokenResponse(Message):
                             sub = 'principal_type'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.principal_type = str(data[pos + 1:s_end], "utf-8")
+                                elem.principal_type = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.principal_type, pos = read_compact_string(data, pos)
                             sub = 'principal_name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.principal_name = str(data[pos + 1:s_end], "utf-8")
+                                elem.principal_name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.principal_name, pos = read_compact_string(data, pos)

@@ -80,7 +80,7 @@ class DescribeGroupsRequest(Message):
                     for _ in range(n):
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            item = str(data[pos + 1:s_end], "utf-8")
+                            item = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             item, pos = read_compact_string(data, pos)
@@ -179,7 +179,7 @@ class DescribeGroupsResponse(Message):
                     f = 'member_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.member_id, pos = read_compact_string(data, pos)
@@ -189,21 +189,21 @@ class DescribeGroupsResponse(Message):
                         self.group_instance_id = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                     f = 'client_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.client_id = str(data[pos + 1:s_end], "utf-8")
+                        self.client_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.client_id, pos = read_compact_string(data, pos)
                     f = 'client_host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.client_host = str(data[pos + 1:s_end], "utf-8")
+                        self.client_host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.client_host, pos = read_compact_string(data, pos)
@@ -326,28 +326,28 @@ class DescribeGroupsResponse(Message):
                     f = 'group_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_id, pos = read_compact_string(data, pos)
                     f = 'group_state'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_state = str(data[pos + 1:s_end], "utf-8")
+                        self.group_state = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_state, pos = read_compact_string(data, pos)
                     f = 'protocol_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.protocol_type, pos = read_compact_string(data, pos)
                     f = 'protocol_data'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.protocol_data = str(data[pos + 1:s_end], "utf-8")
+                        self.protocol_data = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.protocol_data, pos = read_compact_string(data, pos)
@@ -367,7 +367,7 @@ class DescribeGroupsResponse(Message):
                             sub = 'member_id'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                                elem.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.member_id, pos = read_compact_string(data, pos)
@@ -377,21 +377,21 @@ class DescribeGroupsResponse(Message):
                                 elem.group_instance_id = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                                elem.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
                             sub = 'client_id'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.client_id = str(data[pos + 1:s_end], "utf-8")
+                                elem.client_id = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.client_id, pos = read_compact_string(data, pos)
                             sub = 'client_host'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.client_host = str(data[pos + 1:s_end], "utf-8")
+                                elem.client_host = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.client_host, pos = read_compact_string(data, pos)

@@ -70,7 +70,7 @@ class DescribeLogDirsRequest(Message):
                     f = 'topic'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic, pos = read_compact_string(data, pos)
@@ -173,7 +173,7 @@ class DescribeLogDirsRequest(Message):
                         sub = 'topic'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.topic = str(data[pos + 1:s_end], "utf-8")
+                            elem.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.topic, pos = read_compact_string(data, pos)
@@ -346,7 +346,7 @@ class DescribeLogDirsResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -471,7 +471,7 @@ class DescribeLogDirsResponse(Message):
                     f = 'log_dir'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.log_dir = str(data[pos + 1:s_end], "utf-8")
+                        self.log_dir = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.log_dir, pos = read_compact_string(data, pos)

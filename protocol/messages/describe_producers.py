@@ -61,7 +61,7 @@ class DescribeProducersRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -142,7 +142,7 @@ class DescribeProducersRequest(Message):
                     sub = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.name, pos = read_compact_string(data, pos)
@@ -289,7 +289,7 @@ class DescribeProducersResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -371,7 +371,7 @@ class DescribeProducersResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)

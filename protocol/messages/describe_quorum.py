@@ -113,7 +113,7 @@ class DescribeQuorumRequest(Message):
                 f = 'topic_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic_name, pos = read_compact_string(data, pos)
@@ -374,7 +374,7 @@ class DescribeQuorumResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -517,7 +517,7 @@ class DescribeQuorumResponse(Message):
                 f = 'topic_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic_name, pos = read_compact_string(data, pos)
@@ -588,14 +588,14 @@ class DescribeQuorumResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -675,14 +675,14 @@ class DescribeQuorumResponse(Message):
                         sub = 'name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.name, pos = read_compact_string(data, pos)
                         sub = 'host'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.host, pos = read_compact_string(data, pos)
@@ -769,7 +769,7 @@ class DescribeQuorumResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)

@@ -58,7 +58,7 @@ class DescribeTopicPartitionsRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -110,7 +110,7 @@ class DescribeTopicPartitionsRequest(Message):
                 f = 'topic_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic_name, pos = read_compact_string(data, pos)
@@ -191,7 +191,7 @@ class DescribeTopicPartitionsRequest(Message):
                     sub = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.name, pos = read_compact_string(data, pos)
@@ -439,7 +439,7 @@ class DescribeTopicPartitionsResponse(Message):
                     self.name = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_nullable_string(data, pos)
@@ -575,7 +575,7 @@ class DescribeTopicPartitionsResponse(Message):
                 f = 'topic_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic_name, pos = read_compact_string(data, pos)

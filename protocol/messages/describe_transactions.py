@@ -67,7 +67,7 @@ class DescribeTransactionsRequest(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)
@@ -125,7 +125,7 @@ class DescribeTransactionsResponse(Message):
                 f = 'topic'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic = str(data[pos + 1:s_end], "utf-8")
+                    self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic, pos = read_compact_string(data, pos)
@@ -215,14 +215,14 @@ class DescribeTransactionsResponse(Message):
                 f = 'transactional_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transactional_id, pos = read_compact_string(data, pos)
                 f = 'transaction_state'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.transaction_state = str(data[pos + 1:s_end], "utf-8")
+                    self.transaction_state = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transaction_state, pos = read_compact_string(data, pos)
@@ -245,7 +245,7 @@ class DescribeTransactionsResponse(Message):
                         sub = 'topic'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.topic = str(data[pos + 1:s_end], "utf-8")
+                            elem.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.topic, pos = read_compact_string(data, pos)

@@ -70,7 +70,7 @@ class ElectLeadersRequest(Message):
                     f = 'topic'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic, pos = read_compact_string(data, pos)
@@ -185,7 +185,7 @@ class ElectLeadersRequest(Message):
                         sub = 'topic'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.topic = str(data[pos + 1:s_end], "utf-8")
+                            elem.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.topic, pos = read_compact_string(data, pos)
@@ -308,7 +308,7 @@ class ElectLeadersResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -384,7 +384,7 @@ class ElectLeadersResponse(Message):
                     f = 'topic'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic, pos = read_compact_string(data, pos)
@@ -410,7 +410,7 @@ class ElectLeadersResponse(Message):
                                 elem.error_message = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                                elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.error_message, pos = read_compact_nullable_string(data, pos)

@@ -235,7 +235,7 @@ class EndQuorumEpochRequest(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)
@@ -334,14 +334,14 @@ class EndQuorumEpochRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -423,7 +423,7 @@ class EndQuorumEpochRequest(Message):
                     self.cluster_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                    self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.cluster_id, pos = read_compact_nullable_string(data, pos)
@@ -459,14 +459,14 @@ class EndQuorumEpochRequest(Message):
                         sub = 'name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.name, pos = read_compact_string(data, pos)
                         sub = 'host'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.host, pos = read_compact_string(data, pos)
@@ -625,7 +625,7 @@ class EndQuorumEpochResponse(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)
@@ -730,7 +730,7 @@ class EndQuorumEpochResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -851,7 +851,7 @@ class EndQuorumEpochResponse(Message):
                                 sub = 'host'
                                 n = data[pos]
                                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                    elem.host = str(data[pos + 1:s_end], "utf-8")
+                                    elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     elem.host, pos = read_compact_string(data, pos)

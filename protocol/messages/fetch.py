@@ -258,7 +258,7 @@ class FetchRequest(Message):
                         f = 'topic'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            self.topic = str(data[pos + 1:s_end], "utf-8")
+                            self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.topic, pos = read_compact_string(data, pos)
@@ -390,7 +390,7 @@ class FetchRequest(Message):
                         f = 'topic'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            self.topic = str(data[pos + 1:s_end], "utf-8")
+                            self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.topic, pos = read_compact_string(data, pos)
@@ -583,7 +583,7 @@ class FetchRequest(Message):
                             sub = 'topic'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.topic = str(data[pos + 1:s_end], "utf-8")
+                                elem.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.topic, pos = read_compact_string(data, pos)
@@ -617,7 +617,7 @@ class FetchRequest(Message):
                 f = 'rack_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                    self.rack_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.rack_id, pos = read_compact_string(data, pos)
@@ -636,7 +636,7 @@ class FetchRequest(Message):
                             self.cluster_id = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                            self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.cluster_id, pos = read_compact_nullable_string(data, pos)
@@ -1241,7 +1241,7 @@ class FetchResponse(Message):
                         f = 'topic'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            self.topic = str(data[pos + 1:s_end], "utf-8")
+                            self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.topic, pos = read_compact_string(data, pos)
@@ -1342,7 +1342,7 @@ class FetchResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -1355,7 +1355,7 @@ class FetchResponse(Message):
                     self.rack = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    self.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.rack, pos = read_compact_nullable_string(data, pos)
@@ -1480,7 +1480,7 @@ class FetchResponse(Message):
                                 sub = 'host'
                                 n = data[pos]
                                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                    elem.host = str(data[pos + 1:s_end], "utf-8")
+                                    elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     elem.host, pos = read_compact_string(data, pos)
@@ -1493,7 +1493,7 @@ class FetchResponse(Message):
                                     elem.rack = None
                                     pos += 1
                                 elif n < 128 and (s_end := pos + n) <= len(data):
-                                    elem.rack = str(data[pos + 1:s_end], "utf-8")
+                                    elem.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     elem.rack, pos = read_compact_nullable_string(data, pos)

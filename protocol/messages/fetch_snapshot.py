@@ -189,7 +189,7 @@ class FetchSnapshotRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -299,7 +299,7 @@ class FetchSnapshotRequest(Message):
                         self.cluster_id = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                        self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.cluster_id, pos = read_compact_nullable_string(data, pos)
@@ -565,7 +565,7 @@ class FetchSnapshotResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -639,7 +639,7 @@ class FetchSnapshotResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -753,7 +753,7 @@ class FetchSnapshotResponse(Message):
                             sub = 'host'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.host, pos = read_compact_string(data, pos)

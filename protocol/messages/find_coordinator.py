@@ -72,7 +72,7 @@ class FindCoordinatorRequest(Message):
                     f = 'key'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.key = str(data[pos + 1:s_end], "utf-8")
+                        self.key = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.key, pos = read_compact_string(data, pos)
@@ -95,7 +95,7 @@ class FindCoordinatorRequest(Message):
                         for _ in range(n):
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                item = str(data[pos + 1:s_end], "utf-8")
+                                item = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 item, pos = read_compact_string(data, pos)
@@ -175,7 +175,7 @@ class FindCoordinatorResponse(Message):
                 f = 'key'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.key = str(data[pos + 1:s_end], "utf-8")
+                    self.key = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.key, pos = read_compact_string(data, pos)
@@ -185,7 +185,7 @@ class FindCoordinatorResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -198,7 +198,7 @@ class FindCoordinatorResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -305,7 +305,7 @@ class FindCoordinatorResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -321,7 +321,7 @@ class FindCoordinatorResponse(Message):
                     f = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.host, pos = read_compact_string(data, pos)
@@ -350,7 +350,7 @@ class FindCoordinatorResponse(Message):
                             sub = 'key'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.key = str(data[pos + 1:s_end], "utf-8")
+                                elem.key = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.key, pos = read_compact_string(data, pos)
@@ -360,7 +360,7 @@ class FindCoordinatorResponse(Message):
                             sub = 'host'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.host, pos = read_compact_string(data, pos)
@@ -373,7 +373,7 @@ class FindCoordinatorResponse(Message):
                                 elem.error_message = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                                elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.error_message, pos = read_compact_nullable_string(data, pos)

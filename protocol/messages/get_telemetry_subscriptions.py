@@ -154,7 +154,7 @@ class GetTelemetrySubscriptionsResponse(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)

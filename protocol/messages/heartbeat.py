@@ -70,7 +70,7 @@ class HeartbeatRequest(Message):
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)
@@ -80,7 +80,7 @@ class HeartbeatRequest(Message):
                 f = 'member_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.member_id, pos = read_compact_string(data, pos)
@@ -90,7 +90,7 @@ class HeartbeatRequest(Message):
                     self.group_instance_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_instance_id, pos = read_compact_nullable_string(data, pos)

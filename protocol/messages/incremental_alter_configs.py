@@ -68,7 +68,7 @@ class IncrementalAlterConfigsRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -81,7 +81,7 @@ class IncrementalAlterConfigsRequest(Message):
                         self.value = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.value = str(data[pos + 1:s_end], "utf-8")
+                        self.value = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.value, pos = read_compact_nullable_string(data, pos)
@@ -168,7 +168,7 @@ class IncrementalAlterConfigsRequest(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)
@@ -188,7 +188,7 @@ class IncrementalAlterConfigsRequest(Message):
                             sub = 'name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_string(data, pos)
@@ -201,7 +201,7 @@ class IncrementalAlterConfigsRequest(Message):
                                 elem.value = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.value = str(data[pos + 1:s_end], "utf-8")
+                                elem.value = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.value, pos = read_compact_nullable_string(data, pos)
@@ -405,7 +405,7 @@ class IncrementalAlterConfigsResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -415,7 +415,7 @@ class IncrementalAlterConfigsResponse(Message):
                     f = 'resource_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.resource_name = str(data[pos + 1:s_end], "utf-8")
+                        self.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.resource_name, pos = read_compact_string(data, pos)
@@ -521,7 +521,7 @@ class IncrementalAlterConfigsResponse(Message):
                             elem.error_message = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.error_message, pos = read_compact_nullable_string(data, pos)
@@ -531,7 +531,7 @@ class IncrementalAlterConfigsResponse(Message):
                         sub = 'resource_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.resource_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.resource_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.resource_name, pos = read_compact_string(data, pos)

@@ -69,7 +69,7 @@ class InitProducerIdRequest(Message):
                     self.transactional_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transactional_id, pos = read_compact_nullable_string(data, pos)

@@ -66,7 +66,7 @@ class JoinGroupRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -167,7 +167,7 @@ class JoinGroupRequest(Message):
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)
@@ -177,7 +177,7 @@ class JoinGroupRequest(Message):
                 f = 'member_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.member_id, pos = read_compact_string(data, pos)
@@ -187,14 +187,14 @@ class JoinGroupRequest(Message):
                     self.group_instance_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_instance_id, pos = read_compact_nullable_string(data, pos)
                 f = 'protocol_type'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                    self.protocol_type = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.protocol_type, pos = read_compact_string(data, pos)
@@ -214,7 +214,7 @@ class JoinGroupRequest(Message):
                         sub = 'name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.name, pos = read_compact_string(data, pos)
@@ -237,7 +237,7 @@ class JoinGroupRequest(Message):
                         self.reason = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.reason = str(data[pos + 1:s_end], "utf-8")
+                        self.reason = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.reason, pos = read_compact_nullable_string(data, pos)
@@ -344,7 +344,7 @@ class JoinGroupResponse(Message):
                     f = 'member_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.member_id, pos = read_compact_string(data, pos)
@@ -354,7 +354,7 @@ class JoinGroupResponse(Message):
                         self.group_instance_id = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_instance_id, pos = read_compact_nullable_string(data, pos)
@@ -471,7 +471,7 @@ class JoinGroupResponse(Message):
                         self.protocol_type = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.protocol_type, pos = read_compact_nullable_string(data, pos)
@@ -485,7 +485,7 @@ class JoinGroupResponse(Message):
                 f = 'leader'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.leader = str(data[pos + 1:s_end], "utf-8")
+                    self.leader = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.leader, pos = read_compact_string(data, pos)
@@ -498,7 +498,7 @@ class JoinGroupResponse(Message):
                 f = 'member_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.member_id, pos = read_compact_string(data, pos)
@@ -518,7 +518,7 @@ class JoinGroupResponse(Message):
                         sub = 'member_id'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.member_id, pos = read_compact_string(data, pos)
@@ -528,7 +528,7 @@ class JoinGroupResponse(Message):
                             elem.group_instance_id = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.group_instance_id, pos = read_compact_nullable_string(data, pos)

@@ -305,7 +305,7 @@ class LeaderAndIsrRequest(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)
@@ -513,7 +513,7 @@ class LeaderAndIsrRequest(Message):
                     f = 'host_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.host_name = str(data[pos + 1:s_end], "utf-8")
+                        self.host_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.host_name, pos = read_compact_string(data, pos)
@@ -689,7 +689,7 @@ class LeaderAndIsrRequest(Message):
                         sub = 'host_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.host_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.host_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.host_name, pos = read_compact_string(data, pos)
@@ -861,7 +861,7 @@ class LeaderAndIsrResponse(Message):
                         f = 'topic_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                            self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.topic_name, pos = read_compact_string(data, pos)
@@ -1048,7 +1048,7 @@ class LeaderAndIsrResponse(Message):
                             sub = 'topic_name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                                elem.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.topic_name, pos = read_compact_string(data, pos)

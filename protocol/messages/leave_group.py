@@ -67,7 +67,7 @@ class LeaveGroupRequest(Message):
                     f = 'member_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.member_id, pos = read_compact_string(data, pos)
@@ -77,7 +77,7 @@ class LeaveGroupRequest(Message):
                         self.group_instance_id = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_instance_id, pos = read_compact_nullable_string(data, pos)
@@ -88,7 +88,7 @@ class LeaveGroupRequest(Message):
                             self.reason = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            self.reason = str(data[pos + 1:s_end], "utf-8")
+                            self.reason = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.reason, pos = read_compact_nullable_string(data, pos)
@@ -173,7 +173,7 @@ class LeaveGroupRequest(Message):
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)
@@ -193,7 +193,7 @@ class LeaveGroupRequest(Message):
                         sub = 'member_id'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.member_id, pos = read_compact_string(data, pos)
@@ -203,7 +203,7 @@ class LeaveGroupRequest(Message):
                             elem.group_instance_id = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.group_instance_id, pos = read_compact_nullable_string(data, pos)
@@ -214,7 +214,7 @@ class LeaveGroupRequest(Message):
                                 elem.reason = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.reason = str(data[pos + 1:s_end], "utf-8")
+                                elem.reason = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.reason, pos = read_compact_nullable_string(data, pos)
@@ -320,7 +320,7 @@ class LeaveGroupResponse(Message):
                     f = 'member_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.member_id, pos = read_compact_string(data, pos)
@@ -330,7 +330,7 @@ class LeaveGroupResponse(Message):
                         self.group_instance_id = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_instance_id, pos = read_compact_nullable_string(data, pos)
@@ -433,7 +433,7 @@ class LeaveGroupResponse(Message):
                         sub = 'member_id'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.member_id, pos = read_compact_string(data, pos)
@@ -443,7 +443,7 @@ class LeaveGroupResponse(Message):
                             elem.group_instance_id = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.group_instance_id, pos = read_compact_nullable_string(data, pos)

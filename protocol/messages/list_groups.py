@@ -79,7 +79,7 @@ class ListGroupsRequest(Message):
                         for _ in range(n):
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                item = str(data[pos + 1:s_end], "utf-8")
+                                item = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 item, pos = read_compact_string(data, pos)
@@ -101,7 +101,7 @@ class ListGroupsRequest(Message):
                         for _ in range(n):
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                item = str(data[pos + 1:s_end], "utf-8")
+                                item = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 item, pos = read_compact_string(data, pos)
@@ -176,14 +176,14 @@ class ListGroupsResponse(Message):
                     f = 'group_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_id, pos = read_compact_string(data, pos)
                     f = 'protocol_type'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.protocol_type, pos = read_compact_string(data, pos)
@@ -191,7 +191,7 @@ class ListGroupsResponse(Message):
                         f = 'group_state'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            self.group_state = str(data[pos + 1:s_end], "utf-8")
+                            self.group_state = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.group_state, pos = read_compact_string(data, pos)
@@ -201,7 +201,7 @@ class ListGroupsResponse(Message):
                         f = 'group_type'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            self.group_type = str(data[pos + 1:s_end], "utf-8")
+                            self.group_type = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             self.group_type, pos = read_compact_string(data, pos)
@@ -303,14 +303,14 @@ class ListGroupsResponse(Message):
                         sub = 'group_id'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.group_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.group_id, pos = read_compact_string(data, pos)
                         sub = 'protocol_type'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                            elem.protocol_type = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.protocol_type, pos = read_compact_string(data, pos)
@@ -318,7 +318,7 @@ class ListGroupsResponse(Message):
                             sub = 'group_state'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.group_state = str(data[pos + 1:s_end], "utf-8")
+                                elem.group_state = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.group_state, pos = read_compact_string(data, pos)
@@ -328,7 +328,7 @@ class ListGroupsResponse(Message):
                             sub = 'group_type'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.group_type = str(data[pos + 1:s_end], "utf-8")
+                                elem.group_type = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.group_type, pos = read_compact_string(data, pos)

@@ -165,7 +165,7 @@ class ListOffsetsRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -514,7 +514,7 @@ class ListOffsetsResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)

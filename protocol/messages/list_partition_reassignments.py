@@ -61,7 +61,7 @@ class ListPartitionReassignmentsRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -149,7 +149,7 @@ class ListPartitionReassignmentsRequest(Message):
                     sub = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.name = str(data[pos + 1:s_end], "utf-8")
+                        elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.name, pos = read_compact_string(data, pos)
@@ -323,7 +323,7 @@ class ListPartitionReassignmentsResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -445,7 +445,7 @@ class ListPartitionReassignmentsResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)

@@ -75,7 +75,7 @@ class ListTransactionsRequest(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)
@@ -150,7 +150,7 @@ class ListTransactionsResponse(Message):
                 f = 'transactional_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transactional_id, pos = read_compact_string(data, pos)
@@ -160,7 +160,7 @@ class ListTransactionsResponse(Message):
                 f = 'transaction_state'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.transaction_state = str(data[pos + 1:s_end], "utf-8")
+                    self.transaction_state = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transaction_state, pos = read_compact_string(data, pos)
@@ -241,7 +241,7 @@ class ListTransactionsResponse(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)
@@ -263,7 +263,7 @@ class ListTransactionsResponse(Message):
                     sub = 'transactional_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                        elem.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.transactional_id, pos = read_compact_string(data, pos)
@@ -273,7 +273,7 @@ class ListTransactionsResponse(Message):
                     sub = 'transaction_state'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.transaction_state = str(data[pos + 1:s_end], "utf-8")
+                        elem.transaction_state = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.transaction_state, pos = read_compact_string(data, pos)

@@ -301,7 +301,7 @@ class MetadataResponse(Message):
                     f = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.host, pos = read_compact_string(data, pos)
@@ -314,7 +314,7 @@ class MetadataResponse(Message):
                         self.rack = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.rack = str(data[pos + 1:s_end], "utf-8")
+                        self.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.rack, pos = read_compact_nullable_string(data, pos)
@@ -824,7 +824,7 @@ class MetadataResponse(Message):
                         sub = 'host'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.host = str(data[pos + 1:s_end], "utf-8")
+                            elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.host, pos = read_compact_string(data, pos)
@@ -837,7 +837,7 @@ class MetadataResponse(Message):
                             elem.rack = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.rack = str(data[pos + 1:s_end], "utf-8")
+                            elem.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.rack, pos = read_compact_nullable_string(data, pos)
@@ -857,7 +857,7 @@ class MetadataResponse(Message):
                     self.cluster_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                    self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.cluster_id, pos = read_compact_nullable_string(data, pos)

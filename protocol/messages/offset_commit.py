@@ -82,7 +82,7 @@ class OffsetCommitRequest(Message):
                         self.committed_metadata = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.committed_metadata = str(data[pos + 1:s_end], "utf-8")
+                        self.committed_metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.committed_metadata, pos = read_compact_nullable_string(data, pos)
@@ -174,7 +174,7 @@ class OffsetCommitRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -201,7 +201,7 @@ class OffsetCommitRequest(Message):
                                 elem.committed_metadata = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.committed_metadata = str(data[pos + 1:s_end], "utf-8")
+                                elem.committed_metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.committed_metadata, pos = read_compact_nullable_string(data, pos)
@@ -330,7 +330,7 @@ class OffsetCommitRequest(Message):
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)
@@ -340,7 +340,7 @@ class OffsetCommitRequest(Message):
                 f = 'member_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.member_id, pos = read_compact_string(data, pos)
@@ -350,7 +350,7 @@ class OffsetCommitRequest(Message):
                     self.group_instance_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_instance_id, pos = read_compact_nullable_string(data, pos)
@@ -529,7 +529,7 @@ class OffsetCommitResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)

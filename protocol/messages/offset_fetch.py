@@ -71,7 +71,7 @@ class OffsetFetchRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -145,7 +145,7 @@ class OffsetFetchRequest(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -226,7 +226,7 @@ class OffsetFetchRequest(Message):
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)
@@ -237,7 +237,7 @@ class OffsetFetchRequest(Message):
                         self.member_id = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.member_id, pos = read_compact_nullable_string(data, pos)
@@ -265,7 +265,7 @@ class OffsetFetchRequest(Message):
                         sub = 'name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.name = str(data[pos + 1:s_end], "utf-8")
+                            elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.name, pos = read_compact_string(data, pos)
@@ -374,7 +374,7 @@ class OffsetFetchRequest(Message):
                     f = 'group_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.group_id = str(data[pos + 1:s_end], "utf-8")
+                        self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.group_id, pos = read_compact_string(data, pos)
@@ -397,7 +397,7 @@ class OffsetFetchRequest(Message):
                             sub = 'name'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.name = str(data[pos + 1:s_end], "utf-8")
+                                elem.name = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.name, pos = read_compact_string(data, pos)
@@ -549,7 +549,7 @@ class OffsetFetchResponse(Message):
                         self.metadata = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.metadata = str(data[pos + 1:s_end], "utf-8")
+                        self.metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.metadata, pos = read_compact_nullable_string(data, pos)
@@ -641,7 +641,7 @@ class OffsetFetchResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -667,7 +667,7 @@ class OffsetFetchResponse(Message):
                                 elem.metadata = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.metadata = str(data[pos + 1:s_end], "utf-8")
+                                elem.metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.metadata, pos = read_compact_nullable_string(data, pos)
@@ -777,7 +777,7 @@ class OffsetFetchResponse(Message):
                     self.metadata = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.metadata = str(data[pos + 1:s_end], "utf-8")
+                    self.metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.metadata, pos = read_compact_nullable_string(data, pos)
@@ -841,7 +841,7 @@ class OffsetFetchResponse(Message):
                 f = 'name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.name = str(data[pos + 1:s_end], "utf-8")
+                    self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.name, pos = read_compact_string(data, pos)
@@ -867,7 +867,7 @@ class OffsetFetchResponse(Message):
                             elem.metadata = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.metadata = str(data[pos + 1:s_end], "utf-8")
+                            elem.metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.metadata, pos = read_compact_nullable_string(data, pos)
@@ -939,7 +939,7 @@ class OffsetFetchResponse(Message):
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)

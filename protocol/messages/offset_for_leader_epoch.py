@@ -147,7 +147,7 @@ class OffsetForLeaderEpochRequest(Message):
                     f = 'topic'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic, pos = read_compact_string(data, pos)
@@ -444,7 +444,7 @@ class OffsetForLeaderEpochResponse(Message):
                     f = 'topic'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic = str(data[pos + 1:s_end], "utf-8")
+                        self.topic = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic, pos = read_compact_string(data, pos)

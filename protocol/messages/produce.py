@@ -175,7 +175,7 @@ class ProduceRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -334,7 +334,7 @@ class ProduceRequest(Message):
                     self.transactional_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transactional_id, pos = read_compact_nullable_string(data, pos)
@@ -440,7 +440,7 @@ class ProduceResponse(Message):
                         self.batch_index_error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.batch_index_error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.batch_index_error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.batch_index_error_message, pos = read_compact_nullable_string(data, pos)
@@ -616,7 +616,7 @@ class ProduceResponse(Message):
                                 elem.batch_index_error_message = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.batch_index_error_message = str(data[pos + 1:s_end], "utf-8")
+                                elem.batch_index_error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.batch_index_error_message, pos = read_compact_nullable_string(data, pos)
@@ -636,7 +636,7 @@ class ProduceResponse(Message):
                         self.error_message = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.error_message = str(data[pos + 1:s_end], "utf-8")
+                        self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -757,7 +757,7 @@ class ProduceResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -850,7 +850,7 @@ class ProduceResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -863,7 +863,7 @@ class ProduceResponse(Message):
                     self.rack = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    self.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.rack, pos = read_compact_nullable_string(data, pos)
@@ -982,7 +982,7 @@ class ProduceResponse(Message):
                                 sub = 'host'
                                 n = data[pos]
                                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                    elem.host = str(data[pos + 1:s_end], "utf-8")
+                                    elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     elem.host, pos = read_compact_string(data, pos)
@@ -995,7 +995,7 @@ class ProduceResponse(Message):
                                     elem.rack = None
                                     pos += 1
                                 elif n < 128 and (s_end := pos + n) <= len(data):
-                                    elem.rack = str(data[pos + 1:s_end], "utf-8")
+                                    elem.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                                     pos = s_end
                                 else:
                                     elem.rack, pos = read_compact_nullable_string(data, pos)

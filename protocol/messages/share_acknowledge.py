@@ -293,7 +293,7 @@ class ShareAcknowledgeRequest(Message):
                 self.group_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.group_id, pos = read_compact_nullable_string(data, pos)
@@ -303,7 +303,7 @@ class ShareAcknowledgeRequest(Message):
                 self.member_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.member_id, pos = read_compact_nullable_string(data, pos)
@@ -434,7 +434,7 @@ class ShareAcknowledgeResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -564,7 +564,7 @@ class ShareAcknowledgeResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -577,7 +577,7 @@ class ShareAcknowledgeResponse(Message):
                     self.rack = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    self.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.rack, pos = read_compact_nullable_string(data, pos)
@@ -656,7 +656,7 @@ class ShareAcknowledgeResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -695,7 +695,7 @@ class ShareAcknowledgeResponse(Message):
                     sub = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.host, pos = read_compact_string(data, pos)
@@ -708,7 +708,7 @@ class ShareAcknowledgeResponse(Message):
                         elem.rack = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        elem.rack = str(data[pos + 1:s_end], "utf-8")
+                        elem.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.rack, pos = read_compact_nullable_string(data, pos)

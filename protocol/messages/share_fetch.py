@@ -377,7 +377,7 @@ class ShareFetchRequest(Message):
                 self.group_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.group_id, pos = read_compact_nullable_string(data, pos)
@@ -387,7 +387,7 @@ class ShareFetchRequest(Message):
                 self.member_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.member_id, pos = read_compact_nullable_string(data, pos)
@@ -621,7 +621,7 @@ class ShareFetchResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -634,7 +634,7 @@ class ShareFetchResponse(Message):
                     self.acknowledge_error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.acknowledge_error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.acknowledge_error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.acknowledge_error_message, pos = read_compact_nullable_string(data, pos)
@@ -816,7 +816,7 @@ class ShareFetchResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -829,7 +829,7 @@ class ShareFetchResponse(Message):
                     self.rack = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.rack = str(data[pos + 1:s_end], "utf-8")
+                    self.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.rack, pos = read_compact_nullable_string(data, pos)
@@ -908,7 +908,7 @@ class ShareFetchResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -947,7 +947,7 @@ class ShareFetchResponse(Message):
                     sub = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.host = str(data[pos + 1:s_end], "utf-8")
+                        elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.host, pos = read_compact_string(data, pos)
@@ -960,7 +960,7 @@ class ShareFetchResponse(Message):
                         elem.rack = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        elem.rack = str(data[pos + 1:s_end], "utf-8")
+                        elem.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.rack, pos = read_compact_nullable_string(data, pos)

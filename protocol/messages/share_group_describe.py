@@ -72,7 +72,7 @@ class ShareGroupDescribeRequest(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)
@@ -138,7 +138,7 @@ class ShareGroupDescribeResponse(Message):
                 f = 'topic_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic_name, pos = read_compact_string(data, pos)
@@ -223,7 +223,7 @@ class ShareGroupDescribeResponse(Message):
                         sub = 'topic_name'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.topic_name = str(data[pos + 1:s_end], "utf-8")
+                            elem.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.topic_name, pos = read_compact_string(data, pos)
@@ -313,7 +313,7 @@ class ShareGroupDescribeResponse(Message):
                 f = 'member_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.member_id, pos = read_compact_string(data, pos)
@@ -323,7 +323,7 @@ class ShareGroupDescribeResponse(Message):
                     self.rack_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                    self.rack_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.rack_id, pos = read_compact_nullable_string(data, pos)
@@ -333,14 +333,14 @@ class ShareGroupDescribeResponse(Message):
                 f = 'client_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.client_id = str(data[pos + 1:s_end], "utf-8")
+                    self.client_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.client_id, pos = read_compact_string(data, pos)
                 f = 'client_host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.client_host = str(data[pos + 1:s_end], "utf-8")
+                    self.client_host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.client_host, pos = read_compact_string(data, pos)
@@ -357,7 +357,7 @@ class ShareGroupDescribeResponse(Message):
                     for _ in range(n):
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            item = str(data[pos + 1:s_end], "utf-8")
+                            item = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             item, pos = read_compact_string(data, pos)
@@ -443,21 +443,21 @@ class ShareGroupDescribeResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)
                 f = 'group_state'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_state = str(data[pos + 1:s_end], "utf-8")
+                    self.group_state = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_state, pos = read_compact_string(data, pos)
@@ -467,7 +467,7 @@ class ShareGroupDescribeResponse(Message):
                 f = 'assignor_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.assignor_name = str(data[pos + 1:s_end], "utf-8")
+                    self.assignor_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.assignor_name, pos = read_compact_string(data, pos)

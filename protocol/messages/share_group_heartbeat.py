@@ -71,14 +71,14 @@ class ShareGroupHeartbeatRequest(Message):
             f = 'group_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.group_id = str(data[pos + 1:s_end], "utf-8")
+                self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.group_id, pos = read_compact_string(data, pos)
             f = 'member_id'
             n = data[pos]
             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.member_id, pos = read_compact_string(data, pos)
@@ -91,7 +91,7 @@ class ShareGroupHeartbeatRequest(Message):
                 self.rack_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.rack_id = str(data[pos + 1:s_end], "utf-8")
+                self.rack_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.rack_id, pos = read_compact_nullable_string(data, pos)
@@ -108,7 +108,7 @@ class ShareGroupHeartbeatRequest(Message):
                 for _ in range(n):
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        item = str(data[pos + 1:s_end], "utf-8")
+                        item = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         item, pos = read_compact_string(data, pos)
@@ -332,7 +332,7 @@ class ShareGroupHeartbeatResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -342,7 +342,7 @@ class ShareGroupHeartbeatResponse(Message):
                 self.member_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.member_id = str(data[pos + 1:s_end], "utf-8")
+                self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.member_id, pos = read_compact_nullable_string(data, pos)

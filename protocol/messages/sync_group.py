@@ -64,7 +64,7 @@ class SyncGroupRequest(Message):
                     f = 'member_id'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.member_id = str(data[pos + 1:s_end], "utf-8")
+                        self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.member_id, pos = read_compact_string(data, pos)
@@ -161,7 +161,7 @@ class SyncGroupRequest(Message):
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)
@@ -171,7 +171,7 @@ class SyncGroupRequest(Message):
                 f = 'member_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.member_id, pos = read_compact_string(data, pos)
@@ -181,7 +181,7 @@ class SyncGroupRequest(Message):
                     self.group_instance_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_instance_id, pos = read_compact_nullable_string(data, pos)
@@ -192,7 +192,7 @@ class SyncGroupRequest(Message):
                         self.protocol_type = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.protocol_type, pos = read_compact_nullable_string(data, pos)
@@ -205,7 +205,7 @@ class SyncGroupRequest(Message):
                         self.protocol_name = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.protocol_name = str(data[pos + 1:s_end], "utf-8")
+                        self.protocol_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.protocol_name, pos = read_compact_nullable_string(data, pos)
@@ -227,7 +227,7 @@ class SyncGroupRequest(Message):
                         sub = 'member_id'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.member_id = str(data[pos + 1:s_end], "utf-8")
+                            elem.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.member_id, pos = read_compact_string(data, pos)
@@ -350,7 +350,7 @@ class SyncGroupResponse(Message):
                         self.protocol_type = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.protocol_type = str(data[pos + 1:s_end], "utf-8")
+                        self.protocol_type = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.protocol_type, pos = read_compact_nullable_string(data, pos)
@@ -363,7 +363,7 @@ class SyncGroupResponse(Message):
                         self.protocol_name = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.protocol_name = str(data[pos + 1:s_end], "utf-8")
+                        self.protocol_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.protocol_name, pos = read_compact_nullable_string(data, pos)

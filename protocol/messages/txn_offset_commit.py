@@ -78,7 +78,7 @@ class TxnOffsetCommitRequest(Message):
                         self.committed_metadata = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.committed_metadata = str(data[pos + 1:s_end], "utf-8")
+                        self.committed_metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.committed_metadata, pos = read_compact_nullable_string(data, pos)
@@ -162,7 +162,7 @@ class TxnOffsetCommitRequest(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)
@@ -188,7 +188,7 @@ class TxnOffsetCommitRequest(Message):
                                 elem.committed_metadata = None
                                 pos += 1
                             elif n < 128 and (s_end := pos + n) <= len(data):
-                                elem.committed_metadata = str(data[pos + 1:s_end], "utf-8")
+                                elem.committed_metadata = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.committed_metadata, pos = read_compact_nullable_string(data, pos)
@@ -309,14 +309,14 @@ class TxnOffsetCommitRequest(Message):
                 f = 'transactional_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.transactional_id = str(data[pos + 1:s_end], "utf-8")
+                    self.transactional_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.transactional_id, pos = read_compact_string(data, pos)
                 f = 'group_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_id, pos = read_compact_string(data, pos)
@@ -326,7 +326,7 @@ class TxnOffsetCommitRequest(Message):
                 f = 'member_id'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.member_id = str(data[pos + 1:s_end], "utf-8")
+                    self.member_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.member_id, pos = read_compact_string(data, pos)
@@ -336,7 +336,7 @@ class TxnOffsetCommitRequest(Message):
                     self.group_instance_id = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8")
+                    self.group_instance_id = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.group_instance_id, pos = read_compact_nullable_string(data, pos)
@@ -501,7 +501,7 @@ class TxnOffsetCommitResponse(Message):
                     f = 'name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.name = str(data[pos + 1:s_end], "utf-8")
+                        self.name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.name, pos = read_compact_string(data, pos)

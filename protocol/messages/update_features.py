@@ -67,7 +67,7 @@ class UpdateFeaturesRequest(Message):
                 f = 'feature'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.feature = str(data[pos + 1:s_end], "utf-8")
+                    self.feature = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.feature, pos = read_compact_string(data, pos)
@@ -165,7 +165,7 @@ class UpdateFeaturesRequest(Message):
                     sub = 'feature'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        elem.feature = str(data[pos + 1:s_end], "utf-8")
+                        elem.feature = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         elem.feature, pos = read_compact_string(data, pos)
@@ -253,7 +253,7 @@ class UpdateFeaturesResponse(Message):
                 f = 'feature'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.feature = str(data[pos + 1:s_end], "utf-8")
+                    self.feature = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.feature, pos = read_compact_string(data, pos)
@@ -266,7 +266,7 @@ class UpdateFeaturesResponse(Message):
                     self.error_message = None
                     pos += 1
                 elif n < 128 and (s_end := pos + n) <= len(data):
-                    self.error_message = str(data[pos + 1:s_end], "utf-8")
+                    self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -338,7 +338,7 @@ class UpdateFeaturesResponse(Message):
                 self.error_message = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.error_message = str(data[pos + 1:s_end], "utf-8")
+                self.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.error_message, pos = read_compact_nullable_string(data, pos)
@@ -359,7 +359,7 @@ class UpdateFeaturesResponse(Message):
                         sub = 'feature'
                         n = data[pos]
                         if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                            elem.feature = str(data[pos + 1:s_end], "utf-8")
+                            elem.feature = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.feature, pos = read_compact_string(data, pos)
@@ -372,7 +372,7 @@ class UpdateFeaturesResponse(Message):
                             elem.error_message = None
                             pos += 1
                         elif n < 128 and (s_end := pos + n) <= len(data):
-                            elem.error_message = str(data[pos + 1:s_end], "utf-8")
+                            elem.error_message = str(data[pos + 1:s_end], "utf-8", "replace")
                             pos = s_end
                         else:
                             elem.error_message, pos = read_compact_nullable_string(data, pos)

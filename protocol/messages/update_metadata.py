@@ -248,7 +248,7 @@ class UpdateMetadataRequest(Message):
                     f = 'topic_name'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                        self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.topic_name, pos = read_compact_string(data, pos)
@@ -426,14 +426,14 @@ class UpdateMetadataRequest(Message):
                     f = 'host'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.host = str(data[pos + 1:s_end], "utf-8")
+                        self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.host, pos = read_compact_string(data, pos)
                     f = 'listener'
                     n = data[pos]
                     if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                        self.listener = str(data[pos + 1:s_end], "utf-8")
+                        self.listener = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.listener, pos = read_compact_string(data, pos)
@@ -560,14 +560,14 @@ class UpdateMetadataRequest(Message):
                             sub = 'host'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.host, pos = read_compact_string(data, pos)
                             sub = 'listener'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.listener = str(data[pos + 1:s_end], "utf-8")
+                                elem.listener = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.listener, pos = read_compact_string(data, pos)
@@ -590,7 +590,7 @@ class UpdateMetadataRequest(Message):
                         self.rack = None
                         pos += 1
                     elif n < 128 and (s_end := pos + n) <= len(data):
-                        self.rack = str(data[pos + 1:s_end], "utf-8")
+                        self.rack = str(data[pos + 1:s_end], "utf-8", "replace")
                         pos = s_end
                     else:
                         self.rack, pos = read_compact_nullable_string(data, pos)

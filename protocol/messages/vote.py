@@ -148,7 +148,7 @@ class VoteRequest(Message):
                 f = 'topic_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic_name, pos = read_compact_string(data, pos)
@@ -249,7 +249,7 @@ class VoteRequest(Message):
                 self.cluster_id = None
                 pos += 1
             elif n < 128 and (s_end := pos + n) <= len(data):
-                self.cluster_id = str(data[pos + 1:s_end], "utf-8")
+                self.cluster_id = str(data[pos + 1:s_end], "utf-8", "replace")
                 pos = s_end
             else:
                 self.cluster_id, pos = read_compact_nullable_string(data, pos)
@@ -385,7 +385,7 @@ class VoteResponse(Message):
                 f = 'topic_name'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.topic_name = str(data[pos + 1:s_end], "utf-8")
+                    self.topic_name = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.topic_name, pos = read_compact_string(data, pos)
@@ -469,7 +469,7 @@ class VoteResponse(Message):
                 f = 'host'
                 n = data[pos]
                 if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                    self.host = str(data[pos + 1:s_end], "utf-8")
+                    self.host = str(data[pos + 1:s_end], "utf-8", "replace")
                     pos = s_end
                 else:
                     self.host, pos = read_compact_string(data, pos)
@@ -581,7 +581,7 @@ class VoteResponse(Message):
                             sub = 'host'
                             n = data[pos]
                             if 0 < n < 128 and (s_end := pos + n) <= len(data):
-                                elem.host = str(data[pos + 1:s_end], "utf-8")
+                                elem.host = str(data[pos + 1:s_end], "utf-8", "replace")
                                 pos = s_end
                             else:
                                 elem.host, pos = read_compact_string(data, pos)

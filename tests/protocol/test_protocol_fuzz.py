@@ -75,8 +75,28 @@ def test_negative_length_and_bad_varint():
         FindCoordinatorRequest.decode(b"\xff\xff\xff\xff\xff\xff", 3)
     with pytest.raises(ProtocolError, match="past the end"):
         FindCoordinatorRequest.decode(b"\x00\x09abc", 0)
-    with pytest.raises(ProtocolError, match="UTF-8"):
-        FindCoordinatorRequest.decode(b"\x00\x02\xc3\x28", 0)
+    # not UTF-8: replaced, as Java's new String(bytes, UTF_8) in Kafka's readers, never refused
+    assert FindCoordinatorRequest.decode(b"\x00\x02\xc3\x28", 0).key == "\ufffd("
+    assert FindCoordinatorRequest.decode(b"\x04\xe9t\xe9\x00\x00", 3).key == "\ufffdt\ufffd"
+
+
+def test_compact_strings_longer_than_0x7fff_are_refused():
+    """Kafka's generated readers: "string field key had invalid length"; its writers refuse too."""
+    from protocol.messages import FindCoordinatorRequest
+    from protocol.primitives import write_uvarint
+    for n in (0x7FFF, 0x8000):
+        buf = bytearray()
+        write_uvarint(buf, n + 1)
+        data = bytes(buf) + b"k" * n + b"\x00\x00"         # key, key_type int8... then tags
+        if n == 0x7FFF:
+            assert len(FindCoordinatorRequest.decode(data + b"\x00", 3).key) == n
+        else:
+            with pytest.raises(ProtocolError, match="invalid length 32768"):
+                FindCoordinatorRequest.decode(data + b"\x00", 3)
+    with pytest.raises(ProtocolError, match="invalid length 32768"):
+        FindCoordinatorRequest(key="k" * 0x8000).encode(3)
+    with pytest.raises(ProtocolError, match="invalid length 32768"):
+        FindCoordinatorRequest(key="k" * 0x8000).encode(0)
 
 
 def test_unsupported_version_is_a_protocol_error():
