@@ -19,8 +19,10 @@ per channel):
   response, then the next frame. So responses leave in request order by construction, and a
   handler that waits (a long-polling Fetch in the purgatory) only holds up its own connection;
   every other connection has its own task.
-- Back-pressure: while more than `MAX_QUEUED_FRAMES` frames wait, reading pauses (Kafka mutes the
-  channel while a request is in flight; we allow a little pipelining). Writing uses a write
+- Back-pressure: while more than `MAX_QUEUED_FRAMES` frames, or more than
+  `socket.request.max.bytes` of them, wait, reading pauses (Kafka mutes the channel while a
+  request is in flight; we allow a little pipelining, and one connection holds a few hundred
+  MB at most). Writing uses a write
   buffer high-water mark of 0, so the transport tells us (`pause_writing`/`resume_writing`)
   exactly when the socket has taken every byte: the next response waits for that.
 - Zero-copy: response pieces are bytes (written to the transport) and `FileRegion`s (record data
@@ -35,9 +37,8 @@ per channel):
   answered at v0 with UNSUPPORTED_VERSION. Handler exceptions become error responses (dispatch).
 - Quota throttling: a handler that sets `ctx.throttle_time_ms` (Produce/Fetch over a byte-rate
   quota) gets its response sent at once, then the connection is muted: no further frame is
-  handled until the throttle time has passed (Kafka >= 2.0, KIP-219), or the broker stops.
-  Request versions older than KIP-219 (Produce < 6, Fetch < 8: clients that do not back off by
-  themselves) get the response delayed by the throttle time instead, as Kafka does.
+  handled until the throttle time has passed (KIP-219), or the broker stops. Kafka 3.9 does
+  this for every request version (its ThrottledChannel), the versions before KIP-219 included.
 - Idle: `last_active` is refreshed on every read and write; the server closes connections idle
   longer than `connections.max.idle.ms` that have no request in flight.
 """
@@ -105,6 +106,7 @@ class Connection(asyncio.BufferedProtocol):
         self.client_port = 0
         self.reader = FrameReader(broker.config.socket_request_max_bytes)
         self.frames = collections.deque()
+        self._queued_bytes = 0         # sum of the sizes of `frames`
         self.in_flight = False
         self.closed = False
         self.last_active = 0.0
@@ -159,6 +161,7 @@ class Connection(asyncio.BufferedProtocol):
                 if frame is None:
                     break
                 self.frames.append(frame)
+                self._queued_bytes += len(frame)
         except FrameTooLarge as exc:
             self._bad_size(exc.size)
             return
@@ -185,6 +188,7 @@ class Connection(asyncio.BufferedProtocol):
             if self._body_filled < len(self._body):
                 return
             self.frames.append(self._body)
+            self._queued_bytes += len(self._body)
             self._body = None
         else:
             self._scratch_len += nbytes
@@ -204,6 +208,7 @@ class Connection(asyncio.BufferedProtocol):
                 return False
             if end - pos - 4 >= size:
                 self.frames.append(scratch[pos + 4:pos + 4 + size])
+                self._queued_bytes += size
                 pos += 4 + size
                 continue
             if size + 4 > _SCRATCH_SIZE:
@@ -244,7 +249,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def _frames_ready(self):
         if self.frames:
-            if len(self.frames) > MAX_QUEUED_FRAMES and not self._reading_paused:
+            if (len(self.frames) > MAX_QUEUED_FRAMES
+                    or self._queued_bytes > self.reader.max_frame_size) \
+                    and not self._reading_paused:
                 self._reading_paused = True
                 self.transport.pause_reading()
             self._wake()
@@ -304,7 +311,9 @@ class Connection(asyncio.BufferedProtocol):
                     self._wakeup = None
                     continue
                 frame = self.frames.popleft()
+                self._queued_bytes -= len(frame)
                 if (self._reading_paused and len(self.frames) <= MAX_QUEUED_FRAMES // 2
+                        and self._queued_bytes <= self.reader.max_frame_size // 2
                         and not self._last_frame_read):
                     self._reading_paused = False
                     self.transport.resume_reading()

@@ -78,6 +78,9 @@ async def run_handler(broker, ctx, module, request):
         log.exception("[KafkaApi-%s] Unexpected error handling %s v%d (correlation id %d) from %s",
                       broker.broker_id, API_SPECS[ctx.api_key].name, ctx.api_version,
                       ctx.correlation_id, ctx.connection_id)
+    if ctx.api_key == ApiKey.PRODUCE and request.acks == 0:
+        # no response to carry the error: Kafka closes the connection (sendErrorOrCloseConnection)
+        raise BadRequest(f"Produce with acks=0 failed with {code.name}")
     response = error_response(ctx.api_key, ctx.api_version, request, code)
     if response is None:
         raise BadRequest(f"no error response shape for api key {ctx.api_key}")
@@ -143,10 +146,13 @@ def _offset_commit(request, code):
                               "partition_index")(request, code)
 
 
-def _metadata(request, code):
+def _metadata(request, code, version):
     from protocol.messages.metadata import MetadataResponse as R
-    return R(topics=[R.MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id)
-                     for t in request.topics or []])
+    # names are nullable from v12 (topics asked by id); before, a null name (which Kafka
+    # refuses as INVALID_REQUEST) is answered "" so the answer stays parseable
+    return R(topics=[R.MetadataResponseTopic(
+        error_code=code, name=t.name if t.name is not None or version >= 12 else "",
+        topic_id=t.topic_id) for t in request.topics or []])
 
 
 def _create_topics(request, code):
@@ -287,7 +293,6 @@ _BUILDERS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
-    ApiKey.METADATA: _metadata,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
@@ -315,6 +320,8 @@ _BUILDERS = {
 def error_response(api_key: int, version: int, request, code: int):
     """The response to `request` with `code` everywhere, or None if it has no error field."""
     code = int(code)
+    if api_key == ApiKey.METADATA:
+        return _metadata(request, code, version)
     builder = _BUILDERS.get(api_key)
     if builder is not None:
         return builder(request, code)

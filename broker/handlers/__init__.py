@@ -18,7 +18,7 @@ HANDLER_MODULES = [
     "alter_configs",
     "incremental_alter_configs",
     "describe_cluster",
-    "sasl_handshake",
+    "sasl_handshake", "sasl_authenticate",
     "describe_client_quotas", "alter_client_quotas", "describe_user_scram_credentials",
     # group coordinator
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",

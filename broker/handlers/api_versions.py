@@ -41,7 +41,7 @@ def unsupported_version() -> ApiVersionsResponse:
 
 
 async def handle(broker, ctx, request):
-    if ctx.api_version >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
-                                     and _SOFTWARE.match(request.client_software_version or "")):
+    if ctx.api_version >= 3 and not (_SOFTWARE.fullmatch(request.client_software_name or "")
+                                     and _SOFTWARE.fullmatch(request.client_software_version or "")):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=api_keys())
     return ApiVersionsResponse(api_keys=api_keys())

@@ -26,8 +26,8 @@ Behaviour:
 - Client quotas (consumers only, not replicas): max_bytes is capped at what the
   consumer_byte_rate quota allows in one window; a response that takes the client over its
   quota is answered empty with throttle_time_ms (its bytes are not counted), and the connection
-  reads nothing more until that time has passed (Kafka's KIP-219 behaviour; before v8 the
-  response itself is delayed instead, see broker/connection.py).
+  reads nothing more until that time has passed (Kafka's KIP-219 behaviour, for every version
+  as Kafka 3.9: broker/connection.py).
 - Versions 0-3 are not served: they need down-conversion to old message formats. Before v10 a
   consumer gets UNSUPPORTED_COMPRESSION_TYPE for a topic with compression.type=zstd, and up to
   v5 KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER (which those clients retry), as

@@ -9,8 +9,8 @@ Behaviour:
   from v6 for the latter), as Kafka's ZkMetadataCache. On one broker, a partition whose log dir
   failed is offline: leader -1, LEADER_NOT_AVAILABLE, this broker in offline_replicas.
 - Topics: v0 with an empty list, or v1+ with a null list, means every topic; v1+ with an empty
-  list means none. From v10 a topic may be named by topic_id alone (name null): unknown ids
-  answer UNKNOWN_TOPIC_ID.
+  list means none. From v12 a topic may be named by topic_id alone (name null): unknown ids
+  answer UNKNOWN_TOPIC_ID; before v12 a null name or a topic id is INVALID_REQUEST, as Kafka.
 - A requested topic that does not exist is created when `auto.create.topics.enable` is true and
   the request allows it (allow_auto_topic_creation, v4+; always allowed before v4), with
   num.partitions / default.replication.factor. The answer waits for the new partitions' logs
@@ -35,6 +35,7 @@ import asyncio
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.metadata import MetadataResponse
+from protocol.primitives import ZERO_UUID
 
 from broker.handlers.find_coordinator import COORDINATOR_TOPICS, auto_create_internal_topic
 from broker.topics import is_cluster_metadata, is_internal, validate_topic_name
@@ -132,6 +133,15 @@ async def _auto_create(broker, name: str):
 
 
 async def _requested(broker, ctx, request, entries: dict) -> list:
+    if ctx.api_version < 12:
+        # Kafka's handleTopicMetadataRequest: topic ids in requests are served from v12 only
+        for wanted in request.topics:
+            if wanted.name is None:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Topic name can not be null for version {ctx.api_version}")
+            if wanted.topic_id != ZERO_UUID:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Topic IDs are not supported in "
+                                 f"requests for version {ctx.api_version}")
     allow_auto = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
     # Topics to auto-create are created together: in a cluster each waits (a few seconds at
     # most) for its leaders, and one after the other N topics would take N times that.

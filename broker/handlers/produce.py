@@ -31,8 +31,8 @@ Behaviour:
   between the coordinator's answer and the append (the verification guard).
 - Client quotas: the request's size counts against the producer_byte_rate quota of its (user,
   client id) (broker/quotas.py); over it, throttle_time_ms says how long the client must wait and
-  the connection reads nothing more meanwhile (also with acks=0, which has no response; before
-  v6 the response itself is delayed instead, see broker/connection.py).
+  the connection reads nothing more meanwhile (also with acks=0, which has no response), for
+  every version as Kafka 3.9 (broker/connection.py).
 - Version quirks: v0-v2 carry message format v0/v1 batches, which storage converts to v2;
   log_append_time_ms from v2, log_start_offset from v5, record_errors/error_message from v8.
 """

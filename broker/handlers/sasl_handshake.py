@@ -1,8 +1,8 @@
 """SaslHandshake (api key 17), versions 0-1.
 
-Every listener here is PLAINTEXT, so no SASL mechanism is enabled: any mechanism is answered
-UNSUPPORTED_SASL_MECHANISM with an empty list of enabled mechanisms, as Kafka answers on a
-listener without SASL.
+Every listener here is PLAINTEXT: no SASL exchange happens, so a handshake that reaches the
+request handlers is answered ILLEGAL_SASL_STATE with no mechanisms, as Kafka's KafkaApis
+answers one (on a PLAINTEXT listener, or after authentication).
 """
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -14,4 +14,4 @@ MAX_VERSION = 1
 
 
 async def handle(broker, ctx, request):
-    return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=[])
+    return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])

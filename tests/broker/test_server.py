@@ -74,10 +74,69 @@ async def test_api_versions_v3_rejects_bad_software_name(client):
 
 
 async def test_sasl_handshake_no_mechanisms(client):
+    """Kafka's KafkaApis on a PLAINTEXT listener: ILLEGAL_SASL_STATE for both SASL requests."""
+    from protocol.messages.sasl_authenticate import SaslAuthenticateRequest
     for version in (0, 1):
         response = await client.request(SaslHandshakeRequest(mechanism="PLAIN"), version)
-        assert response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert response.error_code == ErrorCode.ILLEGAL_SASL_STATE
         assert response.mechanisms == []
+    for version in (0, 1, 2):
+        response = await client.request(SaslAuthenticateRequest(auth_bytes=b"\x00u\x00p"), version)
+        assert (response.error_code, response.error_message) == (
+            ErrorCode.ILLEGAL_SASL_STATE,
+            "SaslAuthenticate request received after successful authentication")
+
+
+async def test_software_name_with_a_trailing_newline_is_invalid(client):
+    client.send(ApiVersionsRequest(client_software_name="name\n",
+                                   client_software_version="1"), 3)
+    size = struct.unpack(">i", await client.reader.readexactly(4))[0]
+    body = await client.reader.readexactly(size)
+    assert ApiVersionsResponse.decode(body, 3, offset=4).error_code == ErrorCode.INVALID_REQUEST
+
+
+async def test_a_client_id_that_is_not_utf8_is_served(broker):
+    """Kafka reads strings as Java's new String(bytes, UTF_8): a Latin-1 client id is served."""
+    c = await RawClient.connect(broker.port)
+    try:
+        c.correlation_id += 1
+        body = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, c.correlation_id, 5) + b"caf\xe9!"
+        c.send_raw(frame(body))
+        _, response = await c.receive(ApiKey.API_VERSIONS, 0)
+        assert response.error_code == 0
+    finally:
+        await c.close()
+
+
+async def test_metadata_topic_ids_before_v12_are_invalid(client):
+    """Kafka's handleTopicMetadataRequest: no topic ids, no null names before v12; the error
+    answer stays parseable (a name, not null, where names are not nullable)."""
+    import uuid
+    T = MetadataRequest.MetadataRequestTopic
+    for version in (10, 11):
+        for topic in (T(name=None, topic_id=uuid.uuid4()), T(name="t", topic_id=uuid.uuid4())):
+            response = await client.request(MetadataRequest(topics=[topic]), version)
+            assert [(t.name, t.error_code) for t in response.topics] == [
+                (topic.name or "", ErrorCode.INVALID_REQUEST)]
+    unknown = uuid.uuid4()
+    response = await client.request(MetadataRequest(topics=[T(name=None, topic_id=unknown)]), 12)
+    assert [(t.name, t.topic_id, t.error_code) for t in response.topics] == [
+        (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID)]
+
+
+async def test_acks_0_produce_that_fails_closes_the_connection(client, broker, monkeypatch):
+    """No response carries the error of an acks=0 produce: Kafka closes the connection."""
+    from protocol.messages.produce import ProduceRequest
+
+    async def broken(broker, ctx, request):
+        raise RuntimeError("bug")
+    real = HANDLERS[ApiKey.PRODUCE]
+    monkeypatch.setitem(HANDLERS, ApiKey.PRODUCE, types.SimpleNamespace(
+        API_KEY=real.API_KEY, MIN_VERSION=real.MIN_VERSION, MAX_VERSION=real.MAX_VERSION,
+        handle=broken))
+    client.send(ProduceRequest(acks=0, timeout_ms=1000, topic_data=[]), 9)
+    assert await client.is_closed()
+    assert await api_versions_ok(broker.port)
 
 
 async def test_pipelined_requests_answer_in_order(client):
@@ -387,3 +446,48 @@ async def test_connections_max_idle_ms_minus_one_never_closes_idle_connections(s
     await asyncio.sleep(0.3)
     assert (await client.request(ApiVersionsRequest(), 0)).error_code == 0
     await client.close()
+
+
+async def test_reading_pauses_once_queued_frames_reach_socket_request_max_bytes(start_broker,
+                                                                                 monkeypatch):
+    """A client that pipelines large requests behind a slow one: reading pauses once the
+    queued frames hold more than socket.request.max.bytes (Kafka reads one request at a time),
+    not only after MAX_QUEUED_FRAMES of them; every request is still answered in order."""
+    from broker.connection import MAX_QUEUED_FRAMES
+    broker = await start_broker(socket_request_max_bytes=64 * 1024)
+    release = asyncio.Event()
+    real = HANDLERS[ApiKey.METADATA]
+
+    async def slow(broker_, ctx, request):
+        await release.wait()
+        return await real.handle(broker_, ctx, request)
+    monkeypatch.setitem(HANDLERS, ApiKey.METADATA, types.SimpleNamespace(
+        API_KEY=real.API_KEY, MIN_VERSION=real.MIN_VERSION, MAX_VERSION=real.MAX_VERSION,
+        handle=slow))
+    c = await RawClient.connect(broker.port)
+    try:
+        first = c.send(MetadataRequest(topics=[]), 1)
+        # ApiVersions v0 with 40 KiB of trailing bytes (ignored after the body, as Kafka)
+        ids = []
+        for _ in range(4):
+            c.correlation_id += 1
+            ids.append(c.correlation_id)
+            body = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, c.correlation_id, 1) + b"x"
+            c.send_raw(frame(body + b"\0" * 40 * 1024))
+        await c.writer.drain()
+        (conn,) = broker.connections.connections
+
+        async def paused():
+            while not conn._reading_paused:
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(paused(), 5)
+        assert len(conn.frames) < MAX_QUEUED_FRAMES
+        release.set()
+        got, _ = await c.receive(ApiKey.METADATA, 1)
+        assert got == first
+        for expected in ids:
+            got, response = await c.receive(ApiKey.API_VERSIONS, 0)
+            assert got == expected and response.error_code == 0
+        assert not conn._reading_paused
+    finally:
+        await c.close()
