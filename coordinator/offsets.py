@@ -71,8 +71,11 @@ class OffsetOperations:
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                        generation_id: int,
                        offsets: list[tuple[str, int, int, int, str | None]],
-                       now_ms: int, retention_time_ms: int = -1) -> Result:
-        """OffsetCommit. `offsets` = [(topic, partition, offset, leader_epoch, metadata)].
+                       now_ms: int, retention_time_ms: int = -1,
+                       commit_timestamps: dict | None = None) -> Result:
+        """OffsetCommit. `offsets` = [(topic, partition, offset, leader_epoch, metadata)];
+        `commit_timestamps` {(topic, partition): ms}: v1's per-partition commit_timestamp,
+        stored instead of now unless -1 (Kafka's createOffsetAndMetadata).
 
         The response is {(topic, partition): error_code}; it arrives through `on_append`
         when anything was written."""
@@ -103,10 +106,12 @@ class OffsetOperations:
             timers = [self._schedule_heartbeat(group, member, now_ms)]
         else:
             timers = []
-        return self._store_offsets(group, offsets, now_ms, retention_time_ms, timers)
+        return self._store_offsets(group, offsets, now_ms, retention_time_ms, timers,
+                                   commit_timestamps=commit_timestamps)
 
     def _store_offsets(self, group: Group, offsets, now_ms: int, retention_time_ms: int,
-                       timers: list, producer_id: int = -1) -> Result:
+                       timers: list, producer_id: int = -1,
+                       commit_timestamps: dict | None = None) -> Result:
         errors: dict[tuple[str, int], int] = {}
         records: list[Record] = []
         expire = now_ms + retention_time_ms if retention_time_ms >= 0 else -1
@@ -122,22 +127,33 @@ class OffsetOperations:
                 errors[tp] = E.OFFSET_METADATA_TOO_LARGE
                 continue
             errors[tp] = E.NONE
+            committed_ms = now_ms
+            if commit_timestamps and commit_timestamps.get(tp, -1) != -1:
+                committed_ms = commit_timestamps[tp]
             records.append(Record(OffsetKey(group_id, topic, partition), OffsetAndMetadata(
-                offset, leader_epoch, metadata, now_ms, expire)))
+                offset, leader_epoch, metadata, committed_ms, expire)))
             pending[tp] = pending.get(tp, 0) + 1
         if not records:
             return Result(response=errors, timers=timers)
 
         def on_append(error: int, now: int) -> Result:
             code = E.NONE if error == E.NONE else map_append_error(error, for_offsets=True)
+            # Kafka's putCacheCallback: a group gone meanwhile (Dead: unloaded with its
+            # partition, or deleted) takes nothing, so no group is created again from it
+            live = group.state is not S.DEAD and self.groups.get(group_id) is group
             for record in records:
                 tp = (record.key.topic, record.key.partition)
-                left = group.pending_offset_commits.get(tp, 0) - 1
-                if left > 0:
-                    group.pending_offset_commits[tp] = left
+                left = group.pending_offset_commits.get(tp)
+                if left is None:
+                    # OffsetDelete or a topic deletion took the partition's offsets meanwhile:
+                    # this commit is not applied either (Kafka's onOffsetCommitAppend)
+                    errors[tp] = code
+                    continue
+                if left > 1:
+                    group.pending_offset_commits[tp] = left - 1
                 else:
-                    group.pending_offset_commits.pop(tp, None)
-                if code == E.NONE:
+                    del group.pending_offset_commits[tp]
+                if code == E.NONE and live:
                     if producer_id >= 0:
                         self.replay_txn_offset(producer_id, record, now)
                     else:
@@ -260,6 +276,11 @@ class OffsetOperations:
         records = []
         for tp in deletable:
             errors[tp] = E.NONE
+            # Kafka's removeOffsets: commits in flight and transactions' pending offsets of
+            # the partition go too (a later COMMIT marker does not bring the offset back)
+            group.pending_offset_commits.pop(tp, None)
+            for pending in group.pending_txn_offsets.values():
+                pending.pop(tp, None)
             if tp in group.offsets:
                 records.append(Record(OffsetKey(group_id, tp[0], tp[1]), None))
         if not records:
@@ -269,7 +290,7 @@ class OffsetOperations:
         if group.state is S.EMPTY and not group.members and not group.pending_offset_commits \
                 and not any(group.pending_txn_offsets.values()) \
                 and set(group.offsets) <= set(deletable):
-            group.transition_to(S.DEAD, now_ms)
+            self._mark_dead(group, now_ms)
             records.append(Record(GroupKey(group_id), None))
         return Result(appends=[Append(records,
                                              self._replay_then_answer(records, (E.NONE, errors)))])
@@ -292,15 +313,25 @@ class OffsetOperations:
             return Result(response=response)
         return on_append
 
+    def _mark_dead(self, group: Group, now_ms: int) -> None:
+        """Dead while its tombstones are written; `_revive` undoes it if they are not."""
+        self._info(f"Group {group.group_id} transitioned to Dead in generation "
+                   f"{group.generation_id}")
+        group.empty_since_ms = group.state_timestamp_ms
+        group.transition_to(S.DEAD, now_ms)
+
     def _revive(self, records: list[Record]) -> None:
         """A group deletion (DeleteGroups, expiry) whose tombstones were not written did not
-        happen: its group, marked Dead meanwhile, is Empty again. The one transition out of
-        Dead, made here on purpose rather than through the table."""
+        happen: its group, marked Dead meanwhile, is Empty again, since the time it was Empty
+        before (its offsets' retention is not restarted). The one transition out of Dead, made
+        here on purpose rather than through the table."""
         for record in records:
             if isinstance(record.key, GroupKey):
                 group = self.groups.get(record.key.group)
                 if group is not None and group.state is S.DEAD:
                     group.state = S.EMPTY
+                    if group.empty_since_ms is not None:
+                        group.state_timestamp_ms = group.empty_since_ms
 
     # --------------------------------------------------------------------------- DeleteGroups
     def delete_groups(self, group_ids: list[str], now_ms: int) -> Result:
@@ -314,7 +345,7 @@ class OffsetOperations:
             elif group.state is not S.EMPTY:
                 errors[group_id] = E.NON_EMPTY_GROUP
             else:
-                group.transition_to(S.DEAD, now_ms)
+                self._mark_dead(group, now_ms)
                 records.extend(Record(OffsetKey(group_id, t, p), None) for t, p in group.offsets)
                 records.append(Record(GroupKey(group_id), None))
                 errors[group_id] = E.NONE
@@ -340,21 +371,22 @@ class OffsetOperations:
             if group.state is S.EMPTY and not group.pending_offset_commits and \
                     not group.pending_txn_offsets and \
                     set(group.offsets) <= set(expired) and not group.members:
-                group.transition_to(S.DEAD, now_ms)
+                self._mark_dead(group, now_ms)
                 records.append(Record(GroupKey(group.group_id), None))
         if records:
-            result.appends.append(Append(records, self._replay_expiry(records)))
-        else:
-            self._info("Removed 0 expired offsets.")
+            # Kafka logs the line only when offsets were removed
+            result.appends.append(Append(records, self._replay_expiry(
+                records, "Removed {} expired offsets in {} milliseconds.", now_ms)))
         return result
 
-    def _replay_expiry(self, records, done: str = "Removed {} expired offsets."):
+    def _replay_expiry(self, records, done: str, started_ms: int, always: bool = False):
         def on_append(error: int, now: int) -> Result:
             if error == E.NONE:
                 for record in records:
                     self.replay(record, now)
                 offsets = sum(1 for r in records if isinstance(r.key, OffsetKey))
-                self._info(done.format(offsets))
+                if offsets or always:
+                    self._info(done.format(offsets, now - started_ms))
             else:
                 self._revive(records)
             return Result()
@@ -363,7 +395,8 @@ class OffsetOperations:
     # ---------------------------------------------------------------------- deleted topics
     def remove_offsets_of_deleted(self, partitions: set, now_ms: int) -> Result:
         """Kafka's handleDeletedPartitions: the partitions of a deleted topic lose their
-        committed and pending transactional offsets in every group (tombstones), and an Empty
+        committed offsets (tombstones), commits in flight and pending transactional offsets in
+        every group, and an Empty
         group left with no offsets is Dead, so a topic created again under the name starts
         from the consumers' auto.offset.reset rather than from the old topic's offsets."""
         records: list[Record] = []
@@ -371,7 +404,7 @@ class OffsetOperations:
             if group.state is S.DEAD:
                 continue
             touched = False
-            for pending in group.pending_txn_offsets.values():
+            for pending in [*group.pending_txn_offsets.values(), group.pending_offset_commits]:
                 for tp in partitions & set(pending):
                     del pending[tp]
                     touched = True
@@ -381,13 +414,15 @@ class OffsetOperations:
                     not group.pending_offset_commits and \
                     not any(group.pending_txn_offsets.values()) and \
                     set(group.offsets) <= set(gone):
-                group.transition_to(S.DEAD, now_ms)
+                self._mark_dead(group, now_ms)
                 records.append(Record(GroupKey(group.group_id), None))
-        if not records:
-            return Result()
         listed = ", ".join(f"{t}-{p}" for t, p in sorted(partitions))
+        done = f"Removed {{}} offsets associated with deleted partitions: {listed}."
+        if not records:
+            self._info(done.format(0))          # Kafka logs it in every case
+            return Result()
         return Result(appends=[Append(records, self._replay_expiry(
-            records, f"Removed {{}} offsets associated with deleted partitions: {listed}."))])
+            records, done, now_ms, always=True))])
 
     def _expired_offsets(self, group: Group, now_ms: int) -> list[tuple[str, int]]:
         retention = self.config.offsets_retention_ms

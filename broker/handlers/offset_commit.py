@@ -7,7 +7,8 @@ a group that is not using group management. Partitions this cluster does not hav
 UNKNOWN_TOPIC_OR_PARTITION and are not stored. A group-level failure gives every partition the
 same error. OFFSET_METADATA_TOO_LARGE is per partition (offset.metadata.max.bytes).
 Version quirks: v0 has no generation or member (stored as a simple commit); v1 has a per-partition
-commit_timestamp (ignored: the broker's clock stamps commits, as Kafka 2.1+ does); v2-v4 carry
+commit_timestamp, stored as the offset's commit time unless -1 (then the broker's clock), as
+Kafka's GroupCoordinatorAdapter; v2-v4 carry
 retention_time_ms (-1 = broker default; otherwise an explicit expire timestamp, written as
 OffsetCommitValue v1); v6+ committed_leader_epoch; v7+ group.instance.id; v9 names the field
 generation_id_or_member_epoch (KIP-848) and is served with classic-group semantics.
@@ -33,10 +34,12 @@ async def handle(broker, ctx, request):
     if offsets:
         generation = request.generation_id_or_member_epoch if version >= 1 else -1
         retention = request.retention_time_ms if 2 <= version <= 4 else -1
+        stamps = {(t.name, p.partition_index): p.commit_timestamp
+                  for t in request.topics for p in t.partitions} if version == 1 else None
         answer = await coordinator.execute(
             "commit_offsets", request.group_id, request.member_id if version >= 1 else "",
             request.group_instance_id if version >= 7 else None, generation, offsets,
-            retention_time_ms=retention)
+            retention_time_ms=retention, commit_timestamps=stamps)
         errors.update(answer)
     return _response(request, errors)
 

@@ -90,6 +90,7 @@ class Group:
         self.group_id = group_id
         self.state = state
         self.state_timestamp_ms = now_ms          # Kafka's currentStateTimestamp
+        self.empty_since_ms: int | None = None    # while Dead awaiting tombstones: its Empty time
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None

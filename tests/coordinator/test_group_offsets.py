@@ -287,3 +287,82 @@ def test_txn_commit_of_a_generation_below_zero_on_an_empty_group():
     errors = h.answer(h.call("txn_commit_offsets", "active", 79, 0, "ghost", None, -1,
                              [("t", 0, 21, -1, "")]))
     assert errors == {("t", 0): E.UNKNOWN_MEMBER_ID}
+
+
+def test_a_failed_expiry_write_keeps_the_groups_retention_clock():
+    """Expiry tombstones that could not be written leave the group Empty since the time it was
+    Empty before: the next check expires it, not one a whole retention later."""
+    h = Harness(offsets_retention_ms=1000)
+    commit(h, G, [("t", 0, 1, -1, "")])
+    created = h.manager.group(G).state_timestamp_ms
+    h.append_error = E.NOT_ENOUGH_REPLICAS
+    h.apply(h.manager.expire_offsets(created + 2000))
+    assert h.state(G) == "Empty" and h.manager.group(G).state_timestamp_ms == created
+    h.append_error = 0
+    h.apply(h.manager.expire_offsets(created + 2100))
+    assert h.manager.group(G) is None
+
+
+def test_offset_commit_v1_commit_timestamp_is_stored():
+    """Kafka's createOffsetAndMetadata: v1's commit_timestamp unless -1 (then now)."""
+    h = Harness()
+    h.answer(h.call("commit_offsets", G, "", None, -1, [("t", 0, 1, -1, ""), ("t", 1, 2, -1, "")],
+                    commit_timestamps={("t", 0): 12345, ("t", 1): -1}))
+    stamps = {r.key.partition: r.value.commit_timestamp for r in h.log}
+    assert stamps == {0: 12345, 1: h.now}
+
+
+def test_a_commit_answered_after_its_group_was_unloaded_does_not_recreate_it():
+    """Kafka's putCacheCallback ignores a Dead group: a commit whose write completes after
+    the partition was unloaded (leadership moved) leaves no group behind on this broker."""
+    h = Harness()
+    commit(h, G, [("t", 0, 1, -1, "")])
+    h.hold_appends = True
+    token = h.call("commit_offsets", G, "", None, -1, [("t", 0, 2, -1, "")])
+    h.apply(h.manager.unload([G], h.now))
+    h.release()
+    assert h.answer(token) == {("t", 0): E.NONE}
+    assert h.manager.group(G) is None and h.manager.list_groups() == []
+
+
+def test_offset_delete_drops_commits_in_flight_and_pending_txn_offsets():
+    """Kafka's removeOffsets: a commit in flight or a transaction's pending offset of a deleted
+    partition does not bring it back afterwards."""
+    h = Harness()
+    commit(h, G, [("t", 0, 1, -1, ""), ("t", 1, 1, -1, ""), ("u", 0, 1, -1, "")])
+    h.call("txn_commit_offsets", G, 77, 0, "", None, -1, [("t", 0, 5, -1, "")])
+    h.hold_appends = True
+    token = h.call("commit_offsets", G, "", None, -1, [("t", 1, 9, -1, "")])
+    h.hold_appends = False
+    answer = h.answer(h.call("delete_offsets", G, [("t", 0), ("t", 1)]))
+    assert answer == (E.NONE, {("t", 0): E.NONE, ("t", 1): E.NONE})
+    h.release()
+    assert h.answer(token) == {("t", 1): E.NONE}
+    h.apply(h.manager.complete_txn_offsets(77, None, True, h.now))
+    assert fetch(h, G) == {("u", 0): (1, E.NONE)}
+
+
+def test_a_deleted_topics_commit_in_flight_is_not_applied():
+    h = Harness()
+    commit(h, G, [("u", 0, 1, -1, "")])
+    h.hold_appends = True
+    token = h.call("commit_offsets", G, "", None, -1, [("t", 0, 9, -1, "")])
+    h.hold_appends = False
+    h.apply(h.manager.remove_offsets_of_deleted({("t", 0)}, h.now))
+    h.release()
+    assert h.answer(token) == {("t", 0): E.NONE}
+    assert fetch(h, G) == {("u", 0): (1, E.NONE)}
+
+
+def test_expiry_log_lines_as_kafka(caplog):
+    """"Removed N expired offsets in T milliseconds." only when offsets went; the group's move
+    to Dead has its own line."""
+    import logging
+    h = Harness(offsets_retention_ms=1000)
+    commit(h, G, [("t", 0, 1, -1, "")])
+    with caplog.at_level(logging.INFO):
+        h.apply(h.manager.expire_offsets(h.now + 10))
+        assert "expired offsets" not in caplog.text
+        h.apply(h.manager.expire_offsets(h.now + 5000))
+    assert f"Group {G} transitioned to Dead in generation 0" in caplog.text
+    assert "Removed 1 expired offsets in " in caplog.text
