@@ -25,7 +25,7 @@ from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequ
 
 from broker.client.errors import UnsupportedVersionError
 from broker.quotas import is_ip_literal, java_double  # noqa: F401 (java_double: tests)
-from broker.tools.common import ToolError
+from broker.tools.common import TerseError, ToolError
 from broker.tools.javautil import java_hash_order, java_string_hash
 
 QUOTA_TYPES = ("users", "clients", "ips")
@@ -66,45 +66,31 @@ def quota_line(parts: list, values: list) -> str:
 # -- the command line ---------------------------------------------------------------------------
 
 def quota_entities(opts):
-    """(entity types, names) in Kafka's order when users, clients or ips are involved, else None.
-    A name "" is the default entity."""
+    """(entity types, names) in Kafka's order when users, clients or ips are involved, else None
+    (a name "" is the default entity). kafka-configs.sh's own checks (configs.check_args) have
+    run first."""
+    types, names = entities(opts)
+    if not any(t in QUOTA_TYPES for t in types):
+        return None
+    if not opts.alter and len(names) > len(types):
+        raise TerseError("More entity names specified than entity types")
+    return types, names
+
+
+def entities(opts) -> tuple[list, list]:
+    """Kafka's ConfigCommandOptions.entityTypes / entityNames: --entity-type values then the
+    shortcut flags' types; --entity-name/--entity-default in command-line order ("" for a
+    default) then the flags' names."""
     types = list(opts.entity_type or [])
     names = list(getattr(opts, "entity_names", None) or [])
-    flag_types, flag_names = [], []
     for attr, etype in NAME_FLAGS:
         if getattr(opts, attr) is not None:
-            flag_types.append(etype)
-            flag_names.append(getattr(opts, attr))
+            types.append(etype)
+            names.append(getattr(opts, attr))
     for attr, etype in DEFAULT_FLAGS:
         if getattr(opts, attr):
-            flag_types.append(etype)
-            flag_names.append("")
-    if not any(t in QUOTA_TYPES for t in types + flag_types):
-        return None
-    # Kafka's checks, in its order
-    conjunction = flag_types and (opts.entity_type or opts.entity_name or opts.entity_default)
-    types += flag_types
-    names += flag_names
-    duplicates = sorted({t for t in types if types.count(t) > 1})
-    if duplicates:
-        raise ToolError(f"Duplicate entity type(s) specified: {','.join(duplicates)}")
-    if len(types) > 1 and set(types) != {"users", "clients"}:
-        raise ToolError("Only 'users' and 'clients' entity types may be specified together")
-    if conjunction:
-        raise ToolError("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
-    if "ips" in types:
-        for name in names:
-            if name and not valid_ip_entity(name):
-                raise ToolError(f"The entity name for {types[0]} must be a valid IP or resolvable host, "
-                                f"but it is: {name}")
-    if opts.alter:
-        if not names:
-            raise ToolError("an entity-name or default entity must be specified with --alter of users, clients, "
-                            "brokers or ips")
-        if len(types) != len(names):
-            raise ToolError("An entity name must be specified for every entity type")
-    elif len(names) > len(types):
-        raise ToolError("More entity names specified than entity types")
+            types.append(etype)
+            names.append("")
     return types, names
 
 
@@ -185,7 +171,7 @@ def _check_keys(types: list, names: list, adds: dict, deletes: list) -> None:
     if types[0] == "ips":
         unknown = [k for k in list(adds) + deletes if k not in IP_KEYS]
         if unknown:
-            raise ToolError("Only connection quota configs can be added for 'ips' using --bootstrap-server. "
+            raise TerseError("Only connection quota configs can be added for 'ips' using --bootstrap-server. "
                             f"Unexpected config names: {','.join(unknown)}")
         return
     add_unknown = [k for k in adds if k not in USER_CLIENT_KEYS and k not in SCRAM_KEYS]
@@ -194,24 +180,24 @@ def _check_keys(types: list, names: list, adds: dict, deletes: list) -> None:
     del_scram = [k for k in deletes if k in SCRAM_KEYS]
     if types[0] == "clients" or len(types) == 2:
         if add_unknown or add_scram:
-            raise ToolError("Only quota configs can be added for 'clients' using --bootstrap-server. "
+            raise TerseError("Only quota configs can be added for 'clients' using --bootstrap-server. "
                             f"Unexpected config names: {_scala_set(add_unknown + add_scram)}")
         if del_unknown or del_scram:
-            raise ToolError("Only quota configs can be deleted for 'clients' using --bootstrap-server. "
+            raise TerseError("Only quota configs can be deleted for 'clients' using --bootstrap-server. "
                             f"Unexpected config names: Buffer({', '.join(del_unknown + del_scram)})")
         return
     if add_unknown:
-        raise ToolError("Only quota and SCRAM credential configs can be added for 'users' using "
+        raise TerseError("Only quota and SCRAM credential configs can be added for 'users' using "
                         f"--bootstrap-server. Unexpected config names: {_scala_set(add_unknown)}")
     if del_unknown:
-        raise ToolError("Only quota and SCRAM credential configs can be deleted for 'users' using "
+        raise TerseError("Only quota and SCRAM credential configs can be deleted for 'users' using "
                         f"--bootstrap-server. Unexpected config names: Buffer({', '.join(del_unknown)})")
     if add_scram or del_scram:
         if "" in names:
-            raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+            raise TerseError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
                             "Credentials using --bootstrap-server.")
         if len(add_scram) < len(adds) or len(del_scram) < len(deletes):
-            raise ToolError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+            raise TerseError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
                             "using --bootstrap-server.")
         raise ToolError("The broker does not support SCRAM credentials (AlterUserScramCredentials)")
 
@@ -222,14 +208,14 @@ async def alter(cluster, types: list, names: list, adds: dict, deletes: list) ->
     present = {k for k, _ in current[0][1]} if current else set()
     invalid = [k for k in deletes if k not in present]
     if invalid:
-        raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+        raise TerseError(f"Invalid config(s): {','.join(invalid)}")
     R = AlterClientQuotasRequest
     ops = []
     for key, text in adds.items():
         try:
             value = float(text.strip())
         except ValueError:
-            raise ToolError(f"Cannot parse quota configuration value for {key}: {text}") from None
+            raise TerseError(f"Cannot parse quota configuration value for {key}: {text}") from None
         ops.append(R.OpData(key=key, value=value, remove=False))
     ops += [R.OpData(key=k, value=0.0, remove=True) for k in deletes]
     entity = [R.EntityData(entity_type=ENTITY[t], entity_name=n or None) for t, n in zip(types, names)]

@@ -36,6 +36,8 @@ class ToolParser(argparse.ArgumentParser):
         super().__init__(prog=prog, description=description, allow_abbrev=False, **kw)
         self.add_argument(*version_flags, action="version", version=CLIENT_SOFTWARE_VERSION, help=version_help)
 
+    zookeeper_refusal = ""               # set below: ZOOKEEPER_REMOVED
+
     def error(self, message):
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(1)
@@ -43,7 +45,7 @@ class ToolParser(argparse.ArgumentParser):
     def parse_known_args(self, args=None, namespace=None):
         args = sys.argv[1:] if args is None else list(args)
         if any(a == "--zookeeper" or a.startswith("--zookeeper=") for a in args):
-            self.error(ZOOKEEPER_REMOVED)
+            self.error(self.zookeeper_refusal)
         return super().parse_known_args(args, namespace)
 
 
@@ -52,6 +54,7 @@ class ToolParser(argparse.ArgumentParser):
 ZOOKEEPER_REMOVED = ("zookeeper is not a recognized option: Kafka 3.0 removed --zookeeper from "
                      "its tools, which talk to a broker instead; use --bootstrap-server "
                      "HOST:PORT")
+ToolParser.zookeeper_refusal = ZOOKEEPER_REMOVED
 
 
 def add_bootstrap(parser: ToolParser, required: bool = True) -> None:

@@ -23,7 +23,6 @@ from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstra
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
            7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
-ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users", "clients", "ips")
 
 
 class _OrderedName(argparse.Action):
@@ -44,6 +43,10 @@ class _OrderedName(argparse.Action):
 def build_parser() -> ToolParser:
     p = ToolParser("kafka-configs.sh", "This tool helps to manipulate and describe entity config for a topic, "
                    "client, user, broker or broker-logger")
+    # Kafka 3.9's kafka-configs.sh still takes a deprecated --zookeeper for users (SCRAM) and
+    # brokers; this one talks to a broker only
+    p.zookeeper_refusal = ("--zookeeper is not supported by this kafka-configs.sh, which talks to "
+                           "a broker: use --bootstrap-server HOST:PORT")
     add_bootstrap(p, required=True)
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="List configs for the given entity.")
@@ -55,16 +58,16 @@ def build_parser() -> ToolParser:
     p.add_argument("--entity-default", action=_OrderedName, nargs=0, default=False,
                    help="Default entity name for clients/users/brokers/ips (applies to corresponding entity type "
                         "in command line)")
-    p.add_argument("--topic", metavar="<String: topic>", help="The topic's name (same as --entity-type topics "
+    p.add_argument("--topic", action="append", metavar="<String: topic>", help="The topic's name (same as --entity-type topics "
                                                               "--entity-name <topic>).")
-    p.add_argument("--broker", metavar="<String: broker-id>", help="The broker's ID.")
+    p.add_argument("--broker", action="append", metavar="<String: broker-id>", help="The broker's ID.")
     p.add_argument("--broker-defaults", action="store_true", help="The config defaults for all brokers.")
-    p.add_argument("--broker-logger", metavar="<String: broker-id>", help="The broker's ID for its logger config.")
-    p.add_argument("--user", metavar="<String: user-principal>", help="The user's principal name.")
+    p.add_argument("--broker-logger", action="append", metavar="<String: broker-id>", help="The broker's ID for its logger config.")
+    p.add_argument("--user", action="append", metavar="<String: user-principal>", help="The user's principal name.")
     p.add_argument("--user-defaults", action="store_true", help="The config defaults for all users.")
-    p.add_argument("--client", metavar="<String: client-id>", help="The client's ID.")
+    p.add_argument("--client", action="append", metavar="<String: client-id>", help="The client's ID.")
     p.add_argument("--client-defaults", action="store_true", help="The config defaults for all clients.")
-    p.add_argument("--ip", metavar="<String: ip>", help="The IP address.")
+    p.add_argument("--ip", action="append", metavar="<String: ip>", help="The IP address.")
     p.add_argument("--ip-defaults", action="store_true", help="The config defaults for all IPs.")
     p.add_argument("--force", action="store_true", help="Suppress console prompts (accepted; these tools never "
                                                           "prompt).")
@@ -98,7 +101,7 @@ def parse_add_config(text: str) -> dict:
         parts.append(cur)
     for part in parts:
         if "=" not in part:
-            raise ToolError(f"Invalid entity config: all configs to be added must be in the format \"key=val\" "
+            raise TerseError(f"Invalid entity config: all configs to be added must be in the format \"key=val\" "
                             f"(got '{part}')")
         k, v = part.split("=", 1)
         v = v.strip()
@@ -108,33 +111,82 @@ def parse_add_config(text: str) -> dict:
     return out
 
 
-def entity(opts) -> tuple[str, str | None]:
-    """(entity type, entity name or None for the default)."""
-    shortcuts = [("topics", opts.topic), ("brokers", opts.broker), ("broker-loggers", opts.broker_logger),
-                 ("users", opts.user), ("clients", opts.client), ("ips", opts.ip)]
-    given = [(t, n) for t, n in shortcuts if n is not None]
-    if opts.broker_defaults:
-        given.append(("brokers", None))
-    if given:
-        if len(given) > 1 or opts.entity_type:
-            raise ToolError("Only one entity may be specified")
-        return _checked(*given[0])
-    if not opts.entity_type:
-        raise ToolError("Missing required argument \"[entity-type]\"")
-    etype = opts.entity_type[0]
-    if etype not in ENTITY_TYPES:
-        raise ToolError(f"Invalid entity-type {etype}, --entity-type must be one of {', '.join(ENTITY_TYPES)}")
-    name = opts.entity_name[0] if opts.entity_name else None
-    if name is None and not opts.entity_default and (opts.alter or etype == "broker-loggers"):
-        raise ToolError("An entity name must be specified with --alter of " + etype)
-    return _checked(etype, name)
+# kafka-configs.sh's entity types with --bootstrap-server (ConfigCommand's
+# BrokerSupportedConfigTypes; client-metrics is refused after the checks: not served here)
+ALLOWED_TYPES = ("topics", "clients", "users", "brokers", "ips", "broker-loggers", "client-metrics")
+SHORTCUTS = ("topic", "client", "user", "broker", "broker_logger", "ip", "client_defaults",
+             "user_defaults", "broker_defaults", "ip_defaults")
 
 
-def _checked(etype: str, name: str | None) -> tuple[str, str | None]:
-    """A broker is named by its id, a Java int (ConfigCommandOptions.checkArgs)."""
-    if etype in ("brokers", "broker-loggers") and name is not None and java_int(name) is None:
-        raise ToolError(f"The entity name for {etype} must be a valid integer broker id, but it is: {name}")
-    return etype, name
+def check_args(opts) -> tuple[list, list]:
+    """Kafka's ConfigCommandOptions.checkArgs, in its order: (entity types, entity names), a
+    name "" being the default entity. Usage errors are Kafka's messages, bare."""
+    if opts.describe:
+        for flag in ("alter", "add_config", "delete_config"):
+            if getattr(opts, flag):
+                raise TerseError(f'Option "[describe]" can\'t be used with option '
+                                 f'"[{flag.replace("_", "-")}]"')
+    for flag in ("topic", "broker", "broker_logger", "user", "client", "ip"):
+        values = getattr(opts, flag)
+        if values is not None and len(values) > 1:        # jopt-simple's valueOf
+            raise TerseError(f"Found multiple arguments for option {flag.replace('_', '-')}, "
+                             f"but you asked for only one")
+        setattr(opts, flag, values[0] if values else None)
+    types, names = client_quotas.entities(opts)
+    duplicates = [t for i, t in enumerate(types) if t in types[:i]]
+    if duplicates:
+        raise TerseError(f"Duplicate entity type(s) specified: {','.join(dict.fromkeys(duplicates))}")
+    for etype in types:
+        if etype not in ALLOWED_TYPES:
+            raise TerseError(f"Invalid entity type {etype}, the entity type must be one of "
+                             f"{', '.join(ALLOWED_TYPES)} with a --bootstrap-server or "
+                             f"--bootstrap-controller argument")
+    if not types:
+        raise TerseError("At least one entity type must be specified")
+    if len(types) > 1 and set(types) != {"users", "clients"}:
+        raise TerseError("Only 'users' and 'clients' entity types may be specified together")
+    if (opts.entity_type or opts.entity_name or opts.entity_default) and \
+            any(getattr(opts, flag) for flag in SHORTCUTS):
+        raise TerseError("--entity-{type,name,default} should not be used in conjunction with "
+                         "specific entity flags")
+    has_name = any(names)
+    has_default = "" in names
+    if has_name and ("brokers" in types or "broker-loggers" in types):
+        for value in [*(opts.entity_name or []), opts.broker, opts.broker_logger]:
+            if value is not None and java_int(value) is None:
+                raise TerseError(f"The entity name for {types[0]} must be a valid integer broker "
+                                 f"id, but it is: {value}")
+    if has_name and "ips" in types:
+        for value in [*(opts.entity_name or []), opts.ip]:
+            if value is not None and not client_quotas.valid_ip_entity(value):
+                raise TerseError(f"The entity name for {types[0]} must be a valid IP or resolvable "
+                                 f"host, but it is: {value}")
+    if opts.describe and "broker-loggers" in types and not has_name:
+        raise TerseError(f"an entity name must be specified with --describe of {','.join(types)}")
+    if opts.alter:
+        if set(types) & {"users", "clients", "brokers", "ips"}:
+            if not has_name and not has_default:
+                raise TerseError("an entity-name or default entity must be specified with --alter "
+                                 "of users, clients, brokers or ips")
+        elif not has_name:
+            raise TerseError(f"an entity name must be specified with --alter of {','.join(types)}")
+        if opts.add_config and opts.add_config_file:
+            raise TerseError("Only one of --add-config or --add-config-file must be specified")
+        if not (opts.add_config or opts.add_config_file or opts.delete_config):
+            raise TerseError("At least one of --add-config, --add-config-file, or --delete-config "
+                             "must be specified with --alter")
+        if len(types) != len(names):                      # ConfigCommand.processCommand
+            raise TerseError("An entity name must be specified for every entity type")
+    if "client-metrics" in types:
+        raise ToolError("client-metrics configs are not served by this broker (KIP-714 client "
+                        "metrics are not implemented)")
+    return types, names
+
+
+def _entity(types: list, names: list) -> tuple[str, str | None]:
+    """The entity of topics, brokers and broker-loggers: (type, name), name None for every
+    entity of the type (a describe without a name), "" for the brokers' default."""
+    return types[0], (names[0] if names else None)
 
 
 def line(c) -> str:
@@ -152,9 +204,8 @@ async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) ->
     elif etype == "broker-loggers":
         names, rtype, label = [name], RESOURCE_BROKER_LOGGER, "broker-logger"
     else:
-        # no name: every broker, then the cluster default (Kafka's order)
-        names = [name] if name is not None else ([""] if opts.entity_default else
-                                                 [str(b) for b in sorted(cluster.brokers)] + [""])
+        # no name: every broker, then the cluster default (Kafka's order); "" the default
+        names = [name] if name is not None else [str(b) for b in sorted(cluster.brokers)] + [""]
         rtype, label = RESOURCE_BROKER, "broker"
     for n in names:
         if etype == "topics":
@@ -178,8 +229,6 @@ def config_changes(opts) -> tuple[dict, list]:
     """(configs to add, config names to delete) of an --alter."""
     if opts.add_config and len(opts.add_config) > 1:        # jopt-simple's valueOf
         raise TerseError("Found multiple arguments for option add-config, but you asked for only one")
-    if opts.add_config and opts.add_config_file:
-        raise ToolError("Only one of --add-config or --add-config-file must be specified")
     adds = parse_add_config(opts.add_config[0]) if opts.add_config else {}
     if opts.add_config_file:
         adds.update(read_properties(opts.add_config_file))
@@ -187,11 +236,11 @@ def config_changes(opts) -> tuple[dict, list]:
     deletes = [k.strip() for value in opts.delete_config or () for k in value.split(",")
                if k.strip()]
     if not adds and not deletes:
-        raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be specified "
-                        "with --alter")
+        raise TerseError("At least one of --add-config, --add-config-file, or --delete-config "
+                         "must be specified with --alter")
     overlap = set(adds) & set(deletes)
     if overlap:
-        raise ToolError(f"Invalid entity config: the same config can't be added and deleted: {', '.join(overlap)}")
+        raise TerseError(f"Invalid entity config: the same config can't be added and deleted: {', '.join(overlap)}")
     return adds, deletes
 
 
@@ -202,12 +251,12 @@ async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> No
         await cluster.topic_metadata(name)
     if deletes and etype in ("topics", "brokers"):
         # Kafka's check: only a config that is currently set on the entity can be deleted
-        rtype, wanted = (RESOURCE_TOPIC, 1) if etype == "topics" else (RESOURCE_BROKER, 2 if name is not None else 3)
+        rtype, wanted = (RESOURCE_TOPIC, 1) if etype == "topics" else (RESOURCE_BROKER, 2 if name else 3)
         current = await admin.describe_configs(rtype, name or "")
         present = {c.name for c in current.configs if c.config_source == wanted}
         invalid = [k for k in deletes if k not in present]
         if invalid:
-            raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+            raise TerseError(f"Invalid config(s): {','.join(invalid)}")
     if etype == "topics":
         await admin.incremental_alter_configs(RESOURCE_TOPIC, name, ops)
         print(f"Completed updating config for topic {name}.")
@@ -215,18 +264,16 @@ async def alter(admin: Admin, cluster, etype: str, name: str | None, opts) -> No
         await admin.incremental_alter_configs(RESOURCE_BROKER_LOGGER, name, ops)
         print(f"Completed updating config for broker-logger {name}.")
     else:
-        await admin.incremental_alter_configs(RESOURCE_BROKER, name or "", ops)
-        print(f"Completed updating config for broker {name}." if name is not None
+        await admin.incremental_alter_configs(RESOURCE_BROKER, name, ops)
+        print(f"Completed updating config for broker {name}." if name
               else "Completed updating default config for brokers in the cluster.")
 
 
 async def run(opts) -> int:
-    for etype in opts.entity_type or []:
-        if etype not in ENTITY_TYPES:
-            raise ToolError(f"Invalid entity-type {etype}, --entity-type must be one of {', '.join(ENTITY_TYPES)}")
+    types, names = check_args(opts)
     quota = client_quotas.quota_entities(opts)      # users, clients, ips: (types, names)
     if quota is None:
-        etype, name = entity(opts)
+        etype, name = _entity(types, names)
     changes = config_changes(opts) if opts.alter and quota is not None else None
     props = read_properties(opts.command_config) if opts.command_config else {}
     async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:

@@ -145,8 +145,12 @@ def test_alter_describe_and_restart(broker_process, script):
      "equal to 1"),
 ])
 def test_errors_are_one_line(tools_broker, tool, argv, error):
+    """Kafka's ConfigCommand prints the message of an argument or config error bare; a
+    broker's refusal (and what this broker lacks) is one 'Error: ' line here."""
     r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, *argv)
-    assert (r.code, r.out, r.err) == (1, "", f"Error: {error}\n")
+    broker_side = ("Invalid value", "The broker does not", "Quota ", "consumer_byte_rate cannot")
+    prefix = "Error: " if error.startswith(broker_side) else ""
+    assert (r.code, r.out, r.err) == (1, "", f"{prefix}{error}\n")
 
 
 def test_scram_credentials_are_listed_like_kafka(capsys):
@@ -170,3 +174,54 @@ def test_scram_credentials_are_listed_like_kafka(capsys):
         "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=4096, "
         "SCRAM-SHA-512=iterations=8192",
         "Error retrieving SCRAM credential configs for user-principal 'carol': DuplicateResourceException: twice"]
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--describe", "--topic", "t", "--add-config", "a=b"],
+     'Option "[describe]" can\'t be used with option "[add-config]"'),
+    (["--describe", "--topic", "t", "--delete-config", "a"],
+     'Option "[describe]" can\'t be used with option "[delete-config]"'),
+    (["--describe", "--entity-type", "topics", "--entity-type", "brokers"],
+     "Only 'users' and 'clients' entity types may be specified together"),
+    (["--describe", "--entity-type", "topics", "--topic", "t"],
+     "Duplicate entity type(s) specified: topics"),
+    (["--describe", "--entity-type", "brokers", "--topic", "t"],
+     "Only 'users' and 'clients' entity types may be specified together"),
+    (["--describe", "--topic", "t", "--entity-name", "x"],
+     "--entity-{type,name,default} should not be used in conjunction with specific entity flags"),
+    (["--describe", "--topic", "a", "--topic", "b"],
+     "Found multiple arguments for option topic, but you asked for only one"),
+    (["--alter", "--entity-type", "topics", "--entity-name", "a", "--entity-name", "b",
+      "--add-config", "retention.ms=1"], "An entity name must be specified for every entity type"),
+    (["--alter", "--entity-type", "topics", "--entity-default", "--add-config", "retention.ms=1"],
+     "an entity name must be specified with --alter of topics"),
+    (["--describe", "--entity-type", "broker-loggers"],
+     "an entity name must be specified with --describe of broker-loggers"),
+    (["--describe"], "At least one entity type must be specified"),
+    (["--alter", "--topic", "t"],
+     "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"),
+])
+def test_option_combinations_kafka_refuses(tools_broker, tool, argv, error):
+    """ConfigCommandOptions.checkArgs, in its order: these were described or altered silently
+    (the first entity given won, the rest was ignored)."""
+    r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, *argv)
+    assert (r.code, r.out, r.err) == (1, "", f"{error}\n")
+
+
+def test_broker_defaults_describes_only_the_defaults(tools_broker, tool):
+    """--broker-defaults is the default entity (""), as --entity-type brokers --entity-default:
+    it printed every broker's section before the defaults."""
+    b = tools_broker.bootstrap
+    assert tool("configs", "--bootstrap-server", b, "--alter", "--broker-defaults", "--add-config",
+                "log.cleaner.threads=2").code == 0
+    try:
+        for flags in (["--broker-defaults"], ["--entity-type", "brokers", "--entity-default"]):
+            r = tool("configs", "--bootstrap-server", b, "--describe", *flags)
+            assert r.code == 0 and r.lines[0] == "Default configs for brokers in the cluster are:", r
+            assert len(r.lines) == 2 and r.lines[1].startswith("  log.cleaner.threads=2 "), r
+        r = tool("configs", "--bootstrap-server", b, "--describe", "--entity-type", "brokers")
+        assert r.lines[0] == "Dynamic configs for broker 0 are:"
+        assert "Default configs for brokers in the cluster are:" in r.lines
+    finally:
+        tool("configs", "--bootstrap-server", b, "--alter", "--broker-defaults", "--delete-config",
+             "log.cleaner.threads")
