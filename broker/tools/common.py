@@ -138,7 +138,8 @@ ERROR_TEXTS = {
                                       "is not the current leader. For requests intended for any replica, this error "
                                       "indicates that the broker is not a replica of the topic partition.",
     ErrorCode.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
-    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "Deleting offsets of a topic is forbidden while the "
+                                         "consumer group is actively subscribed to it.",
     ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
     ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
 }

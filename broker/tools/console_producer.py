@@ -19,6 +19,7 @@ from broker.client.cluster import ClusterClient
 from broker.client.producer import Producer
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, producer_kwargs,
                                  read_properties)
+from broker.tools.javautil import java_split
 
 
 def build_parser() -> ToolParser:
@@ -148,23 +149,6 @@ class LineReader:
                                     f"as they can't be null")
                 headers.append((k, self._null(v)))
         return self._null(key), self._null(value), headers
-
-
-def java_split(pattern: re.Pattern, text: str) -> list[str]:
-    """Java's String.split(regex): no match gives [text] (so "" gives [""]), a zero-width match
-    at the start gives no leading empty string, and trailing empty strings are dropped."""
-    parts, last = [], 0
-    for match in pattern.finditer(text):
-        if match.end() == 0:
-            continue
-        parts.append(text[last:match.start()])
-        last = match.end()
-    if not parts:
-        return [text]
-    parts.append(text[last:])
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
 
 
 # Flag -> the producer property it sets (Kafka's ConsoleProducer merges them this way).

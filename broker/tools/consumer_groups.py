@@ -27,9 +27,10 @@ from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
 from broker.client.cluster import ClusterClient
 from broker.client.consumer_protocol import decode_assignment
 from broker.client.types import TopicPartition
-from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, error_text, main_entry,
-                                 read_properties)
-from broker.tools.javautil import java_hash_order, java_string_hash
+from broker.config import java_int
+from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstrap, client_kwargs, error_text,
+                                 exception_class, main_entry, read_properties)
+from broker.tools.javautil import java_hash_order, java_split, java_string_hash
 
 MISSING = "-"
 
@@ -141,7 +142,7 @@ class GroupsTool:
         if not self.opts.group:
             raise ToolError("Option [group] takes one argument" if self.opts.describe or self.opts.reset_offsets
                             else "Missing required argument \"[group]\"")
-        return self.opts.group
+        return list(dict.fromkeys(self.opts.group))       # each once, as Kafka's admin key sets
 
     # --- list ---------------------------------------------------------------------------------
 
@@ -151,18 +152,21 @@ class GroupsTool:
         states = None
         if self.opts.state:
             states = [s.strip() for s in self.opts.state.split(",")]
-            known = {"PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty"}
+            # Kafka 3.9's ConsumerGroupState (Assigning and Reconciling are KIP-848's, which
+            # classic groups never are in)
+            known = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
+                     "Assigning", "Reconciling")
             lower = {k.lower(): k for k in known}
             bad = [s for s in states if s.lower() not in lower]
             if bad:
                 raise ToolError(f"Invalid state list '{self.opts.state}'. Valid states are: "
-                                "PreparingRebalance, CompletingRebalance, Stable, Dead, Empty")
+                                + ", ".join(known))
             states = [lower[s.lower()] for s in states]
         types = None
         if self.opts.type:
             types = {t.strip().lower() for t in self.opts.type.split(",")}
             if not types <= {"classic", "consumer"}:
-                raise ToolError(f"Invalid types list '{self.opts.type}'. Valid types are: consumer, classic")
+                raise ToolError(f"Invalid types list '{self.opts.type}'. Valid types are: Consumer, Classic")
         groups = [g for g in await self.admin.list_groups(states) if g[1] in ("consumer", "")]
         if types is not None and "classic" not in types:
             groups = []
@@ -268,8 +272,7 @@ class GroupsTool:
             tps, _ = decode_assignment(m.member_assignment) if group.protocol_type == "consumer" else ([], None)
             rows.append((m, sorted(tps)))
         self._state_notice(group)
-        if not rows:        # Kafka prints no table for a group without members
-            return
+        # Kafka 3.9's printMembers prints the header also for a group without members
         with_instance = any(m.group_instance_id for m, _ in rows)
         w = [max([15] + [len(group.group_id)]), max([15] + [len(m.member_id) for m, _ in rows])]
         if with_instance:
@@ -325,8 +328,9 @@ class GroupsTool:
         if not failed:
             print(f"Deletion of requested consumer groups ('{', '.join(ok)}') was successful.")
             return 0
-        for g, c in failed.items():
-            print(f"* Group '{g}' could not be deleted due to: {error_text(c)}")
+        for g, c in failed.items():      # the ExecutionException Kafka's tool prints
+            print(f"* Group '{g}' could not be deleted due to: java.util.concurrent."
+                  f"ExecutionException: {exception_class(c)}: {error_text(c)}")
         if ok:
             print(f"\nThese consumer groups were deleted successfully: '{chr(39).join(ok)}', '")
         raise ToolError("Deletion of some consumer groups failed: " +
@@ -343,8 +347,11 @@ class GroupsTool:
         tps, missing = await self._partitions_of(self.opts.topic, allow_missing=True)
         top, per = await self.admin.delete_offsets(group_id, tps) if tps else (0, {})
         per = dict(per)
+        if top:          # Kafka's partitionResult: every partition asked fails with the group
+            per = {tp: per.get(tp) or top for tp in tps}
+        sent_failed = any(per.values())       # the headline covers the partitions sent only
         per.update({TopicPartition(t, -1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t in missing})
-        if top == 0 and not any(per.values()):
+        if top == 0 and not sent_failed:
             print(f"Request succeed for deleting offsets with topic {', '.join(self.opts.topic)} group {group_id}")
         else:
             if top in DELETE_OFFSETS_ERRORS:
@@ -357,7 +364,8 @@ class GroupsTool:
         fmt = "%-30s %-15s %-15s"
         print("\n" + fmt % ("TOPIC", "PARTITION", "STATUS"))
         for tp in sorted(per, key=lambda tp: tp.topic + str(tp.partition)):
-            status = "Successful" if not per[tp] else f"Error: {error_text(per[tp])}"
+            status = "Successful" if not per[tp] else \
+                f"Error: :{exception_class(per[tp])}: {error_text(per[tp])}"     # Kafka's "::"
             print(fmt % (tp.topic, tp.partition if tp.partition >= 0 else "Not Provided", status))
         return 1 if any(per.values()) or top else 0
 
@@ -366,13 +374,10 @@ class GroupsTool:
         names of topics that do not exist, as ``(partitions, missing)``."""
         out, missing = [], []
         for spec in specs:
-            topic, sep, parts = spec.partition(":")
-            if sep:
-                try:
-                    out += [TopicPartition(topic, int(p)) for p in parts.split(",") if p.strip()]
-                except ValueError:
-                    raise ToolError(f"Invalid topic arg '{spec}': partitions must be integers") from None
+            if ":" in spec:
+                out += _topic_partitions(spec)
             else:
+                topic = spec
                 try:
                     meta = await self.cluster.topic_metadata(topic)
                 except KafkaError:
@@ -514,6 +519,28 @@ class GroupsTool:
 SCOPES = "[group], [all-groups]"
 
 
+def _topic_partitions(spec: str) -> list:
+    """Kafka's parseTopicsWithPartitions of 'topic:0,1' (Java's split: 't:' has no partitions,
+    't:0,,1' an empty one; both refused with its messages)."""
+    fields = java_split(re.compile(":"), spec)
+    if len(fields) != 2:
+        raise TerseError(f"Invalid topic arg '{spec}', expected topic name and partitions")
+    topic, partitions = fields
+    out = []
+    for p in java_split(re.compile(","), partitions):
+        if java_int(p) is None:
+            raise TerseError(f"Invalid partition '{p}' specified in topic arg '{spec}''")
+        out.append(TopicPartition(topic, java_int(p)))
+    return out
+
+
+# Kafka's reset scenarios, in the order its checkArgs checks each against the others
+SCENARIOS = (("to_offset", "to-offset"), ("to_datetime", "to-datetime"),
+             ("by_duration", "by-duration"), ("to_earliest", "to-earliest"),
+             ("to_latest", "to-latest"), ("to_current", "to-current"),
+             ("shift_by", "shift-by"), ("from_file", "from-file"))
+
+
 def check_args(opts) -> None:
     """Kafka's ConsumerGroupCommandOptions.checkArgs, same messages (before any connection)."""
     action = next(a for a in ("list", "describe", "delete", "reset_offsets", "delete_offsets") if getattr(opts, a))
@@ -543,12 +570,13 @@ def check_args(opts) -> None:
         if not has_scope:
             raise ToolError(f"Option [reset-offsets] takes one of these options: {SCOPES}")
         o = opts
-        scenarios = [o.to_offset is not None, o.to_earliest, o.to_latest, o.to_current, o.shift_by is not None,
-                     o.to_datetime is not None, o.by_duration is not None, o.from_file is not None]
-        if sum(scenarios) != 1:
-            raise ToolError("Option [reset-offsets] requires one of the following scenarios: [to-offset], "
-                            "[to-earliest], [to-latest], [to-current], [shift-by], [to-datetime], [by-duration], "
-                            "[from-file]")
+        given = [flag for attr, flag in SCENARIOS if getattr(o, attr) not in (None, False)]
+        if len(given) > 1:
+            raise TerseError(f'Option "[{given[0]}]" can\'t be used with option "[{given[1]}]"')
+        if not given:          # Kafka's own set order in this message
+            raise TerseError("Option '[reset-offsets]' requires one of the following scenarios: "
+                             "[[to-offset], [to-current], [to-datetime], [from-file], [by-duration], "
+                             "[to-earliest], [to-latest], [shift-by]]")
         if not o.from_file and not o.all_topics and not o.topic:
             raise ToolError("One of the reset scopes should be defined: --all-topics, --topic.")
     if opts.group and opts.all_groups:

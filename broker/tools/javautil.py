@@ -59,3 +59,21 @@ def java_hash_order(keys, hash_of, capacity: int = 16) -> list:
         h = hash_of(key) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (table - 1)
     return sorted(unique, key=bucket)
+
+
+def java_split(pattern, text: str) -> list:
+    """Java's String.split(regex) (`pattern` a compiled re): no match gives [text] (so "" gives
+    [""]), a zero-width match at the start gives no leading empty string, and trailing empty
+    strings are dropped."""
+    parts, last = [], 0
+    for match in pattern.finditer(text):
+        if match.end() == 0:
+            continue
+        parts.append(text[last:match.start()])
+        last = match.end()
+    if not parts:
+        return [text]
+    parts.append(text[last:])
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts

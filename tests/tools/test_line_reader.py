@@ -5,7 +5,8 @@ import re
 import pytest
 
 from broker.tools.common import ToolError
-from broker.tools.console_producer import LineReader, java_split
+from broker.tools.console_producer import LineReader
+from broker.tools.javautil import java_split
 
 HEADERS = {"parse.key": "true", "parse.headers": "true"}
 
