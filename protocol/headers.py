@@ -151,7 +151,12 @@ def decode_response(frame, api_key: int, api_version: int) -> tuple:
                             api="ResponseHeader", offset=0) from None
     if api_key == ApiKey.API_VERSIONS and api_version > 0 and len(frame) >= pos + 2 \
             and frame[pos:pos + 2] != b"\x00\x00":
-        # A broker that rejects the request version answers with an error in a v0 body (so
-        # that any client can read it); Kafka's clients parse it that way, and so do we.
-        api_version = 0
+        # An error: a broker that rejects the request version answers UNSUPPORTED_VERSION in
+        # a v0 body (so that any client can read it); other errors (INVALID_REQUEST) come in
+        # the version asked. As Kafka's ApiVersionsResponse.parse: that version first, v0 if
+        # it does not parse.
+        try:
+            return correlation_id, response_class(api_key).decode(frame, api_version, pos)
+        except ProtocolError:
+            api_version = 0
     return correlation_id, response_class(api_key).decode(frame, api_version, pos)

@@ -103,3 +103,21 @@ def test_random_response_bytes_raise_only_protocol_error(data, key_version):
         decode_response(data, *key_version)
     except ProtocolError:
         pass
+
+
+def test_api_versions_error_answers_parse_in_their_version():
+    """Kafka's ApiVersionsResponse.parse: the version asked first, v0 when that fails, so an
+    UNSUPPORTED_VERSION answer (a v0 body) and an INVALID_REQUEST one (in the version asked)
+    both read."""
+    import struct
+
+    from protocol.headers import decode_response
+    from protocol.messages.api_versions import ApiVersionsResponse as R
+    unsupported = R(error_code=35, api_keys=[R.ApiVersion(api_key=18, min_version=0,
+                                                          max_version=4)]).encode(0)
+    invalid = R(error_code=42, api_keys=[], throttle_time_ms=7).encode(3)
+    for body, code in ((unsupported, 35), (invalid, 42)):
+        cid, response = decode_response(memoryview(struct.pack(">i", 9) + bytes(body)),
+                                        ApiKey.API_VERSIONS, 3)
+        assert (cid, response.error_code) == (9, code)
+    assert response.throttle_time_ms == 7
