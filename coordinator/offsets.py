@@ -427,7 +427,11 @@ class OffsetOperations:
     def _expired_offsets(self, group: Group, now_ms: int) -> list[tuple[str, int]]:
         retention = self.config.offsets_retention_ms
         if group.protocol_type and group.state is S.EMPTY:
+            # since the group became Empty; a group loaded from a record without that time
+            # (GroupMetadataValue v0/v1, Kafka before 2.1): since each offset's commit
             def base(o):
+                if group.state_timestamp_ms is None:
+                    return o.commit_timestamp
                 return group.state_timestamp_ms
             keep_topics = set()
         elif group.protocol_type == "consumer" and group.state is S.STABLE:
@@ -468,7 +472,7 @@ class OffsetOperations:
             if record.value is None:
                 if group is not None:
                     group.offsets.pop((key.topic, key.partition), None)
-                    if loading and _is_bare_simple_group(group):
+                    if loading and is_bare_simple_group(group):
                         del self.groups[key.group]     # as if it never existed (Kafka's load)
                 return
             if group is None:
@@ -514,7 +518,7 @@ class OffsetOperations:
                 if g.state is not S.DEAD and (wanted is None or g.state.value.lower() in wanted)]
 
 
-def _is_bare_simple_group(group: Group) -> bool:
+def is_bare_simple_group(group: Group) -> bool:
     """An Empty group that only ever stored offsets, and has none left (committed or pending
     in a transaction)."""
     return (group.state is S.EMPTY and not group.offsets and not group.pending_offset_commits

@@ -54,7 +54,7 @@ from coordinator.group.model import Group, Member
 from coordinator.group.persistence import group_record, replay_group
 from coordinator.group.state import CAN_REBALANCE, GroupState
 from coordinator.group.static import StaticMembership
-from coordinator.offsets import OffsetOperations, map_append_error
+from coordinator.offsets import OffsetOperations, is_bare_simple_group, map_append_error
 from coordinator.results import (UNKNOWN_MEMBER_ID, Append, GroupConfig, JoinResponse,
                                  LeaveResponse, Result, SyncResponse)
 
@@ -666,10 +666,15 @@ class GroupManager(StaticMembership, OffsetOperations):
     def finish_loading(self, group_ids, now_ms: int) -> Result:
         """After a partition's records were replayed (Kafka's onGroupLoaded): a group loaded
         with more members than group.max.size rebalances (the last rejoiners are refused), and
-        members get a fresh session timeout."""
+        members get a fresh session timeout. A group left with nothing is dropped."""
         result = Result()
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            if group is not None and is_bare_simple_group(group):
+                # only offsets of a transaction that was aborted: Kafka builds the groups after
+                # the whole partition is read, and this one never exists
+                del self.groups[group_id]
+                continue
             if group is not None:
                 self._info(f"Loading group metadata for {group_id} with generation "
                            f"{group.generation_id}")

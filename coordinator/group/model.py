@@ -89,7 +89,8 @@ class Group:
     def __init__(self, group_id: str, now_ms: int, state: GroupState = GroupState.EMPTY):
         self.group_id = group_id
         self.state = state
-        self.state_timestamp_ms = now_ms          # Kafka's currentStateTimestamp
+        # Kafka's currentStateTimestamp (None for a group loaded from a record without it)
+        self.state_timestamp_ms: int | None = now_ms
         self.empty_since_ms: int | None = None    # while Dead awaiting tombstones: its Empty time
         self.generation_id = 0
         self.protocol_type: str | None = None

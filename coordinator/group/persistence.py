@@ -22,7 +22,8 @@ def group_record(group: Group, now_ms: int, assignments: dict[str, bytes]) -> Re
     return Record(GroupKey(group.group_id), GroupValue(
         protocol_type=group.protocol_type or "", generation=group.generation_id,
         protocol=group.protocol_name, leader=group.leader_id,
-        current_state_timestamp=now_ms, members=members))
+        current_state_timestamp=now_ms if group.state_timestamp_ms is None
+        else group.state_timestamp_ms, members=members))
 
 
 def replay_group(groups: dict[str, Group], key: GroupKey, value: GroupValue | None,
@@ -52,7 +53,7 @@ def replay_group(groups: dict[str, Group], key: GroupKey, value: GroupValue | No
     group.protocol_name = value.protocol
     group.leader_id = value.leader if value.members else None
     ts = value.current_state_timestamp
-    group.state_timestamp_ms = ts if ts >= 0 else now_ms
+    group.state_timestamp_ms = ts if ts >= 0 else None      # None: not in the record (v0/v1)
     for rec in value.members:
         protocols = [(value.protocol, rec.subscription)] if value.protocol else []
         member = Member(rec.member_id, rec.group_instance_id, rec.client_id, rec.client_host,

@@ -366,3 +366,30 @@ def test_expiry_log_lines_as_kafka(caplog):
         h.apply(h.manager.expire_offsets(h.now + 5000))
     assert f"Group {G} transitioned to Dead in generation 0" in caplog.text
     assert "Removed 1 expired offsets in " in caplog.text
+
+
+def test_a_group_from_an_old_record_expires_each_offset_from_its_commit():
+    """GroupMetadataValue v0/v1 (Kafka before 2.1) has no current state timestamp: an Empty
+    group's offsets expire each from its commit time (Kafka's removeExpiredOffsets), not from
+    the time the log was loaded (which restarted retention at every restart)."""
+    from coordinator.records import GroupValue, OffsetAndMetadata, Record
+    h = Harness(offsets_retention_ms=DAY)
+    old = h.now - 2 * DAY
+    h.manager.replay(Record(GroupKey(G), GroupValue("consumer", 3, None, None, -1, [])), h.now)
+    h.manager.replay(Record(OffsetKey(G, "t", 0), OffsetAndMetadata(5, -1, "", old, -1)), h.now)
+    h.manager.replay(Record(OffsetKey(G, "t", 1), OffsetAndMetadata(6, -1, "", h.now, -1)), h.now)
+    assert h.state(G) == "Empty"
+    h.apply(h.manager.expire_offsets(h.now))
+    assert fetch(h, G) == {("t", 1): (6, E.NONE)}
+
+
+def test_loading_drops_a_group_whose_only_offsets_were_aborted():
+    """A group known only from a transaction's offsets that was aborted does not exist once
+    its partition is loaded (Kafka builds groups after reading the whole partition)."""
+    from coordinator.records import OffsetAndMetadata, Record
+    h = Harness()
+    h.manager.replay_txn_offset(77, Record(OffsetKey("txn-only", "t", 0),
+                                           OffsetAndMetadata(5, -1, "", h.now, -1)), h.now)
+    h.apply(h.manager.complete_txn_offsets(77, None, False, h.now))
+    h.apply(h.manager.finish_loading(["txn-only"], h.now))
+    assert h.manager.group("txn-only") is None and h.manager.list_groups() == []
