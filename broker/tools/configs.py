@@ -12,6 +12,7 @@ use IncrementalAlterConfigs: ``--add-config k1=v1,k2=[a,b]`` (brackets protect c
 from __future__ import annotations
 
 import argparse
+import re
 
 from broker.client.admin import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, Admin
 from broker.client.cluster import ClusterClient
@@ -19,6 +20,7 @@ from broker.config import java_int
 from broker.tools import client_quotas
 from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstrap, client_kwargs, main_entry,
                                  read_properties)
+from broker.tools.javautil import java_split
 
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
@@ -83,32 +85,39 @@ def build_parser() -> ToolParser:
     return p
 
 
+# Kafka's parseConfigsToBeAdded: split at commas, then at '=', outside square brackets
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+_PAIRS = re.compile("," + _OUTSIDE_BRACKETS)
+_KEY_VALUE = re.compile(r"\s*=\s*" + _OUTSIDE_BRACKETS)
+_BRACKETS = re.compile(r"\[?\]?")
+_CONFIG_KEY = re.compile(r"[a-zA-Z0-9._-]*")
+
+
 def parse_add_config(text: str) -> dict:
-    """'k1=v1,k2=[a,b],k3=v3' -> {'k1': 'v1', 'k2': 'a,b', 'k3': 'v3'}."""
+    """'k1=v1,k2=[a,b],k3=v3' -> {'k1': 'v1', 'k2': 'a,b', 'k3': 'v3'}, exactly as Kafka's
+    parseConfigsToBeAdded: a pair must split into one key and one value ('a=1=2' and an
+    unbalanced bracket are refused), every bracket is removed from the value."""
     out = {}
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        parts.append(cur)
-    for part in parts:
-        if "=" not in part:
-            raise TerseError(f"Invalid entity config: all configs to be added must be in the format \"key=val\" "
-                            f"(got '{part}')")
-        k, v = part.split("=", 1)
-        v = v.strip()
-        if v.startswith("[") and v.endswith("]"):
-            v = v[1:-1]
-        out[k.strip()] = v
+    for item in java_split(_PAIRS, text):
+        pair = java_split(_KEY_VALUE, item, keep_trailing=True)
+        if len(pair) != 2:
+            raise TerseError('requirement failed: Invalid entity config: all configs to be added '
+                             'must be in the format "key=val".')        # Scala's require()
+        out[pair[0].strip()] = _BRACKETS.sub("", pair[1]).strip()
     return out
+
+
+def check_config_keys(adds: dict) -> None:
+    """Kafka's validatePropsKey, and its warning for message.format.version."""
+    for key in adds:
+        if not _CONFIG_KEY.fullmatch(key):
+            raise TerseError(f"Invalid character found for config key: {key}")
+    if "message.format.version" in adds:
+        print(f"WARNING: The configuration message.format.version="
+              f"{adds['message.format.version']} is specified. This configuration will be ignored "
+              f"if the version is newer than the inter.broker.protocol.version specified in the "
+              f"broker or if the inter.broker.protocol.version is 3.0 or newer. This configuration "
+              f"is deprecated and it will be removed in Apache Kafka 4.0.")
 
 
 # kafka-configs.sh's entity types with --bootstrap-server (ConfigCommand's
@@ -229,9 +238,10 @@ def config_changes(opts) -> tuple[dict, list]:
     """(configs to add, config names to delete) of an --alter."""
     if opts.add_config and len(opts.add_config) > 1:        # jopt-simple's valueOf
         raise TerseError("Found multiple arguments for option add-config, but you asked for only one")
-    adds = parse_add_config(opts.add_config[0]) if opts.add_config else {}
-    if opts.add_config_file:
-        adds.update(read_properties(opts.add_config_file))
+    adds = read_properties(opts.add_config_file) if opts.add_config_file else {}
+    if opts.add_config:
+        adds.update(parse_add_config(opts.add_config[0]))
+    check_config_keys(adds)
     # Repeatable, each comma-separated (Kafka's withValuesSeparatedBy(',') read with valuesOf).
     deletes = [k.strip() for value in opts.delete_config or () for k in value.split(",")
                if k.strip()]

@@ -61,10 +61,10 @@ def java_hash_order(keys, hash_of, capacity: int = 16) -> list:
     return sorted(unique, key=bucket)
 
 
-def java_split(pattern, text: str) -> list:
+def java_split(pattern, text: str, keep_trailing: bool = False) -> list:
     """Java's String.split(regex) (`pattern` a compiled re): no match gives [text] (so "" gives
     [""]), a zero-width match at the start gives no leading empty string, and trailing empty
-    strings are dropped."""
+    strings are dropped (kept with `keep_trailing`: Java's split(regex, -1))."""
     parts, last = [], 0
     for match in pattern.finditer(text):
         if match.end() == 0:
@@ -74,6 +74,6 @@ def java_split(pattern, text: str) -> list:
     if not parts:
         return [text]
     parts.append(text[last:])
-    while parts and parts[-1] == "":
+    while parts and parts[-1] == "" and not keep_trailing:
         parts.pop()
     return parts

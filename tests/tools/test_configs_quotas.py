@@ -225,3 +225,29 @@ def test_broker_defaults_describes_only_the_defaults(tools_broker, tool):
     finally:
         tool("configs", "--bootstrap-server", b, "--alter", "--broker-defaults", "--delete-config",
              "log.cleaner.threads")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("k1=v1,k2=[v1,v2],k3=v3", {"k1": "v1", "k2": "v1,v2", "k3": "v3"}),
+    ("a=[x=y]", {"a": "x=y"}),
+    ("a=", {"a": ""}),                       # an empty value (ssl.endpoint.identification...=)
+    ("a = 1 , b=2,", {"a": "1", "b": "2"}),
+    ("a=x[1]", {"a": "x1"}),                 # every bracket goes, as Kafka's replaceAll
+    ("a=1=2", None), ("a=[1,2]=3", None), ("k=[a,b", None), ("", None), ("novalue", None),
+])
+def test_add_config_is_split_as_kafka_splits_it(text, expected):
+    """ConfigCommand.parseConfigsToBeAdded's two regular-expression splits."""
+    from broker.tools.common import TerseError
+    from broker.tools.configs import parse_add_config
+    if expected is None:
+        with pytest.raises(TerseError, match='^requirement failed: Invalid entity config: all configs '
+                                             'to be added must be in the format "key=val".$'):
+            parse_add_config(text)
+    else:
+        assert parse_add_config(text) == expected
+
+
+def test_add_config_keys_are_checked(tools_broker, tool):
+    r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, "--alter", "--topic", "any",
+             "--add-config", "a b=1")
+    assert (r.code, r.err) == (1, "Invalid character found for config key: a b\n")
