@@ -7,7 +7,7 @@ tiered storage here: the log start offset, and none), or a timestamp in ms (the 
 whose timestamp is at or after it); partitions with no such offset are left out, like Kafka does,
 and a partition that cannot answer (no leader) is skipped with a line on stderr.
 ``--topic`` is a regular expression (commas mean "or", as Kafka's IncludeList); ``--partitions``
-takes ids and ranges ("0,2-4"); ``--topic-partitions`` takes ``topic-regex:partitions`` entries
+takes ids ("0,2,4"); ``--topic-partitions`` takes ids and ranges in ``topic-regex:partitions`` entries
 separated by commas.
 """
 from __future__ import annotations
@@ -21,8 +21,10 @@ from broker.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMEST
 from broker.client.cluster import ClusterClient
 from broker.client.errors import ClientError
 from broker.client.types import TopicPartition
+from broker.config import java_int
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text, exception_class, include_list,
                                  main_entry, read_properties)
+from broker.tools.javautil import java_split
 
 ERROR_PREFIX = "Error occurred: "          # GetOffsetShell.mainNoExit
 
@@ -87,6 +89,18 @@ def parse_partition_set(text: str):
     return lambda p: any(lo <= p < hi for lo, hi in ranges)
 
 
+def partition_ids(text: str):
+    """--partitions: ids only, as Kafka's createPartitionSet (ranges are --topic-partitions')."""
+    ids = set()
+    for part in java_split(re.compile(","), text):
+        value = java_int(part)
+        if value is None:
+            raise ToolError(f"--partitions expects a comma separated list of numeric partition ids, "
+                            f"but received: {text}")
+        ids.add(value)
+    return lambda p: p in ids
+
+
 def build_filters(opts) -> list:
     """[(topic regex, partition predicate)]."""
     if opts.topic_partitions:
@@ -97,7 +111,7 @@ def build_filters(opts) -> list:
             topic, sep, parts = item.partition(":")
             out.append((include_list(topic or ".*"), parse_partition_set(parts) if sep and parts else (lambda p: True)))
         return out
-    predicate = parse_partition_set(opts.partitions) if opts.partitions else (lambda p: True)
+    predicate = partition_ids(opts.partitions) if opts.partitions else (lambda p: True)
     return [(include_list(opts.topic or ".*"), predicate)]
 
 

@@ -104,6 +104,12 @@ def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):
     assert r.code == 1
     r = tool("get_offsets", "--bootstrap-server", b, "--topic", "offs", "--partitions", "0", "--time", -2)
     assert r.lines == ["offs:0:2"]
+    # --partitions takes ids only (ranges are --topic-partitions'), as Kafka's createPartitionSet
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic", "offs", "--partitions", "0-1")
+    assert (r.code, r.err) == (1, "Error occurred: --partitions expects a comma separated list of "
+                                  "numeric partition ids, but received: 0-1\n")
+    r = tool("get_offsets", "--bootstrap-server", b, "--topic-partitions", "offs:0-2", "--time", -2)
+    assert r.lines == ["offs:0:2", "offs:1:0"]
 
 
 def test_log_dirs_and_api_versions(tools_broker, tool):
