@@ -26,8 +26,9 @@ from broker.client.cluster import ClusterClient
 from broker.client.consumer import Consumer
 from broker.client.types import TopicPartition
 from broker.tools import formatters
-from broker.tools.common import (ToolError, ToolParser, client_kwargs, compile_pattern, consumer_kwargs, main_entry,
-                                 parse_key_values, read_properties)
+from broker.tools.common import (TerseError, ToolError, ToolParser, client_kwargs, compile_pattern,
+                                 consumer_kwargs, main_entry, parse_key_values, read_properties)
+from broker.tools.javautil import java_hash_order, java_string_hash
 
 DEFAULT_FORMATTERS = ("kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter")
 NOOP_FORMATTERS = ("kafka.tools.NoOpMessageFormatter", "org.apache.kafka.tools.consumer.NoOpMessageFormatter")
@@ -177,7 +178,7 @@ def make_formatter(opts, props: dict):
 
 def check_args(opts) -> None:
     if bool(opts.topic) == bool(opts.include):
-        raise ToolError("Exactly one of include/topic is required.")
+        raise ToolError("Exactly one of --include/--topic is required.")
     if opts.partition is not None and not opts.topic:
         raise ToolError("The topic is required when partition is specified.")
     if opts.offset is not None and opts.partition is None:
@@ -204,10 +205,32 @@ def check_args(opts) -> None:
         raise ToolError(f"Invalid value {opts.isolation_level} for configuration isolation.level")
 
 
+def check_consumer_props(opts, from_file: dict, extra: dict) -> None:
+    """Kafka's checkConsumerGroup and setAutoOffsetResetValue: one group id wherever it is
+    given, none with --partition, and --from-beginning agreeing with auto.offset.reset."""
+    given = []
+    for value in (opts.group, from_file.get("group.id"), extra.get("group.id")):
+        if value is not None and value not in given:
+            given.append(value)
+    if len(given) > 1:
+        detected = ", ".join(f"'{g}'" for g in java_hash_order(given, java_string_hash))
+        raise ToolError("The group ids provided in different places (directly using '--group', via "
+                        "'--consumer-property', or via '--consumer.config') do not match. Detected "
+                        f"group ids: {detected}")
+    if given and opts.partition is not None:
+        raise ToolError("Options group and partition cannot be specified together.")
+    reset = extra.get("auto.offset.reset", from_file.get("auto.offset.reset"))
+    if reset is not None and opts.from_beginning and reset != "earliest":
+        raise TerseError(f"Can't simultaneously specify --from-beginning and "
+                         f"'auto.offset.reset={reset}', please remove one option")
+
+
 async def run(opts) -> int:
     check_args(opts)
     props = read_properties(opts.consumer_config) if opts.consumer_config else {}
-    props.update(parse_key_values(opts.consumer_property, "consumer property"))
+    extra = parse_key_values(opts.consumer_property, "consumer property")
+    check_consumer_props(opts, props, extra)
+    props.update(extra)
     props.setdefault("client.id", "console-consumer")     # Kafka's ConsoleConsumerOptions
     fmt_props = read_properties(opts.formatter_config) if opts.formatter_config else {}
     fmt_props.update(parse_key_values(opts.property, "property"))

@@ -72,7 +72,21 @@ def test_missing_key_separator_and_bad_flags(tools_broker, script):
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--offset", "3", "--topic", "flags")
     assert r.code != 0 and r.err == "Error: The partition is required when offset is specified.\n"
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b)
-    assert r.code != 0 and r.err == "Error: Exactly one of include/topic is required.\n"
+    assert r.code != 0 and r.err == "Error: Exactly one of --include/--topic is required.\n"
+    # Kafka's checkConsumerGroup and setAutoOffsetResetValue
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "flags", "--group", "a",
+               "--consumer-property", "group.id=b")
+    assert r.code != 0 and r.err.startswith("Error: The group ids provided in different places "
+                                            "(directly using '--group', via '--consumer-property', or "
+                                            "via '--consumer.config') do not match. Detected group ids: "), r
+    assert sorted(r.err.strip().rsplit(": ", 1)[1].split(", ")) == ["'a'", "'b'"]
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "flags", "--partition", 0,
+               "--consumer-property", "group.id=b")
+    assert r.code != 0 and r.err == "Error: Options group and partition cannot be specified together.\n"
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "flags", "--from-beginning",
+               "--consumer-property", "auto.offset.reset=latest")
+    assert r.code != 0 and r.err == ("Can't simultaneously specify --from-beginning and "
+                                     "'auto.offset.reset=latest', please remove one option\n")
     # a failure before consuming starts is one line: no "Processed a total of 0 messages" after it
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "flags", "--partition", 9)
     assert r.code != 0 and r.err == "Error: Partition 9 of topic flags does not exist\n"
