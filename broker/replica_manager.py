@@ -186,6 +186,11 @@ class ReplicaManager:
             part = self._partitions.get(key)
             local_epoch = part.leader_epoch if part is not None else -1
             known_id = part.topic_id if part is not None else None
+            if known_id in (None, ZERO_UUID) and self.log_manager is not None:
+                # as Kafka's Partition.topicId: else the id in the log on disk (a log left from
+                # an older topic of the same name is refused, not taken over)
+                on_disk = self.log_manager.get_log(topic, ps.partition_index)
+                known_id = on_disk.topic_id if on_disk is not None else None
             if key in self.offline_partitions:
                 errors[key] = ErrorCode.KAFKA_STORAGE_ERROR     # its log dir failed
             elif (topic_id not in (None, ZERO_UUID) and known_id not in (None, ZERO_UUID)

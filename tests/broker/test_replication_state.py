@@ -1135,3 +1135,23 @@ async def test_a_broker_shutting_down_follows_the_partitions_it_gave_up_without_
     assert followers == [("t", 0)] and not b.part().is_leader
     assert ("t", 0) not in b.rm.fetchers.assigned
     assert b.rm.fetchers.calls[-1] == ("remove", ("t", 0))
+
+
+async def test_a_log_left_by_an_older_topic_of_the_same_name_is_refused(tmp_path, clock):
+    """Kafka's Partition.topicId looks at the log on disk too: a LeaderAndIsr naming another
+    topic id than the log's (an older topic of the same name) is INCONSISTENT_TOPIC_ID, and
+    the old data is neither served as the new topic's nor its id rewritten."""
+    first = Broker(tmp_path / "b0", 0, clock)
+    await first.lisr(state(leader=0, isr=(0,), replicas=(0,)))
+    first.part().append_records_to_leader(producer_batch(1), 1)
+    first.close()
+    again = Broker(tmp_path / "b0", 0, clock)
+    try:
+        other = uuid.uuid4()
+        error, errors, led, _ = await again.rm.become_leader_or_follower(
+            1, [("t", other, state(leader=0, isr=(0,), replicas=(0,)))], log_config_for, {0})
+        assert errors[("t", 0)] == ErrorCode.INCONSISTENT_TOPIC_ID and led == []
+        assert again.rm.get_partition("t", 0) is None
+        assert again.log_manager.get_log("t", 0).topic_id == TOPIC_ID
+    finally:
+        again.close()
