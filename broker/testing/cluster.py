@@ -271,13 +271,14 @@ class KafkaCluster:
         state = self.partition_state(topic, partition)
         return [] if state is None else state["isr"]
 
-    def wait_until(self, predicate, timeout: float = 30.0, message: str = "condition") -> None:
+    def wait_until(self, predicate, timeout: float = 30.0, message="condition") -> None:
+        """`message`: the timeout's text, or a callable giving it (the last state seen)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate():
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"{message} (after {timeout} s)")
+        raise TimeoutError(f"{message() if callable(message) else message} (after {timeout} s)")
 
     def wait_for_brokers(self, broker_ids: set, timeout: float = START_TIMEOUT_S) -> None:
         def registered():
@@ -286,8 +287,11 @@ class KafkaCluster:
                 if node.proc is not None and node.proc.poll() is not None:
                     raise RuntimeError(f"broker {broker_id} exited with {node.proc.returncode}:"
                                        f"\n{node.output()[-4000:]}")
-            return broker_ids <= self.live_brokers()
-        self.wait_until(registered, timeout, f"brokers {sorted(broker_ids)} not registered")
+            live[:] = sorted(self.live_brokers())
+            return broker_ids <= set(live)
+        live = []
+        self.wait_until(registered, timeout, lambda: f"brokers {sorted(broker_ids)} not "
+                                                     f"registered (registered: {live})")
 
     def metadata(self, broker_id: int) -> tuple:
         """(controller id, {broker ids}) as broker `broker_id` answers Metadata."""
@@ -317,13 +321,18 @@ class KafkaCluster:
     def wait_for_metadata(self, broker_id: int, brokers: set,
                           timeout: float = START_TIMEOUT_S) -> None:
         """Wait until the broker's metadata names a controller and lists `brokers`."""
+        seen = ["no answer yet"]
+
         def ready():
             try:
                 controller, known = self.metadata(broker_id)
-            except Exception:                       # noqa: BLE001 - not listening yet
+            except Exception as exc:                # noqa: BLE001 - not listening yet
+                seen[0] = f"Metadata failed: {exc!r}"
                 return False
+            seen[0] = f"controller {controller}, brokers {sorted(known)}"
             return controller >= 0 and brokers <= known
-        self.wait_until(ready, timeout, f"broker {broker_id}'s metadata is incomplete")
+        self.wait_until(ready, timeout, lambda: f"broker {broker_id}'s metadata is incomplete: "
+                                                f"{seen[0]}, wanted brokers {sorted(brokers)}")
 
     def wait_for_leader(self, topic: str, partition: int, *, not_in=(),
                         timeout: float = 60.0) -> int:
@@ -332,11 +341,11 @@ class KafkaCluster:
 
         def elected():
             leader = self.leader(topic, partition)
-            if leader >= 0 and leader not in not_in:
-                found.append(leader)
-                return True
-            return False
-        self.wait_until(elected, timeout, f"no new leader for {topic}-{partition}")
+            found.append(leader)
+            return leader >= 0 and leader not in not_in
+        self.wait_until(elected, timeout, lambda: f"no new leader for {topic}-{partition} (the "
+                                                  f"leader is {found[-1] if found else '?'}, "
+                                                  f"not wanted: {sorted(not_in)})")
         return found[-1]
 
     def wait_for_isr(self, topic: str, partition: int, isr, timeout: float = 60.0) -> None:
