@@ -21,7 +21,7 @@ from broker.client.admin import RESOURCE_TOPIC, Admin, NewTopic
 from broker.client.cluster import ClusterClient
 from broker.client.errors import UnsupportedVersionError
 from broker.client.types import TopicPartition
-from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, compile_pattern, main_entry,
+from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, include_list, main_entry,
                                  read_properties)
 
 ERROR_PREFIX = "Error while executing topic command : "
@@ -102,7 +102,9 @@ def parse_topic_configs(items) -> dict:
 
 
 def topic_filter(pattern: str | None, exclude_internal: bool):
-    regex = compile_pattern(pattern.strip().replace(",", "|")) if pattern else None
+    """Kafka's IncludeList of --topic; an empty --topic matches no topic (not every topic:
+    `--delete --topic "$T"` with T unset must not delete the cluster's topics)."""
+    regex = include_list(pattern) if pattern is not None else None
 
     def allowed(name: str, is_internal: bool) -> bool:
         if exclude_internal and (is_internal or name in INTERNAL_TOPICS):
@@ -135,7 +137,7 @@ async def run(opts) -> int:
             names = [n for n in names if format_topic_id(topics[n].topic_id) == opts.topic_id]
             if not names and not opts.if_exists:
                 raise ToolError(f"TopicId '{opts.topic_id}' does not exist as expected")
-        elif opts.topic and not names and not opts.if_exists:
+        elif opts.topic and not names and not opts.if_exists:      # "" is never missing (Kafka)
             raise ToolError(f"Topic '{opts.topic}' does not exist as expected")
         if opts.describe:
             await describe(admin, cluster, topics, names, opts)

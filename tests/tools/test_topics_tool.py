@@ -59,6 +59,17 @@ def test_list_filters_and_regex(tools_broker, tool):
     assert r.lines == ["alpha-1", "alpha-2"]
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "alpha-1,beta")
     assert [TOPIC_LINE.match(l).group(1) for l in r.lines if l.startswith("Topic:")] == ["alpha-1", "beta"]
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", " 'alpha-1, beta' ")
+    assert [TOPIC_LINE.match(l).group(1) for l in r.lines if l.startswith("Topic:")] == ["alpha-1", "beta"]
+    # an empty --topic (a script's unset variable) matches no topic, as Kafka's IncludeList(""):
+    # it deleted and altered every topic
+    for action in (["--delete"], ["--alter", "--partitions", "3"], ["--describe"]):
+        r = tool("topics", "--bootstrap-server", b, *action, "--topic", "")
+        assert (r.code, r.out) == (0, ""), r
+    r = tool("topics", "--bootstrap-server", b, "--list")
+    assert {"alpha-1", "alpha-2", "beta"} <= set(r.lines)
+    r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "alpha-2")
+    assert TOPIC_LINE.match(r.lines[0]).group(3) == "1"           # still one partition
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--under-replicated-partitions")
     assert r.out == ""     # one replica, in sync: nothing under-replicated, and no topic header line
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "beta", "--under-min-isr-partitions")
