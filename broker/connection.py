@@ -55,13 +55,16 @@ import threading
 
 import numpy
 
+from protocol.api import API_SPECS
+from protocol.errors import ErrorCode
 from protocol.exceptions import FrameTooLarge, ProtocolError
 from protocol.framing import FrameReader
 from protocol.headers import encode_response
 from protocol.records import FileRegion
 
 from broker.context import RequestContext
-from broker.dispatch import BadRequest, UnsupportedApiVersions, decode_request, run_handler
+from broker.dispatch import (BadRequest, UnsupportedApiVersions, decode_request, error_response,
+                             run_handler)
 
 log = logging.getLogger(__name__)
 
@@ -371,12 +374,30 @@ class Connection(asyncio.BufferedProtocol):
         # long, whatever the version (Kafka >= 2.0; clients before KIP-219 wait on the mute).
         throttle_s = ctx.throttle_time_ms / 1000.0
         if response is not None and not self.closed:
-            await self._send(header.correlation_id, header.api_key, header.api_version, response)
+            try:
+                pieces = encode_response(header.correlation_id, header.api_key,
+                                         header.api_version, response)
+            except ProtocolError as exc:
+                # e.g. a stored string longer than a string field holds: as Kafka's
+                # handleError, the request gets UNKNOWN_SERVER_ERROR, the connection stays
+                log.error("[KafkaApi-%s] Cannot encode the %s v%d response to %s: %s",
+                          self.broker.broker_id, API_SPECS[header.api_key].name,
+                          header.api_version, self.connection_id, exc)
+                fallback = error_response(header.api_key, header.api_version, request,
+                                          ErrorCode.UNKNOWN_SERVER_ERROR)
+                if fallback is None:
+                    self.close()
+                    return
+                pieces = encode_response(header.correlation_id, header.api_key,
+                                         header.api_version, fallback)
+            await self._write_pieces(pieces)
         if throttle_s > 0:
             self._muted_until = self.broker.loop.time() + throttle_s
 
     async def _send(self, correlation_id, api_key, api_version, response):
-        pieces = encode_response(correlation_id, api_key, api_version, response)
+        await self._write_pieces(encode_response(correlation_id, api_key, api_version, response))
+
+    async def _write_pieces(self, pieces):
         transport = self.transport
         for piece in pieces:
             if self.closed:

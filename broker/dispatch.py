@@ -9,7 +9,8 @@ with UNSUPPORTED_VERSION and its list of versions (`UnsupportedApiVersions`).
 expected refusal: every topic/partition of the answer gets its code. A `CloseConnection`
 becomes `BadRequest`: the handler asks for the connection to be closed (Produce with acks=0 that
 failed). Any other exception is a bug: logged with its traceback, answered with
-UNKNOWN_SERVER_ERROR.
+UNKNOWN_SERVER_ERROR. A Produce with acks=0 has no answer to carry either: the connection
+closes (Kafka's sendErrorOrCloseConnection).
 
 `error_response(api_key, version, request, code)` is Kafka's AbstractRequest.getErrorResponse:
 the response shaped after the request with the code in every error field. APIs with
@@ -146,13 +147,12 @@ def _offset_commit(request, code):
                               "partition_index")(request, code)
 
 
-def _metadata(request, code, version):
+def _metadata(request, code):
     from protocol.messages.metadata import MetadataResponse as R
-    # names are nullable from v12 (topics asked by id); before, a null name (which Kafka
-    # refuses as INVALID_REQUEST) is answered "" so the answer stays parseable
+    # Kafka's MetadataRequest.getErrorResponse: a null name (a topic asked by id) is ""
     return R(topics=[R.MetadataResponseTopic(
-        error_code=code, name=t.name if t.name is not None or version >= 12 else "",
-        topic_id=t.topic_id) for t in request.topics or []])
+        error_code=code, name="" if t.name is None else t.name, topic_id=t.topic_id)
+        for t in request.topics or []])
 
 
 def _create_topics(request, code):
@@ -293,6 +293,7 @@ _BUILDERS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
@@ -320,8 +321,6 @@ _BUILDERS = {
 def error_response(api_key: int, version: int, request, code: int):
     """The response to `request` with `code` everywhere, or None if it has no error field."""
     code = int(code)
-    if api_key == ApiKey.METADATA:
-        return _metadata(request, code, version)
     builder = _BUILDERS.get(api_key)
     if builder is not None:
         return builder(request, code)

@@ -122,6 +122,11 @@ async def test_metadata_topic_ids_before_v12_are_invalid(client):
     response = await client.request(MetadataRequest(topics=[T(name=None, topic_id=unknown)]), 12)
     assert [(t.name, t.topic_id, t.error_code) for t in response.topics] == [
         (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID)]
+    # an error answer for a topic asked by id: "" as Kafka's getErrorResponse, at every version
+    from broker.dispatch import error_response
+    answer = error_response(ApiKey.METADATA, 12, MetadataRequest(topics=[
+        T(name=None, topic_id=unknown)]), ErrorCode.INVALID_REQUEST)
+    assert [(t.name, t.topic_id) for t in answer.topics] == [("", unknown)]
 
 
 async def test_acks_0_produce_that_fails_closes_the_connection(client, broker, monkeypatch):
@@ -491,3 +496,24 @@ async def test_reading_pauses_once_queued_frames_reach_socket_request_max_bytes(
         assert not conn._reading_paused
     finally:
         await c.close()
+
+
+async def test_a_response_that_cannot_be_encoded_is_unknown_server_error(client, monkeypatch):
+    """A string longer than a string field holds (a long stored value): as Kafka's
+    handleError, the request is answered UNKNOWN_SERVER_ERROR and the connection stays."""
+    from protocol.messages.describe_configs import DescribeConfigsRequest as Q
+    from protocol.messages.describe_configs import DescribeConfigsResponse as R
+
+    async def long_value(broker, ctx, request):
+        return R(results=[R.DescribeConfigsResult(
+            resource_type=2, resource_name="t", configs=[R.DescribeConfigsResourceResult(
+                name="x", value="v" * 40000)])])
+    real = HANDLERS[ApiKey.DESCRIBE_CONFIGS]
+    monkeypatch.setitem(HANDLERS, ApiKey.DESCRIBE_CONFIGS, types.SimpleNamespace(
+        API_KEY=real.API_KEY, MIN_VERSION=real.MIN_VERSION, MAX_VERSION=real.MAX_VERSION,
+        handle=long_value))
+    request = Q(resources=[Q.DescribeConfigsResource(resource_type=2, resource_name="t")])
+    response = await client.request(request, 4)
+    assert [(r.resource_name, r.error_code) for r in response.results] == [
+        ("t", ErrorCode.UNKNOWN_SERVER_ERROR)]
+    assert (await client.request(ApiVersionsRequest(), 0)).error_code == 0
