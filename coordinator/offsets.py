@@ -118,8 +118,11 @@ class OffsetOperations:
         limit = self.config.offset_metadata_max_bytes
         group_id = group.group_id
         pending = group.pending_offset_commits
+        deletions = group.offset_deletions
+        staged_at = {}
         for topic, partition, offset, leader_epoch, metadata in offsets:
             tp = (topic, partition)
+            staged_at[tp] = deletions.get(tp, 0)
             metadata = metadata or ""
             # Kafka counts Java chars (UTF-16 code units: two for a character beyond the BMP),
             # not bytes; most metadata needs no encoding to check.
@@ -143,16 +146,17 @@ class OffsetOperations:
             live = group.state is not S.DEAD and self.groups.get(group_id) is group
             for record in records:
                 tp = (record.key.topic, record.key.partition)
-                left = group.pending_offset_commits.get(tp)
-                if left is None:
-                    # OffsetDelete or a topic deletion took the partition's offsets meanwhile:
-                    # this commit is not applied either (Kafka's onOffsetCommitAppend)
+                if group.offset_deletions.get(tp, 0) != staged_at[tp]:
+                    # OffsetDelete or a topic deletion took the partition's offsets (and its
+                    # pending count) after this commit was staged: it is not applied either,
+                    # as Kafka's onOffsetCommitAppend; a commit staged after still is
                     errors[tp] = code
                     continue
+                left = group.pending_offset_commits.get(tp, 0)
                 if left > 1:
                     group.pending_offset_commits[tp] = left - 1
                 else:
-                    del group.pending_offset_commits[tp]
+                    group.pending_offset_commits.pop(tp, None)
                 if code == E.NONE and live:
                     if producer_id >= 0:
                         self.replay_txn_offset(producer_id, record, now)
@@ -278,7 +282,8 @@ class OffsetOperations:
             errors[tp] = E.NONE
             # Kafka's removeOffsets: commits in flight and transactions' pending offsets of
             # the partition go too (a later COMMIT marker does not bring the offset back)
-            group.pending_offset_commits.pop(tp, None)
+            if group.pending_offset_commits.pop(tp, None) is not None:
+                group.offset_deletions[tp] = group.offset_deletions.get(tp, 0) + 1
             for pending in group.pending_txn_offsets.values():
                 pending.pop(tp, None)
             if tp in group.offsets:
@@ -313,11 +318,14 @@ class OffsetOperations:
             return Result(response=response)
         return on_append
 
-    def _mark_dead(self, group: Group, now_ms: int) -> None:
-        """Dead while its tombstones are written; `_revive` undoes it if they are not."""
-        self._info(f"Group {group.group_id} transitioned to Dead in generation "
-                   f"{group.generation_id}")
-        group.empty_since_ms = group.state_timestamp_ms
+    def _mark_dead(self, group: Group, now_ms: int, log_line: bool = True) -> None:
+        """Dead while its tombstones are written; `_revive` undoes it if they are not.
+        `log_line`: Kafka's cleanupGroupMetadata line (not for DeleteGroups, which Kafka's
+        handleDeleteGroups marks Dead itself)."""
+        if log_line:
+            self._info(f"Group {group.group_id} transitioned to Dead in generation "
+                       f"{group.generation_id}")
+        group.empty_since = (group.state_timestamp_ms,)
         group.transition_to(S.DEAD, now_ms)
 
     def _revive(self, records: list[Record]) -> None:
@@ -330,8 +338,9 @@ class OffsetOperations:
                 group = self.groups.get(record.key.group)
                 if group is not None and group.state is S.DEAD:
                     group.state = S.EMPTY
-                    if group.empty_since_ms is not None:
-                        group.state_timestamp_ms = group.empty_since_ms
+                    if group.empty_since is not None:
+                        (group.state_timestamp_ms,) = group.empty_since    # None stays None
+                        group.empty_since = None
 
     # --------------------------------------------------------------------------- DeleteGroups
     def delete_groups(self, group_ids: list[str], now_ms: int) -> Result:
@@ -345,7 +354,7 @@ class OffsetOperations:
             elif group.state is not S.EMPTY:
                 errors[group_id] = E.NON_EMPTY_GROUP
             else:
-                self._mark_dead(group, now_ms)
+                self._mark_dead(group, now_ms, log_line=False)
                 records.extend(Record(OffsetKey(group_id, t, p), None) for t, p in group.offsets)
                 records.append(Record(GroupKey(group_id), None))
                 errors[group_id] = E.NONE
@@ -404,10 +413,14 @@ class OffsetOperations:
             if group.state is S.DEAD:
                 continue
             touched = False
-            for pending in [*group.pending_txn_offsets.values(), group.pending_offset_commits]:
+            for pending in group.pending_txn_offsets.values():
                 for tp in partitions & set(pending):
                     del pending[tp]
                     touched = True
+            for tp in partitions & set(group.pending_offset_commits):
+                del group.pending_offset_commits[tp]       # their appends are not applied
+                group.offset_deletions[tp] = group.offset_deletions.get(tp, 0) + 1
+                touched = True
             gone = sorted(partitions & set(group.offsets))
             records.extend(Record(OffsetKey(group.group_id, t, p), None) for t, p in gone)
             if (gone or touched) and group.state is S.EMPTY and not group.members and \
@@ -416,7 +429,7 @@ class OffsetOperations:
                     set(group.offsets) <= set(gone):
                 self._mark_dead(group, now_ms)
                 records.append(Record(GroupKey(group.group_id), None))
-        listed = ", ".join(f"{t}-{p}" for t, p in sorted(partitions))
+        listed = ",".join(f"{t}-{p}" for t, p in sorted(partitions))     # Kafka's mkString(",")
         done = f"Removed {{}} offsets associated with deleted partitions: {listed}."
         if not records:
             self._info(done.format(0))          # Kafka logs it in every case

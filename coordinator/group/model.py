@@ -91,7 +91,8 @@ class Group:
         self.state = state
         # Kafka's currentStateTimestamp (None for a group loaded from a record without it)
         self.state_timestamp_ms: int | None = now_ms
-        self.empty_since_ms: int | None = None    # while Dead awaiting tombstones: its Empty time
+        # while Dead awaiting its tombstones: (the state timestamp it had), for `_revive`
+        self.empty_since: tuple | None = None
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -112,6 +113,9 @@ class Group:
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         # Offsets written but not yet appended (their commit response is still waiting).
         self.pending_offset_commits: dict[tuple[str, int], int] = {}
+        # How many times a partition's offsets were deleted (OffsetDelete, topic deletion)
+        # with commits in flight: a commit staged before such a deletion is not applied.
+        self.offset_deletions: dict[tuple[str, int], int] = {}
         # Transactions' offsets (TxnOffsetCommit): producer id -> {tp: (offset, order)}, kept
         # out of `offsets` until the transaction's COMMIT marker (dropped on ABORT). `order`
         # places each offset in the log's order (a later plain commit wins over them).

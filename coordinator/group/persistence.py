@@ -22,7 +22,7 @@ def group_record(group: Group, now_ms: int, assignments: dict[str, bytes]) -> Re
     return Record(GroupKey(group.group_id), GroupValue(
         protocol_type=group.protocol_type or "", generation=group.generation_id,
         protocol=group.protocol_name, leader=group.leader_id,
-        current_state_timestamp=now_ms if group.state_timestamp_ms is None
+        current_state_timestamp=-1 if group.state_timestamp_ms is None   # Kafka's OrDefault
         else group.state_timestamp_ms, members=members))
 
 

@@ -291,15 +291,35 @@ def test_txn_commit_of_a_generation_below_zero_on_an_empty_group():
 
 def test_a_failed_expiry_write_keeps_the_groups_retention_clock():
     """Expiry tombstones that could not be written leave the group Empty since the time it was
-    Empty before: the next check expires it, not one a whole retention later."""
-    h = Harness(offsets_retention_ms=1000)
-    commit(h, G, [("t", 0, 1, -1, "")])
-    created = h.manager.group(G).state_timestamp_ms
+    Empty before: the next check expires it, not one a whole retention later. A consumer
+    group that went Empty counts from that time (a simple group from its commits)."""
+    h = Harness(offsets_retention_ms=7 * DAY)
+    ids, gen = stable_group(h, 1, group=G)
+    commit(h, G, [("t", 0, 5, -1, "")], ids[0], gen)
+    h.advance(60_000)                    # heartbeats stopped: the member expired, group Empty
+    assert h.state(G) == "Empty"
+    emptied_at = h.manager.group(G).state_timestamp_ms
     h.append_error = E.NOT_ENOUGH_REPLICAS
-    h.apply(h.manager.expire_offsets(created + 2000))
-    assert h.state(G) == "Empty" and h.manager.group(G).state_timestamp_ms == created
+    h.apply(h.manager.expire_offsets(emptied_at + 7 * DAY))
+    assert h.state(G) == "Empty" and h.manager.group(G).state_timestamp_ms == emptied_at
     h.append_error = 0
-    h.apply(h.manager.expire_offsets(created + 2100))
+    h.apply(h.manager.expire_offsets(emptied_at + 7 * DAY + 100))
+    assert h.manager.group(G) is None
+
+
+def test_a_failed_expiry_of_a_group_from_an_old_record_keeps_its_offsets_clocks():
+    """A group loaded from a GroupMetadataValue v0/v1 (no state time) whose expiry failed
+    still counts each offset from its commit, not from the failed attempt."""
+    from coordinator.records import GroupValue, OffsetAndMetadata, Record
+    h = Harness(offsets_retention_ms=DAY)
+    old = h.now - 2 * DAY
+    h.manager.replay(Record(GroupKey(G), GroupValue("consumer", 3, None, None, -1, [])), h.now)
+    h.manager.replay(Record(OffsetKey(G, "t", 0), OffsetAndMetadata(5, -1, "", old, -1)), h.now)
+    h.append_error = E.NOT_ENOUGH_REPLICAS
+    h.apply(h.manager.expire_offsets(h.now))
+    assert h.state(G) == "Empty" and h.manager.group(G).state_timestamp_ms is None
+    h.append_error = 0
+    h.apply(h.manager.expire_offsets(h.now + 100))
     assert h.manager.group(G) is None
 
 
@@ -340,6 +360,24 @@ def test_offset_delete_drops_commits_in_flight_and_pending_txn_offsets():
     assert h.answer(token) == {("t", 1): E.NONE}
     h.apply(h.manager.complete_txn_offsets(77, None, True, h.now))
     assert fetch(h, G) == {("u", 0): (1, E.NONE)}
+
+
+def test_a_commit_staged_after_an_offset_delete_is_applied_whatever_the_order_of_answers():
+    """Commit A in flight, OffsetDelete, commit C staged, A answered first: A is not applied
+    (staged before the deletion), C is; the cache ends as the log does (Kafka keeps the staged
+    value per partition in pendingOffsetCommits)."""
+    h = Harness()
+    commit(h, G, [("u", 0, 7, -1, "")])
+    h.hold_appends = True
+    a = h.call("commit_offsets", G, "", None, -1, [("t", 0, 2, -1, "")])
+    h.hold_appends = False
+    assert h.answer(h.call("delete_offsets", G, [("t", 0)]))[0] == E.NONE
+    h.hold_appends = True
+    c = h.call("commit_offsets", G, "", None, -1, [("t", 0, 3, -1, "")])
+    h.release()
+    assert h.answer(a) == {("t", 0): E.NONE} and h.answer(c) == {("t", 0): E.NONE}
+    assert fetch(h, G) == {("t", 0): (3, E.NONE), ("u", 0): (7, E.NONE)}
+    assert h.manager.group(G).pending_offset_commits == {}
 
 
 def test_a_deleted_topics_commit_in_flight_is_not_applied():
