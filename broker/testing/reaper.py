@@ -14,6 +14,10 @@ process exits, however it exits. It then sends SIGKILL to every child still aliv
 test stopped itself is already gone; one it left running is a leak either way. Unlike the
 kernel's parent-death signal, this does not depend on which thread started the child.
 
+Linux only (it reads /proc; elsewhere `watch` does nothing). A child this process made with
+os.fork() and no exec (multiprocessing's fork start method) holds the pipe too: the reaper
+then acts once that one exits as well.
+
 The reaper ignores SIGINT and SIGHUP (Ctrl-C or a closed terminal reaches the whole foreground
 process group; the test's own finalizers stop the children, and the reaper must outlive them to
 catch what they miss).

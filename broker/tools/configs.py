@@ -142,9 +142,9 @@ def check_args(opts) -> tuple[list, list]:
                              f"but you asked for only one")
         setattr(opts, flag, values[0] if values else None)
     types, names = client_quotas.entities(opts)
-    duplicates = [t for i, t in enumerate(types) if t in types[:i]]
+    duplicates = [t for i, t in enumerate(types) if t in types[:i]]      # Scala's diff(distinct)
     if duplicates:
-        raise TerseError(f"Duplicate entity type(s) specified: {','.join(dict.fromkeys(duplicates))}")
+        raise TerseError(f"Duplicate entity type(s) specified: {','.join(duplicates)}")
     for etype in types:
         if etype not in ALLOWED_TYPES:
             raise TerseError(f"Invalid entity type {etype}, the entity type must be one of "
@@ -160,6 +160,9 @@ def check_args(opts) -> tuple[list, list]:
                          "specific entity flags")
     has_name = any(names)
     has_default = "" in names
+    if has_name and set(types) & {"brokers", "broker-loggers", "ips"} and \
+            len(opts.entity_name or []) > 1:                  # jopt-simple's valueOf
+        raise TerseError("Found multiple arguments for option entity-name, but you asked for only one")
     if has_name and ("brokers" in types or "broker-loggers" in types):
         for value in [*(opts.entity_name or []), opts.broker, opts.broker_logger]:
             if value is not None and java_int(value) is None:
@@ -208,7 +211,8 @@ def line(c) -> str:
 
 async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) -> None:
     if etype == "topics":
-        names = [name] if name else sorted(n for n in await admin.list_topics())
+        # "" (--entity-default): Kafka describes the topic named "" (and fails), not them all
+        names = [name] if name is not None else sorted(n for n in await admin.list_topics())
         rtype, label = RESOURCE_TOPIC, "topic"
     elif etype == "broker-loggers":
         names, rtype, label = [name], RESOURCE_BROKER_LOGGER, "broker-logger"
@@ -217,6 +221,9 @@ async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) ->
         names = [name] if name is not None else [str(b) for b in sorted(cluster.brokers)] + [""]
         rtype, label = RESOURCE_BROKER, "broker"
     for n in names:
+        if etype == "topics" and n == "":
+            print("Default configs for topics in the cluster are:")      # as Kafka's, then:
+            raise ToolError("Topic name is illegal, it can't be empty")
         if etype == "topics":
             await cluster.topic_metadata(n)   # UNKNOWN_TOPIC_OR_PARTITION with a clear message
         result = await admin.describe_configs(rtype, n, include_synonyms=True)

@@ -8,8 +8,9 @@ and grown to the longest value), a blank line before each table, ``-`` for missi
     GROUP TOPIC PARTITION NEW-OFFSET                                                     (--reset-offsets)
     TOPIC PARTITION STATUS                                                               (--delete-offsets)
     GROUP [TYPE] [STATE]                                                                 (--list --state/--type)
-No blank line after a table (Kafka 3.x's printing), and a group without rows prints no table, only
-its state notice on stderr ("Consumer group 'g' has no active members."). Argument checks and their
+No blank line after a table (Kafka 3.x's printing); a group without rows gets its state notice on
+stderr ("Consumer group 'g' has no active members.") and, for --members, the header alone
+(Kafka 3.9's printMembers). Argument checks and their
 messages are Kafka's checkArgs (``check_args``), done before connecting. Offsets are reset only while the group has no active members; ``--dry-run`` is the default and
 ``--execute`` commits. Unlike Kafka (which prints "Error: ..." on stdout and exits 0), a missing group
 or an inactive-group violation ends with one line on stderr and exit status 1 (issue 6's rule).
@@ -367,7 +368,7 @@ class GroupsTool:
             status = "Successful" if not per[tp] else \
                 f"Error: :{exception_class(per[tp])}: {error_text(per[tp])}"     # Kafka's "::"
             print(fmt % (tp.topic, tp.partition if tp.partition >= 0 else "Not Provided", status))
-        return 1 if any(per.values()) or top else 0
+        return 1 if sent_failed or top else 0    # an unknown topic alone: Kafka's "succeed"
 
     async def _partitions_of(self, specs, allow_missing: bool = False):
         """['t', 't2:0,1'] -> TopicPartitions (every partition of 't'); with allow_missing, also the

@@ -198,6 +198,10 @@ def test_scram_credentials_are_listed_like_kafka(capsys):
     (["--describe", "--entity-type", "broker-loggers"],
      "an entity name must be specified with --describe of broker-loggers"),
     (["--describe"], "At least one entity type must be specified"),
+    (["--describe", "--entity-type", "brokers", "--entity-name", "0", "--entity-name", "1"],
+     "Found multiple arguments for option entity-name, but you asked for only one"),
+    (["--describe", "--entity-type", "users", "--entity-type", "users", "--entity-type", "users"],
+     "Duplicate entity type(s) specified: users,users"),
     (["--alter", "--topic", "t"],
      "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"),
 ])
@@ -251,3 +255,11 @@ def test_add_config_keys_are_checked(tools_broker, tool):
     r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, "--alter", "--topic", "any",
              "--add-config", "a b=1")
     assert (r.code, r.err) == (1, "Invalid character found for config key: a b\n")
+
+
+def test_entity_default_of_topics_is_not_every_topic(tools_broker, tool):
+    """Kafka describes the topic named "" (and fails): it listed every topic's configs."""
+    r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, "--describe",
+             "--entity-type", "topics", "--entity-default")
+    assert r.code == 1 and r.lines == ["Default configs for topics in the cluster are:"], r
+    assert r.err == "Error: Topic name is illegal, it can't be empty\n"
