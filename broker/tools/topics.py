@@ -113,6 +113,9 @@ def topic_filter(pattern: str | None, exclude_internal: bool):
     return allowed
 
 
+ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"      # Uuid.ZERO_UUID as Kafka prints it
+
+
 def format_topic_id(topic_id) -> str:
     """Kafka prints Uuid as URL-safe base64 without padding."""
     if not isinstance(topic_id, uuid.UUID) or topic_id.int == 0:
@@ -127,18 +130,21 @@ async def run(opts) -> int:
         if opts.create:
             return await create(admin, opts)
         topics = await admin.list_topics()
-        allowed = topic_filter(opts.topic, opts.exclude_internal)
+        # --describe with a topic id uses it alone, whatever --topic says; --alter and
+        # --delete go by --topic (Kafka's TopicService)
+        by_id = opts.describe and opts.topic_id and opts.topic_id != ZERO_TOPIC_ID
+        allowed = topic_filter(None if by_id else opts.topic, opts.exclude_internal)
         names = sorted(n for n, m in topics.items() if allowed(n, m.is_internal))
         if opts.list:
-            if names:
-                print("\n".join(names))
+            print("\n".join(names))               # Kafka prints an empty line for none
             return 0
-        if opts.topic_id:
+        if by_id:
             names = [n for n in names if format_topic_id(topics[n].topic_id) == opts.topic_id]
             if not names and not opts.if_exists:
                 raise ToolError(f"TopicId '{opts.topic_id}' does not exist as expected")
         elif opts.topic and not names and not opts.if_exists:      # "" is never missing (Kafka)
-            raise ToolError(f"Topic '{opts.topic}' does not exist as expected")
+            # Kafka 3.9 formats the Optional holding the name: its text, as it prints it
+            raise ToolError(f"Topic 'Optional[{opts.topic}]' does not exist as expected")
         if opts.describe:
             await describe(admin, cluster, topics, names, opts)
         elif opts.alter:
@@ -250,8 +256,6 @@ async def describe(admin: Admin, cluster, topics: dict, names: list, opts) -> No
 
 
 async def alter(admin: Admin, topics: dict, names: list, opts) -> None:
-    if opts.partitions is None:
-        raise ToolError("Missing required argument \"[partitions]\"")
     assignments = {}
     if opts.replica_assignment:
         parsed = parse_replica_assignment(opts.replica_assignment)
@@ -269,8 +273,16 @@ def main(argv=None):
     opts = build_parser().parse_args(argv)
     if sum((opts.create, opts.list, opts.describe, opts.alter, opts.delete)) != 1:
         raise ToolError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
-    if not (opts.list or opts.describe) and opts.topic is None and not (opts.delete and opts.topic_id):
+    if opts.describe and opts.if_exists:
+        if opts.topic is None and not opts.topic_id:
+            raise ToolError("--topic or --topic-id is required to describe a topic")
+        if opts.topic is not None and opts.topic_id:
+            print("Only topic id will be used when both --topic and --topic-id are specified and "
+                  "topicId is not Uuid.ZERO_UUID")
+    if not (opts.list or opts.describe) and opts.topic is None:
         raise ToolError("Missing required argument \"[topic]\"")      # never "delete every topic"
+    if opts.alter and opts.partitions is None and not opts.config:
+        raise ToolError("Missing required argument \"[partitions]\"")  # before connecting
     check_invalid_args(opts)
     return run(opts)
 
