@@ -23,6 +23,7 @@ from broker.client.errors import UnsupportedVersionError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, include_list, main_entry,
                                  read_properties)
+from broker.tools.javautil import java_hash_order, java_string_hash
 
 ERROR_PREFIX = "Error while executing topic command : "
 DEFAULT_CONFIG_SOURCE = 5
@@ -216,10 +217,14 @@ async def describe(admin: Admin, cluster, topics: dict, names: list, opts) -> No
     live = set(cluster.brokers)
     moving = await _reassignments(admin, [TopicPartition(name, p) for name in names
                                           for p in topics[name].partitions])
-    for name in names:
+    # Kafka's order: its DescribeTopicsResult.all() is a HashMap sized for the topics, and a
+    # topic's Config entries a HashMap too
+    for name in java_hash_order(names, java_string_hash, len(names)):
         meta = topics[name]
         config = await admin.describe_configs(RESOURCE_TOPIC, name)
-        non_default = [(c.name, c.value) for c in config.configs
+        by_name = {c.name: c for c in config.configs}
+        ordered = [by_name[n] for n in java_hash_order(list(by_name), java_string_hash)]
+        non_default = [(c.name, c.value) for c in ordered
                        if (c.config_source != DEFAULT_CONFIG_SOURCE if c.config_source != -1 else not c.is_default)]
         min_isr = next((int(c.value) for c in config.configs if c.name == "min.insync.replicas" and c.value), 1)
         partitions = [meta.partitions[p] for p in sorted(meta.partitions)]
