@@ -12,8 +12,11 @@ its ABORT marker), and advances the position. OFFSET_OUT_OF_RANGE resets the pos
 leadership errors refresh metadata.
 
 With ``subscribe()`` a GroupMembership (group.py) decides the assignment; partitions being revoked
-get their positions committed first when auto-commit is on. Auto-commit runs inside ``poll()``
-every ``auto.commit.interval.ms`` and on ``close()``.
+get their positions committed first when auto-commit is on; partitions lost (this member was
+expelled) are dropped without a commit. Auto-commit runs inside ``poll()`` every
+``auto.commit.interval.ms`` and on ``close()``. What is committed (and ``position()``) is the
+*consumed* position: the next record ``poll()`` has not returned, which may be behind the fetch
+position when fetched records wait in the buffer.
 """
 from __future__ import annotations
 
@@ -92,7 +95,8 @@ class Consumer:
             self.membership = GroupMembership(
                 cluster, group_id, assignor_names=assignors, session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=max_poll_interval_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-                group_instance_id=group_instance_id, on_assign=self._on_assign, on_revoke=self._on_revoke)
+                group_instance_id=group_instance_id, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                on_lost=self._on_lost)
         self._subscribed = False
 
     # --- assignment ---------------------------------------------------------------------------
@@ -117,16 +121,33 @@ class Consumer:
 
     async def _on_revoke(self, partitions) -> None:
         if self.enable_auto_commit:
-            offsets = {tp: self.positions[tp] for tp in partitions if tp in self.positions}
+            consumed = self._consumed_positions()
+            offsets = {tp: consumed[tp] for tp in partitions if tp in consumed}
             if offsets:
                 try:
                     await self.commit(offsets)
                 except (KafkaError, ClientError) as e:
                     log.warning("Commit before revocation failed: %s", e)
+        await self._on_lost(partitions)
+
+    async def _on_lost(self, partitions) -> None:
+        """Partitions this member no longer owns, dropped without a commit (after a revocation's
+        commit, or lost: expelled from the group)."""
         for tp in partitions:
             self._assigned.discard(tp)
             self.positions.pop(tp, None)
         self._buffer = [r for r in self._buffer if (r.topic, r.partition) in self._assigned]
+
+    def _consumed_positions(self) -> dict:
+        """Per assigned partition, the offset of the next record poll() has not returned yet:
+        the first one still buffered, else the fetch position. Commits and position() use it,
+        as Java's consumer (whose position moves only as records are returned)."""
+        first: dict = {}
+        for r in self._buffer:
+            tp = TopicPartition(r.topic, r.partition)
+            if tp not in first:
+                first[tp] = r.offset
+        return {tp: first.get(tp, o) for tp, o in self.positions.items() if tp in self._assigned}
 
     # --- positions ----------------------------------------------------------------------------
 
@@ -166,7 +187,8 @@ class Consumer:
         tp = TopicPartition(*tp)
         if tp not in self.positions:
             await self._resolve_positions([tp])
-        return self.positions[tp]
+        return next((r.offset for r in self._buffer if (r.topic, r.partition) == tp),
+                    self.positions[tp])
 
     async def _resolve_positions(self, partitions) -> None:
         missing = [tp for tp in partitions if tp not in self.positions]
@@ -327,9 +349,9 @@ class Consumer:
         """Commit ``offsets`` ({tp: next offset to read}); default: every current position."""
         if self.group_id is None:
             raise ClientError("Committing offsets needs a group.id")
-        if offsets is None:
-            offsets = {tp: o for tp, o in self.positions.items() if tp in self._assigned}
-            offsets = {tp: o for tp, o in offsets.items() if self._committed_positions.get(tp) != o}
+        if offsets is None:           # what poll() returned, not what is fetched and buffered
+            offsets = {tp: o for tp, o in self._consumed_positions().items()
+                       if self._committed_positions.get(tp) != o}
         if not offsets:
             return
         m = self.membership

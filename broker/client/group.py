@@ -7,8 +7,10 @@ generation id, a protocol all members support, and a leader; the leader's respon
 subscription. The leader runs the assignor (broker/client/assignors.py) and sends the assignments in
 its SyncGroup; everyone else sends an empty SyncGroup; each gets its own assignment back.
 A background task heartbeats every ``heartbeat.interval.ms``; REBALANCE_IN_PROGRESS in a heartbeat
-answer means "rejoin"; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION mean this member was expelled and
-rejoins with a fresh member id.
+answer means "rejoin"; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION mean this member was expelled: its
+partitions are lost (``on_lost``: dropped, not committed) and it rejoins with a fresh member id.
+FENCED_INSTANCE_ID (another instance with the same group.instance.id) is fatal, as in Java's
+client: the next ``ensure_active`` raises it.
 
 Eager vs cooperative (KIP-429): with range/roundrobin/sticky the member revokes all its partitions
 before rejoining. With cooperative-sticky it keeps them, reports them as owned, and after SyncGroup
@@ -33,14 +35,15 @@ from broker.client.errors import ClientError, KafkaTimeoutError
 log = logging.getLogger(__name__)
 
 _REFIND = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-_RESET = (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID)
+_RESET = (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION)
 
 
 class GroupMembership:
     def __init__(self, cluster, group_id: str, *, assignor_names=("range", "cooperative-sticky"),
                  session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
                  heartbeat_interval_ms: int = 3000, group_instance_id: str | None = None,
-                 on_assign=None, on_revoke=None, max_join_attempts: int = 50):
+                 on_assign=None, on_revoke=None, on_lost=None,
+                 max_join_attempts: int | None = None):
         for name in assignor_names:
             if name not in assignor_mod.ASSIGNORS:
                 raise ValueError(f"Unknown partition.assignment.strategy: {name}")
@@ -53,7 +56,9 @@ class GroupMembership:
         self.group_instance_id = group_instance_id
         self.on_assign = on_assign
         self.on_revoke = on_revoke
+        self.on_lost = on_lost
         self.max_join_attempts = max_join_attempts
+        self._fatal: Exception | None = None      # FENCED_INSTANCE_ID: raised by ensure_active
         self.member_id = ""
         self.generation = -1
         self.protocol: str | None = None
@@ -91,6 +96,8 @@ class GroupMembership:
         """Join (or rejoin) if needed. Returns True once this member has its assignment for the current
         generation, False if ``timeout`` seconds passed first (the join goes on in the background, so a
         consumer polling with short timeouts keeps serving its other duties, like Kafka's poll)."""
+        if self._fatal is not None:
+            raise self._fatal
         if not self.needs_rejoin and (self._join_task is None or self._join_task.done()):
             return True
         if self._join_task is None or self._join_task.done():
@@ -102,13 +109,37 @@ class GroupMembership:
         return True
 
     async def _join_loop(self) -> None:
-        for _ in range(self.max_join_attempts):
+        """Until joined, as Java's joinGroupIfNeeded: retriable errors are retried after the
+        backoff for as long as it takes (the caller's poll timeout bounds its own wait), unless
+        `max_join_attempts` is set."""
+        attempts = 0
+        while self.max_join_attempts is None or attempts < self.max_join_attempts:
+            attempts += 1
             if await self._join_and_sync():
                 if self._heartbeat_task is None or self._heartbeat_task.done():
                     self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
                 if not self.needs_rejoin:
                     return
         raise KafkaTimeoutError(f"Could not join group {self.group_id} after {self.max_join_attempts} attempts")
+
+    async def _lose_partitions(self) -> None:
+        """Expelled (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION): the partitions are someone else's
+        now. The owner drops them without committing (Java's onPartitionsLost), before the
+        member joins again with a fresh id."""
+        self.member_id, self.generation = "", -1
+        lost, self.assignment = self.assignment, set()
+        if lost and self.on_lost is not None:
+            await self.on_lost(sorted(lost))
+
+    def _fenced(self, where: str) -> KafkaError:
+        """FENCED_INSTANCE_ID: another consumer took this group.instance.id. Fatal, as Java's
+        (the two would otherwise replace each other in turn, both consuming everything)."""
+        self._fatal = KafkaError(ErrorCode.FENCED_INSTANCE_ID,
+                                 f"{where} for group {self.group_id}: the static member "
+                                 f"{self.group_instance_id} was fenced by another instance with "
+                                 f"the same group.instance.id")
+        self.needs_rejoin = True
+        return self._fatal
 
     async def _join_and_sync(self) -> bool:
         await self._resolve_pattern()
@@ -138,8 +169,10 @@ class GroupMembership:
             self.member_id = response.member_id
             return False
         if code in _RESET:
-            self.member_id, self.generation = "", -1
+            await self._lose_partitions()
             return False
+        if code == ErrorCode.FENCED_INSTANCE_ID:
+            raise self._fenced("JoinGroup")
         if code in _REFIND or code == ErrorCode.REBALANCE_IN_PROGRESS:
             await self._backoff(KafkaError(code))
             return False
@@ -162,8 +195,10 @@ class GroupMembership:
             await self._backoff(e)
             return False
         if sync.error_code in _RESET:
-            self.member_id, self.generation = "", -1
+            await self._lose_partitions()
             return False
+        if sync.error_code == ErrorCode.FENCED_INSTANCE_ID:
+            raise self._fenced("SyncGroup")
         if sync.error_code in _REFIND or sync.error_code == ErrorCode.REBALANCE_IN_PROGRESS:
             await self._backoff(KafkaError(sync.error_code))
             return False
@@ -230,9 +265,11 @@ class GroupMembership:
             if code == ErrorCode.REBALANCE_IN_PROGRESS:
                 self.needs_rejoin = True
             elif code in _RESET:
-                self.member_id, self.generation = "", -1
-                self.assignment = set()
                 self.needs_rejoin = True
+                await self._lose_partitions()
+            elif code == ErrorCode.FENCED_INSTANCE_ID:
+                self._fenced("Heartbeat")
+                return
             elif code in _REFIND:
                 self.coordinator = None
 

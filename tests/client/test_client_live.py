@@ -216,3 +216,90 @@ def test_cooperative_sticky_moves_only_what_it_must(client_broker):
         await c1.close()
         await c2.close()
     run(go())
+
+
+def test_commits_cover_only_what_poll_returned(client_broker):
+    """Java's allConsumed: records fetched but still buffered are not committed, whether by
+    commit(), the commit at close() or before a revocation (it committed the whole fetch, and
+    the rest of it was never delivered to anyone)."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "consumed", 1)
+            producer = Producer(cluster)
+            for i in range(100):
+                await producer.send("consumed", b"%d" % i, partition=0)
+            await producer.close()
+            consumer = Consumer(cluster, group_id="g-consumed", auto_offset_reset="earliest",
+                                enable_auto_commit=True)
+            consumer.subscribe(["consumed"])
+            got = []
+            while not got:
+                got = await consumer.poll(2000, max_records=10)
+            tp = TopicPartition("consumed", 0)
+            assert len(got) == 10 and await consumer.position(tp) == 10
+            await consumer.commit()
+            assert (await consumer.committed([tp]))[tp][0] == 10
+            got = await consumer.poll(2000, max_records=5)
+            await consumer.close()                       # commits what was returned: 15
+            check = Consumer(cluster, group_id="g-consumed")
+            assert (await check.committed([tp]))[tp][0] == 15
+    run(go())
+
+
+def test_an_expelled_member_drops_its_partitions(client_broker):
+    """UNKNOWN_MEMBER_ID in a heartbeat: the partitions are lost (another member may own them
+    now), dropped without a commit before rejoining (Java's onPartitionsLost)."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "expelled", 2)
+            consumer = Consumer(cluster, group_id="g-expelled", auto_offset_reset="earliest",
+                                heartbeat_interval_ms=100)
+            consumer.subscribe(["expelled"])
+            while not consumer.assignment():
+                await consumer.poll(500)
+            membership = consumer.membership
+            commits = []
+            real_commit = consumer.commit
+
+            async def record_commit(offsets=None):
+                commits.append(offsets)
+                await real_commit(offsets)
+            consumer.commit = record_commit
+            membership.member_id = "someone-else"        # the coordinator no longer knows it
+            for _ in range(50):
+                await asyncio.sleep(0.1)
+                if not membership.assignment:
+                    break
+            assert membership.assignment == set() and consumer.assignment() == set()
+            assert consumer.positions == {} and commits == []
+            consumer.commit = real_commit
+            await consumer.close()
+    run(go())
+
+
+def test_a_fenced_static_member_stops(client_broker):
+    """FENCED_INSTANCE_ID is fatal, as in Java's client: the older of two consumers with one
+    group.instance.id gets it from poll() (they replaced each other in turn before)."""
+    async def go():
+        clusters = [ClusterClient(client_broker.bootstrap) for _ in range(2)]
+        for cl in clusters:
+            await cl.start()
+        try:
+            await create(clusters[0], "fenced", 1)
+            first, second = (Consumer(cl, group_id="g-fenced", group_instance_id="instance-1",
+                                      heartbeat_interval_ms=100) for cl in clusters)
+            first.subscribe(["fenced"])
+            while not first.assignment():
+                await first.poll(500)
+            second.subscribe(["fenced"])
+            while not second.assignment():
+                await second.poll(500)
+            with pytest.raises(KafkaError) as info:
+                for _ in range(50):
+                    await first.poll(100)
+            assert info.value.error_code == ErrorCode.FENCED_INSTANCE_ID
+            await second.close()
+        finally:
+            for cl in clusters:
+                await cl.close()
+    run(go())
