@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# Sends SIGTERM to every running broker (`python -m broker ...`), like Kafka's script does for
-# kafka.Kafka; the broker shuts down gracefully. Exits 1 if no broker is running.
-pids=$(pgrep -f -- '-m broker( |$)' || true)
-if [ -z "$pids" ]; then
-  echo "No kafka server to stop"
-  exit 1
-fi
-kill -s TERM $pids
+# Sends $SIGNAL (default TERM) to the running brokers (`python -m broker ...`), like Kafka's
+# script does for kafka.Kafka: every one, or with --node-id=N / --process-role=R only those
+# (broker/tools/server_stop.py). A broker shuts down gracefully on TERM. Exits 1 if no broker
+# is running.
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+PY="$REPO/.venv/bin/python"; [ -x "$PY" ] || PY=python3
+PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" -m broker.tools.server_stop "$@"

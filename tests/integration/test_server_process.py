@@ -224,3 +224,54 @@ def test_bin_scripts_start_and_stop(tmp_path):
             start.kill()
             start.wait(5)
 
+
+
+def test_stop_script_with_node_id_stops_only_that_broker(tmp_path):
+    """kafka-server-stop.sh --node-id=N (Kafka 3.9's option): only the broker whose node.id /
+    broker.id is N, read from its properties file (relative to its working directory) or an
+    --override, gets the signal; the README's brokers on one machine are stopped one by one.
+    Unusual ids: the test must not stop anyone else's broker."""
+    props = tmp_path / "mine.properties"
+    props.write_text(SERVER_PROPERTIES.read_text() + "\nbroker.id=901\n")
+    starts = []
+    try:
+        for i, extra in enumerate(([], ["--override", "broker.id=902"])):
+            port = free_port()
+            starts.append((port, subprocess.Popen(
+                [str(ROOT / "bin" / "kafka-server-start.sh"), "mine.properties", "--override",
+                 f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override",
+                 f"log.dirs={tmp_path}/logs-{i}", *extra], cwd=tmp_path,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=dict(os.environ, KBROKER_PYTHON=sys.executable))))
+        for port, _ in starts:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    if api_versions_works(port):
+                        break
+                except OSError:
+                    time.sleep(0.1)
+        r = subprocess.run([str(ROOT / "bin" / "kafka-server-stop.sh"), "--node-id=902"],
+                           capture_output=True, text=True, timeout=30)
+        assert (r.returncode, r.stdout) == (0, ""), r
+        assert starts[1][1].wait(20) == 0
+        assert starts[0][1].poll() is None and api_versions_works(starts[0][0])
+        r = subprocess.run([str(ROOT / "bin" / "kafka-server-stop.sh"), "--node-id=901",
+                            "--process-role=broker"], capture_output=True, text=True,
+                           timeout=30, env=dict(os.environ, SIGNAL="INT"))
+        assert r.stdout == ("When both node-id and process-role are provided, the value for "
+                            "node-id will take precedence\n")
+        assert starts[0][1].wait(20) == 0
+    finally:
+        for _, proc in starts:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+
+
+def test_stop_script_reads_each_brokers_settings():
+    from broker.tools.server_stop import setting
+    assert setting(["a.properties", "--override", "broker.id=3"], "/nonexistent", "broker.id") == "3"
+    assert setting(["--override=node.id=4", "x"], "/nonexistent", "node.id") == "4"
+    assert setting(["missing.properties"], "/nonexistent", "broker.id") is None
+    assert setting([str(SERVER_PROPERTIES)], "/", "broker.id") == "0"
