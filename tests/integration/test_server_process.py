@@ -39,6 +39,17 @@ def api_versions_works(port) -> bool:
         return struct.unpack(">ih", body[:6]) == (7, 0)
 
 
+def wait_until_serving(port, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if api_versions_works(port):
+                return
+        except OSError:
+            time.sleep(0.1)
+    assert api_versions_works(port)
+
+
 def closed_by_broker(sock, timeout=5.0) -> bool:
     sock.settimeout(timeout)
     try:
@@ -204,14 +215,7 @@ def test_bin_scripts_start_and_stop(tmp_path):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env=dict(os.environ, KBROKER_PYTHON=sys.executable))
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if api_versions_works(port):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        assert api_versions_works(port)
+        wait_until_serving(port)
         # kafka-server-stop.sh signals every `python -m broker` (like Kafka's script); other
         # tests' brokers may be running, so check its pattern finds ours and signal only ours.
         found = subprocess.run(["pgrep", "-f", "--", "-m broker( |$)"], capture_output=True,
@@ -244,13 +248,7 @@ def test_stop_script_with_node_id_stops_only_that_broker(tmp_path):
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 env=dict(os.environ, KBROKER_PYTHON=sys.executable))))
         for port, _ in starts:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    if api_versions_works(port):
-                        break
-                except OSError:
-                    time.sleep(0.1)
+            wait_until_serving(port)
         r = subprocess.run([str(ROOT / "bin" / "kafka-server-stop.sh"), "--node-id=902"],
                            capture_output=True, text=True, timeout=30)
         assert (r.returncode, r.stdout) == (0, ""), r
