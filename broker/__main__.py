@@ -1,10 +1,12 @@
 """`python -m broker config/server.properties [--override key=value ...]`: run the broker.
 
-Exit status: 0 after a graceful shutdown (SIGTERM / SIGINT), 1 on an invalid configuration (one
-line on stderr naming the property) or a start-up failure.
+Exit status: 0 after a graceful shutdown (SIGTERM / SIGINT / SIGHUP), 1 on a bad command line, an
+invalid configuration (one line on stderr naming the property) or a start-up failure. SIGQUIT
+prints every thread's stack to stderr (as a JVM's thread dump) and the broker goes on.
 """
 import argparse
 import asyncio
+import faulthandler
 import logging
 import os
 import signal
@@ -30,8 +32,8 @@ def hard_exit_after(config) -> float:
     return HARD_EXIT_AFTER_S + retries * (backoff_s + 5.0)
 
 
-def _hard_exit():
-    log.error("Shutdown did not complete within %.1f s; exiting", HARD_EXIT_AFTER_S)
+def _hard_exit(after_s: float):
+    log.error("Shutdown did not complete within %.1f s; exiting", after_s)
     logging.shutdown()
     os._exit(1)
 
@@ -50,9 +52,18 @@ def raise_open_file_limit() -> None:
         log.warning("Could not raise the open file limit: %s", exc)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        # exit status 1 for a bad command line, as Kafka's (argparse's own is 2)
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="kafka-server-start.sh",
-                                     description="Run a Kafka-compatible broker.")
+    from broker.client.connection import CLIENT_SOFTWARE_VERSION
+    parser = _Parser(prog="kafka-server-start.sh", description="Run a Kafka-compatible broker.")
+    parser.add_argument("--version", action="version", version=CLIENT_SOFTWARE_VERSION,
+                        help="print the version and exit, as Kafka's --version")
     parser.add_argument("config", help="server.properties")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a property of the file (repeatable)")
@@ -76,12 +87,20 @@ async def run(config: BrokerConfig) -> int:
         # Out within 10 s whatever happens; in a cluster, plus the controlled shutdown's
         # attempts (controlled.shutdown.max.retries, each waiting for the controller and then
         # controlled.shutdown.retry.backoff.ms), which Kafka lets take as long as they need.
-        loop.call_later(hard_exit_after(config), _hard_exit)
+        after_s = hard_exit_after(config)
+        loop.call_later(after_s, _hard_exit, after_s)
 
     # Installed before start-up, so a signal during log recovery still stops gracefully (the
     # start finishes, then the shutdown runs) instead of killing the process mid-recovery.
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # As Kafka's: TERM, INT and HUP (a closed terminal) shut down cleanly; HUP stays ignored
+    # when it is (nohup, as -daemon starts it). QUIT prints every thread's stack and goes on,
+    # as the JVM's thread dump does.
+    signals = [signal.SIGTERM, signal.SIGINT]
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        signals.append(signal.SIGHUP)
+    for sig in signals:
         loop.add_signal_handler(sig, stop, sig.name)
+    faulthandler.register(signal.SIGQUIT, all_threads=True)
     try:
         await broker.start()
     except (ConfigError, LogDirUnusable, ClusterJoinError) as exc:

@@ -24,7 +24,12 @@ class KafkaFormatter(logging.Formatter):
 
 
 def setup_logging(level: str | None = None, stream=None) -> None:
-    level = (level or os.environ.get("KBROKER_LOG_LEVEL") or "INFO").upper()
+    name = (level or os.environ.get("KBROKER_LOG_LEVEL") or "INFO").upper()
+    level = LEVELS.get(name, LEVELS.get(_LOG4J_NAMES.get(name, name)))
+    if level is None:       # a typo in the environment: said once, INFO meanwhile
+        print(f"kbroker: unknown log level {name!r} in KBROKER_LOG_LEVEL (one of "
+              f"{', '.join(LEVELS)}); using INFO", file=sys.stderr)
+        level = logging.INFO
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(KafkaFormatter(FORMAT))
     root = logging.getLogger()

@@ -118,6 +118,34 @@ def test_sigint_is_graceful_and_restart_keeps_cluster_id(broker_process):
     assert open(os.path.join(broker.log_dir, "meta.properties")).read() == meta
 
 
+def test_sighup_is_graceful_and_sigquit_dumps_stacks(broker_process):
+    """As Kafka's (a JVM): SIGQUIT prints every thread's stack and the broker goes on; SIGHUP
+    (the terminal closed) shuts down cleanly, exit 0, the clean-shutdown marker written."""
+    broker = broker_process()
+    broker.proc.send_signal(signal.SIGQUIT)
+    deadline = time.monotonic() + 10
+    while "most recent call first" not in broker.output() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "most recent call first" in broker.output()
+    assert broker.proc.poll() is None and api_versions_works(broker.port)
+    broker.proc.send_signal(signal.SIGHUP)
+    assert broker.proc.wait(10) == 0
+    assert os.path.exists(os.path.join(broker.log_dir, ".kafka_cleanshutdown"))
+
+
+def test_command_line_errors_exit_1_and_version(tmp_path):
+    python = [sys.executable, "-m", "broker"]
+    r = subprocess.run(python + ["x.properties", "--no-such-flag"], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 1 and "--no-such-flag" in r.stderr
+    r = subprocess.run(python + ["--version"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip()
+    # log levels as Kafka names them: TRACE and OFF too (they crashed start-up)
+    r = subprocess.run(python + [str(tmp_path / "missing.properties")], capture_output=True,
+                       text=True, cwd=ROOT, env=dict(os.environ, KBROKER_LOG_LEVEL="TRACE"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "missing.properties" in r.stderr
+
+
 def test_sigterm_during_startup_is_graceful(tmp_path):
     """A signal as soon as start-up begins (log recovery would be running) still ends in a clean
     shutdown with exit status 0, not a killed process."""
