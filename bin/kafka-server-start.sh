@@ -13,11 +13,13 @@ if [ ! -x "$python" ]; then
   exit 1
 fi
 export PYTHONPATH="$base_dir${PYTHONPATH:+:$PYTHONPATH}"
+# As Kafka's kafka-run-class.sh: log files (server.log, controller.log, log-cleaner.log) in
+# $LOG_DIR, by default logs/ here, and the log lines on stdout (broker/log.py).
+export KBROKER_LOG_DIR="${LOG_DIR:-$base_dir/logs}"
+mkdir -p "$KBROKER_LOG_DIR"
 if [ "$1" = "-daemon" ]; then
   shift
-  log_dir="${LOG_DIR:-$base_dir/logs}"
-  mkdir -p "$log_dir"
-  nohup "$python" -m broker "$@" >"$log_dir/server.out" 2>&1 </dev/null &
+  nohup "$python" -m broker "$@" >"$KBROKER_LOG_DIR/kafkaServer.out" 2>&1 </dev/null &
   exit 0
 fi
 exec "$python" -m broker "$@"

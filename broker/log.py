@@ -5,8 +5,13 @@ logger name in place of the Java class, and log4j's level names (WARN, FATAL):
 
     [2026-11-23 09:00:00,123] INFO [KafkaServer id=0] started (broker.server)
 
-Levels come from the KBROKER_LOG_LEVEL environment variable (default INFO); output goes to
-stderr, as `kafka-server-start.sh` does to the console.
+Levels come from the KBROKER_LOG_LEVEL environment variable (default INFO). Output goes to stderr;
+started by `bin/kafka-server-start.sh` (which sets KBROKER_LOG_DIR to $LOG_DIR, by default
+logs/), as Kafka's log4j.properties has it: the lines go to stdout and to
+KBROKER_LOG_DIR/server.log, the controller's to controller.log and the log cleaner's to
+log-cleaner.log only (Kafka's additivity=false). The files are appended to and reopened when
+moved away (logrotate), not rolled every hour as log4j's DailyRollingFileAppender does: several
+brokers sharing a log dir would rename each other's files.
 """
 import logging
 import os
@@ -30,16 +35,51 @@ def setup_logging(level: str | None = None, stream=None) -> None:
         print(f"kbroker: unknown log level {name!r} in KBROKER_LOG_LEVEL (one of "
               f"{', '.join(LEVELS)}); using INFO", file=sys.stderr)
         level = logging.INFO
-    handler = logging.StreamHandler(stream or sys.stderr)
+    log_dir = os.environ.get("KBROKER_LOG_DIR")
+    handler = logging.StreamHandler(stream or (sys.stdout if log_dir else sys.stderr))
     handler.setFormatter(KafkaFormatter(FORMAT))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    for loggers in LOG_FILES.values():         # as they were before any earlier set-up
+        for logger_name in loggers:
+            logger = logging.getLogger(logger_name)
+            for old in list(logger.handlers):
+                logger.removeHandler(old)
+            logger.propagate = True
+    if log_dir:
+        _log_files(log_dir)
     # Third-party chatter stays at WARNING unless asked for.
     for name in ("asyncio", "kazoo"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+
+
+# Kafka's log4j.properties: file -> the loggers writing only there (additivity=false)
+LOG_FILES = {"controller.log": ("broker.controller",),
+             "log-cleaner.log": ("kbroker.log_cleaner",)}
+
+
+def _log_files(log_dir: str) -> None:
+    import logging.handlers
+
+    def file_handler(name):
+        h = logging.handlers.WatchedFileHandler(os.path.join(log_dir, name), encoding="utf-8")
+        h.setFormatter(KafkaFormatter(FORMAT))
+        return h
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+        logging.getLogger().addHandler(file_handler("server.log"))
+        for name, loggers in LOG_FILES.items():
+            handler = file_handler(name)
+            for logger_name in loggers:
+                logger = logging.getLogger(logger_name)
+                logger.addHandler(handler)
+                logger.propagate = False
+    except OSError as exc:
+        print(f"kbroker: cannot write log files in {log_dir}: {exc}; logging to the console "
+              f"only", file=sys.stderr)
 
 
 # -- logger levels as a config resource (DescribeConfigs/IncrementalAlterConfigs BROKER_LOGGER) --

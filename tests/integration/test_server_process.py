@@ -236,26 +236,32 @@ def test_unsupported_api_versions_version_gets_v0_answer(broker_process):
 
 
 def test_bin_scripts_start_and_stop(tmp_path):
+    """As Kafka's scripts: the log lines on stdout and in $LOG_DIR/server.log (the log cleaner's
+    in log-cleaner.log only); kafka-server-stop.sh finds the broker by its command line."""
+    from broker.tools.server_stop import running_brokers
     port = free_port()
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
     start = subprocess.Popen(
         [str(ROOT / "bin" / "kafka-server-start.sh"), str(SERVER_PROPERTIES), "--override",
          f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path}/logs"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=dict(os.environ, KBROKER_PYTHON=sys.executable))
+        stdout=open(out, "wb"), stderr=open(err, "wb"),
+        env=dict(os.environ, KBROKER_PYTHON=sys.executable, LOG_DIR=str(tmp_path / "applogs")))
     try:
         wait_until_serving(port)
-        # kafka-server-stop.sh signals every `python -m broker` (like Kafka's script); other
-        # tests' brokers may be running, so check its pattern finds ours and signal only ours.
-        found = subprocess.run(["pgrep", "-f", "--", "-m broker( |$)"], capture_output=True,
-                               text=True).stdout.split()
-        assert str(start.pid) in found
+        # kafka-server-stop.sh would signal every broker: other tests' brokers may be running,
+        # so check it finds ours, and signal only ours
+        assert start.pid in [pid for pid, _, _ in running_brokers()]
         os.kill(start.pid, signal.SIGTERM)
         assert start.wait(10) == 0
     finally:
         if start.poll() is None:
             start.kill()
             start.wait(5)
-
+    server_log = (tmp_path / "applogs" / "server.log").read_text()
+    assert "started (broker.server)" in server_log and "shut down completed" in server_log
+    assert "] INFO " in out.read_text() and err.read_text() == ""
+    assert (tmp_path / "applogs" / "log-cleaner.log").exists()
+    assert "kbroker.log_cleaner" not in server_log          # Kafka's additivity=false
 
 
 def test_stop_script_with_node_id_stops_only_that_broker(tmp_path):
@@ -274,7 +280,8 @@ def test_stop_script_with_node_id_stops_only_that_broker(tmp_path):
                  f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override",
                  f"log.dirs={tmp_path}/logs-{i}", *extra], cwd=tmp_path,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=dict(os.environ, KBROKER_PYTHON=sys.executable))))
+                env=dict(os.environ, KBROKER_PYTHON=sys.executable,
+                         LOG_DIR=str(tmp_path / f"applogs-{i}")))))
         for port, _ in starts:
             wait_until_serving(port)
         r = subprocess.run([str(ROOT / "bin" / "kafka-server-stop.sh"), "--node-id=902"],
