@@ -64,7 +64,7 @@ class Consumer:
                  max_partition_fetch_bytes: int = 1048576, max_poll_records: int = 500,
                  session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 3000,
                  max_poll_interval_ms: int = 300000, assignors=("range", "cooperative-sticky"),
-                 exclude_internal_topics: bool = True):
+                 exclude_internal_topics: bool = True, metadata_max_age_ms: int = 300000):
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"Invalid value {auto_offset_reset} for configuration auto.offset.reset: "
                              "String must be one of: latest, earliest, none")
@@ -96,7 +96,7 @@ class Consumer:
                 cluster, group_id, assignor_names=assignors, session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=max_poll_interval_ms, heartbeat_interval_ms=heartbeat_interval_ms,
                 group_instance_id=group_instance_id, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                on_lost=self._on_lost)
+                on_lost=self._on_lost, metadata_max_age_ms=metadata_max_age_ms)
         self._subscribed = False
 
     # --- assignment ---------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class GroupMembership:
                  session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
                  heartbeat_interval_ms: int = 3000, group_instance_id: str | None = None,
                  on_assign=None, on_revoke=None, on_lost=None,
-                 max_join_attempts: int | None = None):
+                 max_join_attempts: int | None = None, metadata_max_age_ms: int = 300000):
         for name in assignor_names:
             if name not in assignor_mod.ASSIGNORS:
                 raise ValueError(f"Unknown partition.assignment.strategy: {name}")
@@ -59,6 +59,12 @@ class GroupMembership:
         self.on_lost = on_lost
         self.max_join_attempts = max_join_attempts
         self._fatal: Exception | None = None      # FENCED_INSTANCE_ID: raised by ensure_active
+        # Partition counts of the subscribed topics when the assignment was made, and when
+        # metadata is next looked at for a change (Java's rejoinNeededOrPending on a new
+        # metadata snapshot): a topic created or grown after the join gets a rebalance.
+        self.metadata_max_age = metadata_max_age_ms / 1000
+        self._snapshot: dict = {}
+        self._next_metadata_check = 0.0
         self.member_id = ""
         self.generation = -1
         self.protocol: str | None = None
@@ -99,6 +105,8 @@ class GroupMembership:
         if self._fatal is not None:
             raise self._fatal
         if not self.needs_rejoin and (self._join_task is None or self._join_task.done()):
+            await self._check_metadata()
+        if not self.needs_rejoin and (self._join_task is None or self._join_task.done()):
             return True
         if self._join_task is None or self._join_task.done():
             self._join_task = asyncio.get_running_loop().create_task(self._join_loop())
@@ -122,6 +130,32 @@ class GroupMembership:
                     return
         raise KafkaTimeoutError(f"Could not join group {self.group_id} after {self.max_join_attempts} attempts")
 
+    def _partition_counts(self) -> dict:
+        return {t: len(m.partitions) for t in self.topics
+                if (m := self.cluster.topics.get(t)) is not None and not m.error_code}
+
+    async def _check_metadata(self) -> None:
+        """Every metadata.max.age.ms (every second while a subscribed topic is missing), as
+        Java's consumer: fresh metadata for the subscription (created when the broker allows
+        it, as allow.auto.create.topics), and a rejoin if a topic appeared or grew."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._next_metadata_check:
+            return
+        missing = set(self.topics) - set(self._snapshot)
+        self._next_metadata_check = loop.time() + (1.0 if missing else self.metadata_max_age)
+        try:
+            await self._resolve_pattern()
+            if self.topics:
+                await self.cluster.refresh_metadata(sorted(self.topics),
+                                                    allow_auto_topic_creation=True)
+        except (KafkaError, ClientError) as e:
+            log.debug("Metadata refresh for group %s failed: %s", self.group_id, e)
+            return
+        if self._partition_counts() != self._snapshot:
+            log.info("Group %s: the subscribed topics' partitions changed (%s -> %s): rejoining",
+                     self.group_id, self._snapshot, self._partition_counts())
+            self.needs_rejoin = True
+
     async def _lose_partitions(self) -> None:
         """Expelled (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION): the partitions are someone else's
         now. The owner drops them without committing (Java's onPartitionsLost), before the
@@ -143,6 +177,13 @@ class GroupMembership:
 
     async def _join_and_sync(self) -> bool:
         await self._resolve_pattern()
+        if self.topics:      # the subscription's metadata, topics created if the broker allows
+            try:
+                await self.cluster.refresh_metadata(sorted(self.topics),
+                                                    allow_auto_topic_creation=True)
+            except (KafkaError, ClientError) as e:
+                log.debug("Metadata refresh for group %s failed: %s", self.group_id, e)
+        snapshot = self._partition_counts()
         owned = sorted(self.assignment)
         if not self.cooperative and self.assignment and self.generation >= 0:
             await self._revoke(set(self.assignment))
@@ -214,6 +255,9 @@ class GroupMembership:
             await self._revoke(revoked)
             self.needs_rejoin = True   # let the revoked partitions be handed out
         self.assignment = new
+        self._snapshot = snapshot
+        self._next_metadata_check = asyncio.get_running_loop().time() + (
+            1.0 if set(self.topics) - set(snapshot) else self.metadata_max_age)
         if self.on_assign is not None and (added or not self.cooperative):
             await self.on_assign(sorted(new if not self.cooperative else added))
         log.info("Joined group %s generation %d as %s with %d partition(s)", self.group_id, self.generation,

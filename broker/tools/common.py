@@ -208,6 +208,7 @@ CONSUMER_PROPERTIES = {
     "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
     "max.poll.interval.ms": ("max_poll_interval_ms", int),
     "exclude.internal.topics": ("exclude_internal_topics", lambda v: v.strip().lower() == "true"),
+    "metadata.max.age.ms": ("metadata_max_age_ms", int),
     "partition.assignment.strategy": ("assignors", lambda v: [s.strip().rsplit(".", 1)[-1] for s in v.split(",")
                                                               if s.strip()]),
 }

@@ -303,3 +303,30 @@ def test_a_fenced_static_member_stops(client_broker):
             for cl in clusters:
                 await cl.close()
     run(go())
+
+
+def test_a_group_rebalances_when_its_topic_grows(client_broker):
+    """Java's consumer rejoins on a new metadata snapshot (metadata.max.age.ms): partitions
+    added to a subscribed topic are assigned and consumed (they never were here)."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "grows", 1)
+            consumer = Consumer(cluster, group_id="g-grows", auto_offset_reset="earliest",
+                                metadata_max_age_ms=500)
+            consumer.subscribe(["grows"])
+            while not consumer.assignment():
+                await consumer.poll(500)
+            assert consumer.assignment() == {TopicPartition("grows", 0)}
+            await Admin(cluster).create_partitions({"grows": 2})
+            await cluster.refresh_metadata(["grows"])
+            producer = Producer(cluster)
+            await (await producer.send("grows", b"new", partition=1))
+            await producer.close()
+            got = []
+            for _ in range(40):
+                got += await consumer.poll(250)
+                if got:
+                    break
+            assert [(r.partition, r.value) for r in got] == [(1, b"new")]
+            await consumer.close()
+    run(go())
