@@ -15,7 +15,10 @@ import asyncio
 import re
 import sys
 
+from protocol.errors import KafkaError
+
 from broker.client.cluster import ClusterClient
+from broker.client.errors import ClientError
 from broker.client.producer import Producer
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, producer_kwargs,
                                  read_properties)
@@ -209,7 +212,13 @@ async def run(opts) -> int:
                     break
                 line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
                 key, value, headers = reader.parse(line)
-                future = await producer.send(opts.topic, value, key, headers)
+                try:
+                    future = await producer.send(opts.topic, value, key, headers)
+                except (KafkaError, ClientError) as exc:
+                    # refused before it was sent (too large, no such topic): Kafka's doSend
+                    # returns a failed future, so the same as a failed send
+                    future = loop.create_future()
+                    future.set_exception(exc)
                 if opts.sync:
                     # Kafka's send(record).get(): the first failure ends the tool, exit 1
                     await producer.flush()   # one record at a time: do not wait for linger.ms

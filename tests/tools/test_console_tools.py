@@ -230,3 +230,11 @@ def test_send_failures_sync_stops_async_goes_on(tools_broker, script):
     r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "small",
                "--from-beginning", "--timeout-ms", 3000)
     assert r.lines == ["first"], r
+    # refused before sending (larger than max.request.size): logged, the next lines still go
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "small",
+               "--producer-property", "max.request.size=150", stdin=b"a\n" + b"y" * 300 + b"\nb\n")
+    assert r.code == 0 and r.err.startswith("ERROR Error when sending message to topic small "
+                                            "with key: null, value: 300 bytes with error: "), r
+    r = script("kafka-console-consumer.sh", "--bootstrap-server", b, "--topic", "small",
+               "--from-beginning", "--timeout-ms", 3000)
+    assert r.lines == ["first", "a", "b"], r
