@@ -114,7 +114,7 @@ class ClusterClient:
     def _new_connection(self, host, port, node_id) -> BrokerConnection:
         return BrokerConnection(host, port, client_id=self.client_id, node_id=node_id,
                                 request_timeout_ms=self.request_timeout_ms,
-                                connect_timeout_ms=self.connect_timeout_ms)
+                                connect_timeout_ms=self.connect_timeout_ms, close_on_timeout=True)
 
     async def connection(self, node_id: int) -> BrokerConnection:
         conn = self._connections.get(node_id)

@@ -147,8 +147,14 @@ class _ResponseReader(asyncio.BufferedProtocol):
 class BrokerConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "kbroker-client", node_id: int = -1,
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
-                 max_frame_size: int = 512 * 1024 * 1024, max_in_flight: int = 64):
+                 max_frame_size: int = 512 * 1024 * 1024, max_in_flight: int = 64,
+                 close_on_timeout: bool = False):
         self.host = host
+        # Java's NetworkClient.handleTimedOutRequests: a request that timed out takes its
+        # connection down (the broker may be hung: the next request goes on a new connection,
+        # or to another broker). The clients' connections do; inter-broker ones keep their
+        # callers' own handling.
+        self.close_on_timeout = close_on_timeout
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -256,9 +262,13 @@ class BrokerConnection:
                     return await future
             except asyncio.TimeoutError:
                 self._pending.pop(correlation_id, None)
-                raise KafkaTimeoutError(
+                error = KafkaTimeoutError(
                     f"{ApiKey(type(request).API_KEY).name} to node {self.node_id} timed out "
-                    f"after {timeout or self.request_timeout:.1f}s") from None
+                    f"after {timeout or self.request_timeout:.1f}s")
+                if self.close_on_timeout:
+                    self._fail_all(KafkaConnectionError(
+                        f"connection to {self.host}:{self.port} closed: {error}"))
+                raise error from None
 
     def _on_frame(self, frame) -> None:
         (correlation_id,) = _SIZE.unpack_from(frame, 0)

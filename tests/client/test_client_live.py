@@ -330,3 +330,26 @@ def test_a_group_rebalances_when_its_topic_grows(client_broker):
             assert [(r.partition, r.value) for r in got] == [(1, b"new")]
             await consumer.close()
     run(go())
+
+
+def test_a_request_that_times_out_takes_its_connection_down(client_broker):
+    """Java's NetworkClient.handleTimedOutRequests: the connection of a timed-out request is
+    closed, so the next request does not queue behind a hung broker on it."""
+    from broker.client.errors import KafkaTimeoutError
+    from protocol.messages import FetchRequest as F
+
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "hangs", 1)
+            node = await cluster.leader_for("hangs", 0)
+            conn = await cluster.connection(node)
+            slow = F(replica_id=-1, max_wait_ms=3000, min_bytes=1 << 20, max_bytes=1 << 20,
+                     isolation_level=0, topics=[F.FetchTopic(topic="hangs", partitions=[
+                         F.FetchPartition(partition=0, fetch_offset=0,
+                                          partition_max_bytes=1 << 20)])])
+            with pytest.raises(KafkaTimeoutError):
+                await conn.send(slow, 12, timeout=0.2)
+            assert not conn.connected
+            again = await cluster.connection(node)          # a new one, working
+            assert again is not conn and (await again.send(MetadataRequest(topics=[]))).brokers
+    run(go())
