@@ -247,6 +247,8 @@ class Consumer:
         results = await asyncio.gather(*(self._fetch_from(node, tps, max_wait_ms) for node, tps in by_node.items()),
                                        return_exceptions=True)
         for r in results:
+            if isinstance(r, NoOffsetForPartitionError):
+                raise r          # auto.offset.reset=none: the application's to handle (Java)
             if isinstance(r, (KafkaError, ClientError)):
                 log.debug("Fetch failed: %s", r)
                 await asyncio.sleep(self.cluster.retry_backoff)

@@ -353,3 +353,21 @@ def test_a_request_that_times_out_takes_its_connection_down(client_broker):
             again = await cluster.connection(node)          # a new one, working
             assert again is not conn and (await again.send(MetadataRequest(topics=[]))).brokers
     run(go())
+
+
+def test_out_of_range_with_no_reset_policy_raises(client_broker):
+    """auto.offset.reset=none and a position out of range: poll() raises, as Java's
+    OffsetOutOfRangeException (it retried silently for ever)."""
+    from broker.client.consumer import NoOffsetForPartitionError
+
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "oor", 1)
+            consumer = Consumer(cluster, auto_offset_reset="none")
+            consumer.assign([TopicPartition("oor", 0)])
+            consumer.seek(TopicPartition("oor", 0), 1000)
+            with pytest.raises(NoOffsetForPartitionError):
+                for _ in range(10):
+                    await consumer.poll(300)
+            await consumer.close()
+    run(go())
