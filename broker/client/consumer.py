@@ -187,6 +187,9 @@ class Consumer:
         tp = TopicPartition(*tp)
         if tp not in self.positions:
             await self._resolve_positions([tp])
+            if tp not in self.positions:
+                raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE,
+                                 f"No position for {tp}: the partition has no leader")
         return next((r.offset for r in self._buffer if (r.topic, r.partition) == tp),
                     self.positions[tp])
 
@@ -205,7 +208,18 @@ class Consumer:
         if self.auto_offset_reset == "none":
             raise NoOffsetForPartitionError(f"Undefined offset with no reset policy for partitions: "
                                             f"{', '.join(map(str, missing))}")
-        await self._reset(missing, EARLIEST_TIMESTAMP if self.auto_offset_reset == "earliest" else LATEST_TIMESTAMP)
+        # A partition without a leader now is reset later, the others are consumed meanwhile
+        # (Java's OffsetFetcher retries the leaderless ones on their own)
+        led = [tp for tp in missing if self._has_leader(tp)]
+        if len(led) < len(missing):
+            await self._refresh_quietly()
+            led = [tp for tp in missing if self._has_leader(tp)]
+        await self._reset(led, EARLIEST_TIMESTAMP if self.auto_offset_reset == "earliest" else LATEST_TIMESTAMP)
+
+    def _has_leader(self, tp) -> bool:
+        meta = self.cluster.topics.get(tp.topic)
+        info = meta.partitions.get(tp.partition) if meta is not None else None
+        return info is not None and info.leader >= 0
 
     # --- poll ---------------------------------------------------------------------------------
 

@@ -371,3 +371,36 @@ def test_out_of_range_with_no_reset_policy_raises(client_broker):
                     await consumer.poll(300)
             await consumer.close()
     run(go())
+
+
+def test_a_partition_without_a_leader_does_not_stop_the_others(client_broker):
+    """A partition with no leader (its broker down) waits for its offset reset; poll() goes on
+    with the others (it raised LEADER_NOT_AVAILABLE for all of them)."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "half", 2)
+            producer = Producer(cluster)
+            await (await producer.send("half", b"p0", partition=0))
+            await producer.close()
+            real_refresh = cluster.refresh_metadata
+
+            async def refresh_with_p1_offline(*args, **kwargs):
+                response = await real_refresh(*args, **kwargs)
+                meta = cluster.topics.get("half")
+                if meta is not None and 1 in meta.partitions:
+                    meta.partitions[1] = meta.partitions[1]._replace(leader=-1)
+                return response
+            cluster.refresh_metadata = refresh_with_p1_offline
+            await cluster.refresh_metadata(["half"])
+            consumer = Consumer(cluster, auto_offset_reset="earliest")
+            consumer.assign([TopicPartition("half", 0), TopicPartition("half", 1)])
+            got = []
+            for _ in range(20):
+                got += await consumer.poll(200)
+                if got:
+                    break
+            assert [(r.partition, r.value) for r in got] == [(0, b"p0")]
+            assert TopicPartition("half", 1) not in consumer.positions
+            cluster.refresh_metadata = real_refresh
+            await consumer.close()
+    run(go())
