@@ -13,7 +13,10 @@ requests are pipelined on the connection). Each record's future resolves to its 
 metadata and re-queues the batch until ``delivery.timeout.ms``; any other error fails the futures.
 With ``acks=0`` nothing comes back and offsets are reported as -1, like Kafka.
 
-This producer is not idempotent (no producer id or sequences); retries may duplicate or reorder.
+This producer is not idempotent (no producer id or sequences): retries may duplicate. A batch to
+retry goes back at the head of the queue and its partition's later batches wait behind it; with
+``max.in.flight.requests.per.connection=1`` a partition has one batch in flight at a time, so, as
+with Java's producer, order is kept (with more in flight, a retry may land after later batches).
 """
 from __future__ import annotations
 
@@ -82,6 +85,10 @@ class Producer:
         self._in_flight: set[asyncio.Task] = set()
         self._node_slots: dict[int, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(max_in_flight))
         self._max_in_flight = max_in_flight
+        # Partitions whose next batch must wait (Java's Sender muting): one with a batch in
+        # retry backoff (so later batches do not overtake it), and, with
+        # max.in.flight.requests.per.connection=1, one with a batch in flight.
+        self._muted: dict[TopicPartition, int] = defaultdict(int)
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task | None = None
         self._closed = False
@@ -196,8 +203,8 @@ class Producer:
                     self._close_batch(batch, None)
                 else:
                     timeout = due - now if timeout is None else min(timeout, due - now)
-            if self._ready:
-                ready, self._ready = self._ready, []
+            ready = self._sendable()
+            if ready:
                 await self._dispatch(ready)
                 continue
             self._wakeup.clear()
@@ -206,6 +213,27 @@ class Producer:
                     await self._wakeup.wait()
             except asyncio.TimeoutError:
                 pass
+
+    def _sendable(self) -> list:
+        """The ready batches that may go now, in order; the others stay queued."""
+        out, held, picked = [], [], set()
+        for batch in self._ready:
+            if batch.tp in self._muted or (self._max_in_flight == 1 and batch.tp in picked):
+                held.append(batch)
+            else:
+                out.append(batch)
+                picked.add(batch.tp)
+        self._ready = held
+        return out
+
+    def _mute(self, tp) -> None:
+        self._muted[tp] += 1
+
+    def _unmute(self, tp) -> None:
+        self._muted[tp] -= 1
+        if self._muted[tp] <= 0:
+            del self._muted[tp]
+        self._wakeup.set()
 
     async def _dispatch(self, batches: list) -> None:
         by_node = defaultdict(list)
@@ -230,9 +258,19 @@ class Producer:
             for requests_batches in rounds:
                 slots = self._node_slots[node]
                 await slots.acquire()
+                if self._max_in_flight == 1:
+                    for batch in requests_batches:
+                        self._mute(batch.tp)
                 task = asyncio.get_running_loop().create_task(self._send(node, requests_batches))
                 self._in_flight.add(task)
-                task.add_done_callback(lambda t, s=slots: (self._in_flight.discard(t), s.release()))
+                task.add_done_callback(lambda t, s=slots, b=requests_batches: self._sent(t, s, b))
+
+    def _sent(self, task, slots, batches) -> None:
+        self._in_flight.discard(task)
+        slots.release()
+        if self._max_in_flight == 1:
+            for batch in batches:
+                self._unmute(batch.tp)
 
     async def _send(self, node: int, batches: list) -> None:
         by_topic = defaultdict(list)
@@ -287,15 +325,18 @@ class Producer:
             self._fail(batch, error)
             return
         batch.attempts += 1
+        self._mute(batch.tp)          # later batches of the partition wait behind it (Java)
 
         async def later():
-            await asyncio.sleep(self.retry_backoff * min(batch.attempts, 10))
             try:
-                await self.cluster.refresh_metadata([batch.tp.topic])
-            except (KafkaError, ClientError):
-                pass
-            self._ready.append(batch)
-            self._wakeup.set()
+                await asyncio.sleep(self.retry_backoff * min(batch.attempts, 10))
+                try:
+                    await self.cluster.refresh_metadata([batch.tp.topic])
+                except (KafkaError, ClientError):
+                    pass
+            finally:
+                self._ready.insert(0, batch)     # back at the head, as Java's reenqueue
+                self._unmute(batch.tp)
         task = asyncio.get_running_loop().create_task(later())
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)

@@ -1,0 +1,78 @@
+"""The built-in producer's order under retries, against a fake broker that fails the first
+Produce with a retriable error (a transient ISR shrink)."""
+import asyncio
+from types import SimpleNamespace as NS
+
+from broker.client.producer import Producer
+from storage.record_batch import iter_batches
+
+
+class FlakyBroker:
+    """One broker, one partition; Produce number `fail_on` answers NOT_ENOUGH_REPLICAS."""
+
+    def __init__(self, fail_on=(1,)):
+        self.log, self.calls, self.fail_on = [], 0, set(fail_on)
+
+    async def topic_metadata(self, topic, auto_create=False):
+        return NS(partitions={0: None})
+
+    async def leader_for(self, topic, partition):
+        return 0
+
+    async def refresh_metadata(self, topics=None):
+        pass
+
+    async def send(self, node, request, **kwargs):
+        self.calls += 1
+        call = self.calls
+        await asyncio.sleep(0.01)
+        out = []
+        for td in request.topic_data:
+            parts = []
+            for pd in td.partition_data:
+                if call in self.fail_on:
+                    parts.append(NS(index=pd.index, error_code=19, error_message=None,
+                                    base_offset=-1))
+                else:
+                    values = [r.value for b in iter_batches(pd.records) for r in b.records()]
+                    parts.append(NS(index=pd.index, error_code=0, base_offset=len(self.log),
+                                    log_append_time_ms=-1))
+                    self.log += values
+            out.append(NS(name=td.name, partition_responses=parts))
+        return NS(responses=out)
+
+
+async def produce(broker, count, **settings):
+    producer = Producer(broker, batch_size=100, linger_ms=0, retry_backoff_ms=10, **settings)
+    futures = [await producer.send("t", b"m%d" % i, partition=0) for i in range(count)]
+    await producer.flush()
+    await producer.close()
+    return [f.result() for f in futures]
+
+
+def test_one_in_flight_keeps_the_order_through_a_retry():
+    """Java: max.in.flight.requests.per.connection=1 keeps order (the retried batch was sent
+    after the ones queued behind it)."""
+    broker = FlakyBroker()
+    asyncio.run(produce(broker, 4, max_in_flight=1))
+    assert broker.log == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_a_batch_in_backoff_holds_its_partitions_later_batches():
+    """With more in flight, batches queued after a retried one wait behind it (its partition
+    is muted during the backoff, and it goes back at the head of the queue)."""
+    broker = FlakyBroker(fail_on=(1,))
+
+    async def go():
+        producer = Producer(broker, batch_size=100, linger_ms=0, retry_backoff_ms=50,
+                            max_in_flight=5)
+        first = await producer.send("t", b"m0", partition=0)
+        while broker.calls < 1:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.02)                    # m0 failed, in its backoff
+        rest = [await producer.send("t", b"m%d" % i, partition=0) for i in (1, 2)]
+        await producer.flush()
+        await producer.close()
+        return [first.result(), *(f.result() for f in rest)]
+    asyncio.run(go())
+    assert broker.log == [b"m0", b"m1", b"m2"]
