@@ -52,19 +52,18 @@ STARTUP_THREADS = 8         # parallel checkpoint writes at start-up (fsyncs ove
 
 
 def validate_topic_name(name) -> None:
+    """Kafka 3.9's Topic.validate, its messages."""
+    reason = None
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         "Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_NAME_LENGTH:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} "
-                         f"characters, topic name: {name}")
-    if not _LEGAL.match(name):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name \"{name}\" is illegal, it contains a character other than "
-                         f"ASCII alphanumerics, '.', '_' and '-'")
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_NAME_LENGTH:
+        reason = f"the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
+    elif not _LEGAL.match(name):
+        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    if reason is not None:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: {reason}")
 
 
 def partitions_to_add(current: int, count: int, assignments, known_brokers=None) -> int:

@@ -223,7 +223,7 @@ async def describe(admin: Admin, cluster, etype: str, name: str | None, opts) ->
     for n in names:
         if etype == "topics" and n == "":
             print("Default configs for topics in the cluster are:")      # as Kafka's, then:
-            raise ToolError("Topic name is illegal, it can't be empty")
+            raise ToolError("Topic name is invalid: the empty string is not allowed")
         if etype == "topics":
             await cluster.topic_metadata(n)   # UNKNOWN_TOPIC_OR_PARTITION with a clear message
         result = await admin.describe_configs(rtype, n, include_synonyms=True)

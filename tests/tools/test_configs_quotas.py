@@ -262,4 +262,4 @@ def test_entity_default_of_topics_is_not_every_topic(tools_broker, tool):
     r = tool("configs", "--bootstrap-server", tools_broker.bootstrap, "--describe",
              "--entity-type", "topics", "--entity-default")
     assert r.code == 1 and r.lines == ["Default configs for topics in the cluster are:"], r
-    assert r.err == "Error: Topic name is illegal, it can't be empty\n"
+    assert r.err == "Error: Topic name is invalid: the empty string is not allowed\n"
