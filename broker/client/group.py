@@ -184,13 +184,16 @@ class GroupMembership:
             except (KafkaError, ClientError) as e:
                 log.debug("Metadata refresh for group %s failed: %s", self.group_id, e)
         snapshot = self._partition_counts()
-        owned = sorted(self.assignment)
+        owned = previous = sorted(self.assignment)
         if not self.cooperative and self.assignment and self.generation >= 0:
             await self._revoke(set(self.assignment))
             owned = []
         protocols = []
         for name in self.assignor_names:
-            user_data = assignor_mod.user_data_for(name, owned, self.generation)
+            # the eager sticky assignor's user data carries the previous assignment (Java's
+            # StickyAssignor.subscriptionUserData), revoked or not: that is what it sticks to
+            user_data = assignor_mod.user_data_for(name, previous if name == "sticky" else owned,
+                                                   self.generation)
             protocols.append(JoinGroupRequest.JoinGroupRequestProtocol(
                 name=name, metadata=encode_subscription(sorted(self.topics), user_data,
                                                         owned if name == "cooperative-sticky" else (),

@@ -127,3 +127,49 @@ def test_duplicate_claims_go_to_newer_generation():
     members = [M("A", ("t",), tuple(tps("tp0")), 1), M("B", ("t",), tuple(tps("tp0")), 2)]
     a = sticky_assign({"t": 2}, members)
     assert TopicPartition("t", 0) in a["B"]
+
+
+def test_the_eager_sticky_member_advertises_its_previous_assignment():
+    """Java's StickyAssignor.subscriptionUserData: the previous assignment, though an eager
+    member revoked it before joining (it advertised none, so the assignor was never sticky)."""
+    import asyncio
+
+    from broker.client.assignors import decode_sticky_user_data
+    from broker.client.consumer_protocol import decode_subscription
+    from broker.client.group import GroupMembership
+
+    class Stop(Exception):
+        pass
+
+    seen = {}
+
+    class Cluster:
+        retry_backoff = 0.01
+        topics = {}
+
+        async def retry(self, op):
+            return 1
+
+        async def refresh_metadata(self, topics=None, **kwargs):
+            pass
+
+        async def send(self, node, request, **kwargs):
+            for p in request.protocols:
+                _, sub = decode_subscription(p.metadata)
+                seen[p.name] = decode_sticky_user_data(sub.user_data)
+            raise Stop
+
+    async def go():
+        m = GroupMembership(Cluster(), "g", assignor_names=("sticky",))
+        m.protocol, m.generation, m.member_id = "sticky", 4, "m1"
+        m.assignment = {TopicPartition("t", 0), TopicPartition("t", 1)}
+        m.subscribe(["t"])
+        try:
+            await m._join_and_sync()
+        except Stop:
+            pass
+    asyncio.run(go())
+    owned, generation = seen["sticky"]
+    assert sorted(TopicPartition(*tp) for tp in owned) == [TopicPartition("t", 0),
+                                                          TopicPartition("t", 1)]
+    assert generation == 4
