@@ -282,6 +282,10 @@ class Broker:
         self.apply_dynamic_broker_configs()
         self.quotas.update(self.metadata.client_quotas())
         log.info("[KafkaServer id=%d] starting, cluster id %s", self.broker_id, self.cluster_id)
+        # Kafka itself refuses to start without zookeeper.connect (or KRaft settings): say
+        # plainly which mode this is, so a properties file that lost it is noticed
+        log.info("[KafkaServer id=%d] no zookeeper.connect: running as a single broker, its "
+                 "metadata in %s", self.broker_id, self.config.log_dirs[0])
         if load_logs:
             await self._load_logs()
         self._create_replica_manager()
