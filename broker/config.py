@@ -1070,6 +1070,24 @@ class BrokerConfig:
             raise AttributeError(attr)
         return self._values[name]
 
+    def values_text(self) -> str:
+        """Kafka's AbstractConfig.logAll: "KafkaConfig values:" then every known config and
+        its effective value, sorted, as Java prints them (lists in brackets, passwords
+        hidden, null)."""
+        lines = ["KafkaConfig values: "]
+        for name in sorted(BROKER_CONFIG):
+            value = self._values.get(name)
+            if BROKER_CONFIG[name].type == "password" and value is not None:
+                text = "[hidden]"
+            elif value is None:
+                text = "null"
+            elif isinstance(value, list):
+                text = "[" + ", ".join(format_value(v) for v in value) + "]"
+            else:
+                text = format_value(value)
+            lines.append(f"\t{name} = {text}")
+        return "\n".join(lines)
+
     def source_of(self, name: str) -> int:
         if name in self.dynamic_broker:
             return SOURCE_DYNAMIC_BROKER

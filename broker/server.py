@@ -265,6 +265,7 @@ class Broker:
     # -- start-up
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        log.info("%s", self.config.values_text())
         self._stopped = self.loop.create_future()
         load_logs = self.log_manager is None
         stored_cluster_id = stored_id = None
