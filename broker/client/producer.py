@@ -195,6 +195,9 @@ class Producer:
 
     async def _sender_loop(self) -> None:
         while True:
+            # cleared first: what happens from here on (a batch closed, a slot or a partition
+            # freed) wakes the wait below
+            self._wakeup.clear()
             now = time.monotonic()
             timeout = None
             for batch in list(self._open.values()):
@@ -204,10 +207,8 @@ class Producer:
                 else:
                     timeout = due - now if timeout is None else min(timeout, due - now)
             ready = self._sendable()
-            if ready:
-                await self._dispatch(ready)
+            if ready and await self._dispatch(ready):
                 continue
-            self._wakeup.clear()
             try:
                 async with asyncio.timeout(timeout):      # not wait_for: it can swallow a cancel
                     await self._wakeup.wait()
@@ -235,7 +236,12 @@ class Producer:
             del self._muted[tp]
         self._wakeup.set()
 
-    async def _dispatch(self, batches: list) -> None:
+    async def _dispatch(self, batches: list) -> int:
+        """Sends what it can; returns the number of requests sent. A broker whose in-flight
+        requests are at max.in.flight keeps its batches queued while the others' go (Java's
+        Sender sends to the nodes that are ready): one slow broker does not hold up all."""
+        sent = 0
+        held = []
         by_node = defaultdict(list)
         for batch in batches:
             try:
@@ -255,19 +261,28 @@ class Producer:
                         break
                 else:
                     rounds.append([batch])
-            for requests_batches in rounds:
+            for i, requests_batches in enumerate(rounds):
                 slots = self._node_slots[node]
+                if slots.locked():
+                    held.extend(b for r in rounds[i:] for b in r)
+                    break
                 await slots.acquire()
+                sent += 1
                 if self._max_in_flight == 1:
                     for batch in requests_batches:
                         self._mute(batch.tp)
                 task = asyncio.get_running_loop().create_task(self._send(node, requests_batches))
                 self._in_flight.add(task)
                 task.add_done_callback(lambda t, s=slots, b=requests_batches: self._sent(t, s, b))
+        if held:
+            # queued again, oldest first (a partition's batches keep their order)
+            self._ready = sorted(held + self._ready, key=lambda b: b.created)
+        return sent
 
     def _sent(self, task, slots, batches) -> None:
         self._in_flight.discard(task)
         slots.release()
+        self._wakeup.set()
         if self._max_in_flight == 1:
             for batch in batches:
                 self._unmute(batch.tp)

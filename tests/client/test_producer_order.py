@@ -76,3 +76,36 @@ def test_a_batch_in_backoff_holds_its_partitions_later_batches():
         return [first.result(), *(f.result() for f in rest)]
     asyncio.run(go())
     assert broker.log == [b"m0", b"m1", b"m2"]
+
+
+def test_a_slow_broker_does_not_hold_up_the_others():
+    """Java's Sender sends to the brokers that are ready: with node 0's requests all in flight
+    (slow), a record for node 1 goes at once (it waited behind node 0's slot)."""
+    class TwoBrokers(FlakyBroker):
+        async def topic_metadata(self, topic, auto_create=False):
+            return NS(partitions={0: None, 1: None, 2: None})
+
+        async def leader_for(self, topic, partition):
+            return partition % 2                  # partitions 0 and 2 on node 0
+
+        async def send(self, node, request, **kwargs):
+            if node == 0:
+                await asyncio.sleep(0.5)
+            return await super().send(node, request, **kwargs)
+
+    async def go():
+        broker = TwoBrokers(fail_on=())
+        producer = Producer(broker, batch_size=100, linger_ms=0, max_in_flight=1)
+        slow = [await producer.send("t", b"s0", partition=0)]
+        await asyncio.sleep(0.05)                 # node 0's one request is in flight
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        slow.append(await producer.send("t", b"s2", partition=2))     # waits for node 0
+        fast = await producer.send("t", b"f", partition=1)
+        await asyncio.wait_for(asyncio.shield(fast), 5)
+        took = loop.time() - started
+        await producer.flush()
+        await producer.close()
+        assert all(f.result() for f in slow)
+        return took
+    assert asyncio.run(go()) < 0.3
