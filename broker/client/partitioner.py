@@ -57,22 +57,45 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
 
 
 class StickyPartitionCache:
-    """Per-topic sticky partition for records without a key (KIP-480).
+    """Per-topic sticky partition for records without a key, as Java's BuiltInPartitioner
+    (KIP-794, Kafka 3.3+): records stick to one partition until `batch.size` bytes went there,
+    then another one is picked at random, among the partitions that have a leader when the
+    metadata says so.
 
-    ``partition(topic, n)`` returns the current sticky partition; ``on_new_batch(topic, n, prev)`` is
-    called by the producer when the batch for ``prev`` was closed, and picks another partition.
+    ``partition(topic, n, available)`` returns the current sticky partition; ``record(topic, n,
+    partition, size, batch_size, available)`` counts a record's bytes and moves on when the
+    partition had its batch.size's worth. ``available``: the partitions with a leader (None:
+    all).
     """
 
     def __init__(self, rng: random.Random | None = None):
         self._rng = rng or random.Random()
         self._current: dict[str, int] = {}
+        self._produced: dict[str, int] = {}
 
-    def partition(self, topic: str, num_partitions: int) -> int:
+    def partition(self, topic: str, num_partitions: int, available=None) -> int:
         p = self._current.get(topic)
-        if p is None or p >= num_partitions:
-            p = self._rng.randrange(num_partitions)
+        if p is None or p >= num_partitions or (available and p not in available):
+            p = self._pick(num_partitions, available, None)
             self._current[topic] = p
+            self._produced[topic] = 0
         return p
+
+    def record(self, topic: str, num_partitions: int, partition: int, size: int,
+               batch_size: int, available=None) -> None:
+        if self._current.get(topic) != partition:
+            return
+        produced = self._produced.get(topic, 0) + size
+        if produced >= batch_size:
+            self._current[topic] = self._pick(num_partitions, available, partition)
+            produced = 0
+        self._produced[topic] = produced
+
+    def _pick(self, num_partitions: int, available, previous) -> int:
+        choices = sorted(available) if available else range(num_partitions)
+        if previous is not None and len(choices) > 1:
+            choices = [p for p in choices if p != previous]
+        return self._rng.choice(list(choices)) if choices else 0
 
     def on_new_batch(self, topic: str, num_partitions: int, prev_partition: int) -> int:
         """Switch away from ``prev_partition`` (if it is still the sticky one)."""

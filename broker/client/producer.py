@@ -1,10 +1,11 @@
 """An asyncio producer: Kafka's default partitioner, batching per partition, compression, acks.
 
 Theory of operation. ``send()`` picks the partition (explicit, else murmur2 of the key, else the
-sticky partition for the topic, KIP-480) and appends the record to that partition's open batch
-(a storage ``RecordBatchBuilder``: records are encoded on append, so the batch size is exact). A
-batch is *ready* when it reaches ``batch.size`` bytes, when ``linger.ms`` has passed since its first
-record, or when ``flush()`` asks. Closing a batch also moves the topic's sticky partition on.
+topic's sticky partition, which moves on after ``batch.size`` bytes, to one with a leader,
+KIP-794) and appends the record to that partition's open batch (a storage
+``RecordBatchBuilder``: records are encoded on append, so the batch size is exact). A batch is
+*ready* when it reaches ``batch.size`` bytes, when ``linger.ms`` has passed since its first
+record, or when ``flush()`` asks.
 
 A single sender task wakes on readiness, groups ready batches by partition leader and sends one
 Produce request per broker (at most ``max.in.flight.requests.per.connection`` at once per broker;
@@ -108,9 +109,14 @@ class Producer:
             self._sender = asyncio.get_running_loop().create_task(self._run())
         meta = await self.cluster.topic_metadata(topic, auto_create=self.auto_create_topics)
         count = len(meta.partitions)
-        if partition is None:
-            partition = (partition_for_key(key, count) if key is not None
-                         else self._sticky.partition(topic, count))
+        sticky = partition is None and key is None
+        available = None
+        if sticky:
+            available = {p for p, info in meta.partitions.items()
+                         if info is not None and getattr(info, "leader", 0) >= 0} or None
+            partition = self._sticky.partition(topic, count, available)
+        elif partition is None:
+            partition = partition_for_key(key, count)
         elif not 0 <= partition < count:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Partition {partition} of topic {topic} with partition count {count} is not present "
@@ -124,7 +130,7 @@ class Producer:
         tp = TopicPartition(topic, partition)
         batch = self._open.get(tp)
         if batch is not None and batch.builder.size_in_bytes + size + 21 > self.batch_size and len(batch.builder):
-            self._close_batch(batch, count)
+            self._close_batch(batch)
             batch = None
         if batch is None:
             batch = self._open[tp] = _Batch(tp, self.codec)
@@ -135,8 +141,10 @@ class Producer:
         future.add_done_callback(self._outstanding.discard)
         batch.futures.append((future, timestamp))
         batch.sizes.append((len(key) if key is not None else -1, len(value) if value is not None else -1))
+        if sticky:
+            self._sticky.record(topic, count, partition, size + 21, self.batch_size, available)
         if batch.builder.size_in_bytes >= self.batch_size:
-            self._close_batch(batch, count)
+            self._close_batch(batch)
         elif len(batch.builder) == 1:
             self._wakeup.set()  # the sender must start the linger clock
         return future
@@ -147,7 +155,7 @@ class Producer:
     async def flush(self) -> None:
         """Send everything queued and wait for every answer (errors stay in the record futures)."""
         for batch in list(self._open.values()):
-            self._close_batch(batch, None)
+            self._close_batch(batch)
         self._wakeup.set()
         # every record future not yet resolved, wherever its batch is (ready, being dispatched, in flight,
         # waiting for a retry); each one resolves or fails, so this ends
@@ -170,14 +178,12 @@ class Producer:
 
     # --- batching -----------------------------------------------------------------------------
 
-    def _close_batch(self, batch: _Batch, partition_count: int | None) -> None:
+    def _close_batch(self, batch: _Batch) -> None:
         if self._open.get(batch.tp) is batch:
             del self._open[batch.tp]
         if not len(batch.builder):
             return
         self._ready.append(batch)
-        if partition_count is not None:
-            self._sticky.on_new_batch(batch.tp.topic, partition_count, batch.tp.partition)
         self._wakeup.set()
 
     async def _run(self) -> None:
@@ -203,7 +209,7 @@ class Producer:
             for batch in list(self._open.values()):
                 due = batch.created + self.linger
                 if due <= now:
-                    self._close_batch(batch, None)
+                    self._close_batch(batch)
                 else:
                     timeout = due - now if timeout is None else min(timeout, due - now)
             ready = self._sendable()

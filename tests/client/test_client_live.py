@@ -1,6 +1,7 @@
 """The project's client against a live broker: negotiation, pipelining, partitioning, compression,
 groups with the assignors, and interop with kafka-python / confluent-kafka."""
 import asyncio
+import itertools
 
 import confluent_kafka
 import kafka
@@ -403,4 +404,21 @@ def test_a_partition_without_a_leader_does_not_stop_the_others(client_broker):
             assert TopicPartition("half", 1) not in consumer.positions
             cluster.refresh_metadata = real_refresh
             await consumer.close()
+    run(go())
+
+
+def test_null_keys_spread_after_batch_size_bytes(client_broker):
+    """Records sent one at a time (each batch closed by linger.ms) still move to another
+    partition every batch.size bytes (KIP-794): they all went to one partition."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "spread", 3)
+            producer = Producer(cluster, linger_ms=0, batch_size=4096)
+            partitions = []
+            for _ in range(60):
+                partitions.append((await (await producer.send("spread", b"x" * 1000))).partition)
+            await producer.close()
+            assert len(set(partitions)) > 1
+            runs = [len(list(g)) for _, g in itertools.groupby(partitions)]
+            assert max(runs) <= 5                      # about 4 KiB per partition in turn
     run(go())

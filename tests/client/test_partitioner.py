@@ -29,10 +29,18 @@ def test_murmur2_matches_kafka_python_on_random_keys():
         assert partition_for_key(key, 7) == (kafka_python_murmur2(key) & 0x7FFFFFFF) % 7
 
 
-def test_sticky_partition_switches_only_on_new_batch():
+def test_sticky_partition_moves_on_after_batch_size_bytes():
+    """Java's BuiltInPartitioner (KIP-794): the same partition until batch.size bytes went to
+    it, then another, one with a leader when the metadata says which."""
     cache = StickyPartitionCache(random.Random(3))
     first = cache.partition("t", 5)
-    assert all(cache.partition("t", 5) == first for _ in range(10))
-    second = cache.on_new_batch("t", 5, first)
-    assert second != first and cache.partition("t", 5) == second
-    assert cache.partition("u", 1) == 0 and cache.on_new_batch("u", 1, 0) == 0
+    for _ in range(9):
+        cache.record("t", 5, first, 100, 1000)
+        assert cache.partition("t", 5) == first
+    cache.record("t", 5, first, 100, 1000)                 # the 1000th byte
+    second = cache.partition("t", 5)
+    assert second != first
+    for _ in range(20):
+        cache.record("t", 5, cache.partition("t", 5, {1, 3}), 1000, 1000, {1, 3})
+        assert cache.partition("t", 5, {1, 3}) in (1, 3)
+    assert cache.partition("u", 1) == 0
