@@ -887,6 +887,10 @@ def _first_set(values: dict, *synonyms) -> int:
     return -1
 
 
+# Comma-separated lists here, STRING configs in Kafka (printed as they were written)
+_STRING_IN_KAFKA = frozenset(("listeners", "advertised.listeners", "log.dirs"))
+
+
 class BrokerConfig:
     """Layered broker configuration: dynamic per-broker > dynamic default > static > default."""
 
@@ -1081,6 +1085,8 @@ class BrokerConfig:
                 text = "[hidden]"
             elif value is None:
                 text = "null"
+            elif isinstance(value, list) and name in _STRING_IN_KAFKA:
+                text = format_value(value)
             elif isinstance(value, list):
                 text = "[" + ", ".join(format_value(v) for v in value) + "]"
             else:

@@ -377,19 +377,23 @@ class Connection(asyncio.BufferedProtocol):
             try:
                 pieces = encode_response(header.correlation_id, header.api_key,
                                          header.api_version, response)
-            except ProtocolError as exc:
-                # e.g. a stored string longer than a string field holds: as Kafka's
-                # handleError, the request gets UNKNOWN_SERVER_ERROR, the connection stays
+            except (ProtocolError, struct.error, OverflowError, ValueError) as exc:
+                # e.g. a stored string longer than a string field holds, a number past its
+                # field: as Kafka's handleError, the request gets UNKNOWN_SERVER_ERROR and
+                # the connection stays (it closes if even that cannot be encoded)
                 log.error("[KafkaApi-%s] Cannot encode the %s v%d response to %s: %s",
                           self.broker.broker_id, API_SPECS[header.api_key].name,
                           header.api_version, self.connection_id, exc)
-                fallback = error_response(header.api_key, header.api_version, request,
-                                          ErrorCode.UNKNOWN_SERVER_ERROR)
-                if fallback is None:
+                try:
+                    fallback = error_response(header.api_key, header.api_version, request,
+                                              ErrorCode.UNKNOWN_SERVER_ERROR)
+                    pieces = None if fallback is None else encode_response(
+                        header.correlation_id, header.api_key, header.api_version, fallback)
+                except (ProtocolError, struct.error, OverflowError, ValueError):
+                    pieces = None
+                if pieces is None:
                     self.close()
                     return
-                pieces = encode_response(header.correlation_id, header.api_key,
-                                         header.api_version, fallback)
             await self._write_pieces(pieces)
         if throttle_s > 0:
             self._muted_until = self.broker.loop.time() + throttle_s

@@ -429,7 +429,7 @@ class OffsetOperations:
                     set(group.offsets) <= set(gone):
                 self._mark_dead(group, now_ms)
                 records.append(Record(GroupKey(group.group_id), None))
-        listed = ",".join(f"{t}-{p}" for t, p in sorted(partitions))     # Kafka's mkString(",")
+        listed = ", ".join(f"{t}-{p}" for t, p in sorted(partitions))    # Kafka's mkString(", ")
         done = f"Removed {{}} offsets associated with deleted partitions: {listed}."
         if not records:
             self._info(done.format(0))          # Kafka logs it in every case

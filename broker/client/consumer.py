@@ -117,7 +117,15 @@ class Consumer:
         return set(self._assigned)
 
     async def _on_assign(self, partitions) -> None:
+        # each newly assigned partition starts fresh (its committed offset, else the reset
+        # policy), as Java's: a position left from before (a lookup that finished after the
+        # partition was lost) is not reused
+        for tp in partitions:
+            if tp not in self._assigned:
+                self.positions.pop(tp, None)
         self._assigned |= set(partitions)
+        self._buffer = [r for r in self._buffer
+                        if (r.topic, r.partition) in self._assigned]
 
     async def _on_revoke(self, partitions) -> None:
         if self.enable_auto_commit:
@@ -200,7 +208,7 @@ class Consumer:
         if self.group_id is not None:
             committed = await self.admin.fetch_offsets(self.group_id, missing)
             for tp, (offset, _, _) in committed.items():
-                if tp in missing:
+                if tp in missing and tp in self._assigned:     # not lost meanwhile
                     self.positions[tp] = offset
             missing = [tp for tp in missing if tp not in self.positions]
         if not missing:

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import re
 
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import RETRIABLE, ErrorCode, KafkaError
 from protocol.messages import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
 from broker.client import assignors as assignor_mod
@@ -206,7 +206,7 @@ class GroupMembership:
                                        protocols=protocols, reason=None)
             response = await self.cluster.send(node, request, timeout=self.rebalance_timeout_ms / 1000 + 5)
         except (KafkaError, ClientError) as e:
-            await self._backoff(e)
+            await self._backoff_or_raise(e, "JoinGroup")
             return False
         code = response.error_code
         if code == ErrorCode.MEMBER_ID_REQUIRED:
@@ -236,7 +236,7 @@ class GroupMembership:
                 protocol_name=self.protocol, assignments=assignments),
                 timeout=self.rebalance_timeout_ms / 1000 + 5)
         except (KafkaError, ClientError) as e:
-            await self._backoff(e)
+            await self._backoff_or_raise(e, "SyncGroup")
             return False
         if sync.error_code in _RESET:
             await self._lose_partitions()
@@ -288,6 +288,18 @@ class GroupMembership:
         if self.on_revoke is not None and partitions:
             await self.on_revoke(sorted(partitions))
         self.assignment -= partitions
+
+    async def _backoff_or_raise(self, error: Exception, what: str) -> None:
+        """A join step failed: retried after the backoff if retriable (the coordinator moved,
+        a broker is down), else raised out of poll() as Java's consumer raises it
+        (GROUP_AUTHORIZATION_FAILED, an unsupported version)."""
+        retriable = (isinstance(error, KafkaError)
+                     and (error.error_code in RETRIABLE or error.error_code in _REFIND)) or \
+                    (isinstance(error, ClientError) and error.retriable)
+        if not retriable:
+            raise error
+        log.debug("%s for group %s failed, retrying: %s", what, self.group_id, error)
+        await self._backoff(error)
 
     async def _backoff(self, error: Exception) -> None:
         if isinstance(error, KafkaError) and error.error_code in _REFIND:

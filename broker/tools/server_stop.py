@@ -5,8 +5,9 @@ Kafka's script does for kafka.Kafka; a broker shuts down gracefully on TERM.
     kafka-server-stop.sh --node-id=1         only the broker whose node.id (else broker.id) is 1
     kafka-server-stop.sh --process-role=R    only those whose process.roles is R
 
-A broker's settings come from its command line as it was started: the properties file (read
-relative to the broker's working directory, as Kafka's script resolves it) and any
+A broker's settings come from its command line as it was started: the properties file, a
+relative path read from the broker's own working directory (Kafka's script reads it from the
+directory the stop script runs in, and gives up when it is not there), and any
 `--override key=value` (which wins). --node-id also matches broker.id, the name ZooKeeper-mode
 brokers use (Kafka's script looks at node.id only, so in ZooKeeper mode it matched nothing). With
 both filters, --node-id wins, with Kafka's notice. "No kafka server to stop" and exit status 1
@@ -30,9 +31,12 @@ def running_brokers() -> list[tuple[int, list[str], str]]:
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-            cwd = os.readlink(f"/proc/{entry}/cwd")
         except OSError:
             continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            cwd = "/"             # not readable: only an absolute config path is found
         for i in range(len(argv) - 1):
             if argv[i] == "-m" and argv[i + 1] == "broker":
                 found.append((int(entry), argv[i + 2:], cwd))

@@ -517,3 +517,11 @@ async def test_a_response_that_cannot_be_encoded_is_unknown_server_error(client,
     assert [(r.resource_name, r.error_code) for r in response.results] == [
         ("t", ErrorCode.UNKNOWN_SERVER_ERROR)]
     assert (await client.request(ApiVersionsRequest(), 0)).error_code == 0
+
+    async def overflowing(broker, ctx, request):          # a number past its int32 field
+        return R(throttle_time_ms=2 ** 40, results=[])
+    monkeypatch.setitem(HANDLERS, ApiKey.DESCRIBE_CONFIGS, types.SimpleNamespace(
+        API_KEY=real.API_KEY, MIN_VERSION=real.MIN_VERSION, MAX_VERSION=real.MAX_VERSION,
+        handle=overflowing))
+    response = await client.request(request, 4)
+    assert [r.error_code for r in response.results] == [ErrorCode.UNKNOWN_SERVER_ERROR]

@@ -173,3 +173,35 @@ def test_the_eager_sticky_member_advertises_its_previous_assignment():
     assert sorted(TopicPartition(*tp) for tp in owned) == [TopicPartition("t", 0),
                                                           TopicPartition("t", 1)]
     assert generation == 4
+
+
+def test_a_join_error_that_is_not_retriable_is_raised():
+    """Retriable join errors are retried as long as it takes; others (an authorization
+    failure) come out of poll() as in Java's consumer, not retried for ever."""
+    import asyncio
+
+    import pytest
+
+    from broker.client.group import GroupMembership
+    from protocol.errors import ErrorCode, KafkaError
+
+    class Cluster:
+        retry_backoff = 0.001
+        topics = {}
+
+        async def retry(self, op):
+            return 1
+
+        async def refresh_metadata(self, topics=None, **kwargs):
+            pass
+
+        async def send(self, node, request, **kwargs):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "not allowed")
+
+    async def go():
+        m = GroupMembership(Cluster(), "g")
+        m.subscribe(["t"])
+        with pytest.raises(KafkaError) as info:
+            await m.ensure_active(5)
+        assert info.value.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    asyncio.run(go())
