@@ -129,6 +129,26 @@ def test_duplicate_claims_go_to_newer_generation():
     assert TopicPartition("t", 0) in a["B"]
 
 
+class FakeCoordinatorCluster:
+    """Just enough of a ClusterClient for a GroupMembership's join: `answer(request)` is what
+    the coordinator does with each JoinGroup/SyncGroup."""
+
+    retry_backoff = 0.001
+    topics: dict = {}
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    async def retry(self, op):
+        return 1
+
+    async def refresh_metadata(self, topics=None, **kwargs):
+        pass
+
+    async def send(self, node, request, **kwargs):
+        return self.answer(request)
+
+
 def test_the_eager_sticky_member_advertises_its_previous_assignment():
     """Java's StickyAssignor.subscriptionUserData: the previous assignment, though an eager
     member revoked it before joining (it advertised none, so the assignor was never sticky)."""
@@ -143,24 +163,14 @@ def test_the_eager_sticky_member_advertises_its_previous_assignment():
 
     seen = {}
 
-    class Cluster:
-        retry_backoff = 0.01
-        topics = {}
-
-        async def retry(self, op):
-            return 1
-
-        async def refresh_metadata(self, topics=None, **kwargs):
-            pass
-
-        async def send(self, node, request, **kwargs):
-            for p in request.protocols:
-                _, sub = decode_subscription(p.metadata)
-                seen[p.name] = decode_sticky_user_data(sub.user_data)
-            raise Stop
+    def answer(request):
+        for p in request.protocols:
+            _, sub = decode_subscription(p.metadata)
+            seen[p.name] = decode_sticky_user_data(sub.user_data)
+        raise Stop
 
     async def go():
-        m = GroupMembership(Cluster(), "g", assignor_names=("sticky",))
+        m = GroupMembership(FakeCoordinatorCluster(answer), "g", assignor_names=("sticky",))
         m.protocol, m.generation, m.member_id = "sticky", 4, "m1"
         m.assignment = {TopicPartition("t", 0), TopicPartition("t", 1)}
         m.subscribe(["t"])
@@ -185,21 +195,11 @@ def test_a_join_error_that_is_not_retriable_is_raised():
     from broker.client.group import GroupMembership
     from protocol.errors import ErrorCode, KafkaError
 
-    class Cluster:
-        retry_backoff = 0.001
-        topics = {}
-
-        async def retry(self, op):
-            return 1
-
-        async def refresh_metadata(self, topics=None, **kwargs):
-            pass
-
-        async def send(self, node, request, **kwargs):
-            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "not allowed")
+    def refuse(request):
+        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "not allowed")
 
     async def go():
-        m = GroupMembership(Cluster(), "g")
+        m = GroupMembership(FakeCoordinatorCluster(refuse), "g")
         m.subscribe(["t"])
         with pytest.raises(KafkaError) as info:
             await m.ensure_active(5)
