@@ -265,12 +265,14 @@ class Broker:
     # -- start-up
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        log.info("%s", self.config.values_text())
         self._stopped = self.loop.create_future()
         load_logs = self.log_manager is None
         stored_cluster_id = stored_id = None
         if load_logs:
             stored_cluster_id, stored_id = self._open_log_dirs()
+        # after the dirs are locked and their meta.properties checked: a broker refused there
+        # (a second one on the same dirs) says so in one line
+        log.info("%s", self.config.values_text())
         if self.config.get("zookeeper.connect"):
             await self._start_cluster(stored_cluster_id, stored_id, load_logs)
             return
