@@ -30,7 +30,7 @@ CHUNK_BYTES = 4 * 1024 * 1024        # copied per executor call
 FINAL_BYTES = 1024 * 1024            # what is left for the loop thread to copy before the swap
 LONG_MAX = 2**63 - 1
 RETRY = -1                           # _copy_chunk: nothing copied, try again
-THROTTLE_CHECK_S = 0.1               # how often a throttled move looks at its quota again
+THROTTLE_CHECK_S = 0.1               # a throttled move looks again at the latest after this
 
 
 def _copy_chunk(current, future, max_bytes: int) -> int:
@@ -259,7 +259,7 @@ class LogDirMover:
         """Kafka's alter-log-dirs quota: one for the broker, shared by every move, the bytes
         copied recorded and the next chunk held while the rate is above
         replica.alter.log.dirs.io.max.bytes.per.second (read each time: a change applies
-        within THROTTLE_CHECK_S)."""
+        within THROTTLE_CHECK_S; the next chunk goes as soon as the rate allows)."""
         if self._quota is None:
             from broker.replication_quota import ReplicationQuota
 
@@ -271,4 +271,4 @@ class LogDirMover:
             self._quota = ReplicationQuota(-1, rate, lambda topic: "*")
         self._quota.record(copied)
         while not self._stopping and self._quota.is_exceeded():
-            await asyncio.sleep(THROTTLE_CHECK_S)
+            await asyncio.sleep(min(THROTTLE_CHECK_S, self._quota.seconds_until_under()))

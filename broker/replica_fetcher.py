@@ -74,7 +74,8 @@ LIST_OFFSETS_VERSION = 9
 # Answers at least this large, for a replica catching up, are appended while the next Fetch is
 # out (ReplicaFetcher._deferrable).
 DEFER_APPEND_BYTES = 256 * 1024
-THROTTLE_CHECK_S = 0.1            # how often a fully throttled fetcher looks at its quota again
+THROTTLE_CHECK_S = 0.1            # a fully throttled fetcher looks again when its quota frees,
+                                  # at the latest after this (a raised rate applies then)
 _SESSION_ERRORS = {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
                    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR}
 _RETRY_LATER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
@@ -253,7 +254,9 @@ class ReplicaFetcher:
                 # throttled here, waits while the follower quota is used up.
                 ready = {tp: st for tp, st in ready.items() if tp not in throttled}
                 if not ready:
-                    await asyncio.sleep(min(backoff_s, THROTTLE_CHECK_S))
+                    quota = self.broker.replica_manager.follower_quota
+                    await asyncio.sleep(min(backoff_s, THROTTLE_CHECK_S,
+                                            quota.seconds_until_under()))
                     continue
             if not ready:
                 delays = [st.delayed_until - now for st in self.partitions.values()

@@ -781,9 +781,11 @@ class ReplicaManager:
             and quota.is_throttled(part.topic, part.partition) and quota.is_exceeded()
 
     def partition_bytes_available(self, fp, min_bytes: int, isolation_level: int,
-                                  replica_id: int, client_metadata: bool = False) -> int:
+                                  replica_id: int, client_metadata: bool = False,
+                                  throttled: set | None = None) -> int:
         """For the purgatory: bytes `fp` could read now (capped near `min_bytes`). A partition
-        that would answer with an error counts as `min_bytes`: the fetch answers at once."""
+        that would answer with an error counts as `min_bytes`: the fetch answers at once. One
+        the leader throttles counts 0, its key added to `throttled`."""
         if fp.topic is None:
             return 0
         part = self._partitions.get((fp.topic, fp.partition))
@@ -801,6 +803,8 @@ class ReplicaManager:
             if replica_id < 0 and part.behind_readable_segment(fp.fetch_offset, isolation_level):
                 return min_bytes                # DelayedFetch case F: at once
             if replica_id >= 0 and self._leader_throttles(part, replica_id):
+                if throttled is not None:
+                    throttled.add((fp.topic, fp.partition))
                 return 0                        # DelayedFetch: a throttled partition's bytes
                                                 # do not count (its answer would be empty)
             # at most the partition's own limit counts (DelayedFetch case G)
@@ -816,18 +820,44 @@ class ReplicaManager:
         """Park until `min_bytes` are readable or `max_wait_ms` passes; True if satisfied.
 
         Bytes available are remembered per partition, so a notify re-reads only the partition
-        that changed (a fetch over a thousand partitions costs one lookup per append)."""
+        that changed (a fetch over a thousand partitions costs one lookup per append).
+
+        A follower's partition that the leader throttles counts nothing, as in Kafka's
+        DelayedFetch; unlike Kafka, the wait is looked at again as soon as the leader's quota
+        frees (Kafka waits out max_wait_ms, which left the link idle half a second at a time
+        and a throttled copy about a tenth under its rate)."""
         by_key = {(fp.topic, fp.partition): fp for fp in partitions if fp.topic is not None}
         need = max(1, min_bytes)
         available = {}
+        throttled = set()
+        timer = None
+
+        def wake() -> None:
+            nonlocal timer
+            timer = None
+            for k in list(throttled):
+                if self.fetch_purgatory.notify_key(k):
+                    return
 
         def ready(key) -> bool:
+            nonlocal timer
             for k in (by_key if key is None else (key,) if key in by_key else ()):
+                throttled.discard(k)
                 available[k] = self.partition_bytes_available(by_key[k], need, isolation_level,
-                                                              replica_id, client_metadata)
-            return sum(available.values()) >= need
+                                                              replica_id, client_metadata,
+                                                              throttled)
+            if sum(available.values()) >= need:
+                return True
+            if throttled and timer is None:
+                timer = asyncio.get_running_loop().call_later(
+                    self.leader_quota.seconds_until_under(), wake)
+            return False
 
-        return await self.fetch_purgatory.wait(list(by_key), ready, max_wait_ms)
+        try:
+            return await self.fetch_purgatory.wait(list(by_key), ready, max_wait_ms)
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     # -- lifecycle -----------------------------------------------------------------------------
 

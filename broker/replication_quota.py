@@ -13,9 +13,13 @@ topic's `leader.replication.throttled.replicas` / `follower.replication.throttle
   here ("p:<this broker>" in the follower list); while it is above the limit, the fetcher
   leaves out those partitions it has not caught up on (broker/replica_fetcher.py).
 
-The rate is Kafka's (its SimpleRate): bytes over the last `replication.quota.window.num`
-windows of `replication.quota.window.size.seconds`, divided by the time since the oldest of
-them began, at least one window: a new throttle bites after about one second's worth.
+The rate is Kafka's (its SimpleRate over a SampledStat): the bytes of the samples whose last
+bytes are less than `replication.quota.window.num` windows old (a sample is one
+`replication.quota.window.size.seconds` window from its first bytes; one more is kept for the
+window that overlaps the edge), divided by the time since the oldest of them began, at least
+one window: a new throttle bites after about one second's worth. `seconds_until_under()`
+says when a used-up quota frees again, so a throttled copy resumes then (not after a fixed
+wait, which left the link idle and the copy well under the rate).
 """
 import collections
 import time
@@ -57,40 +61,62 @@ class ReplicationQuota:
         self._clock = clock
         self._windows = windows
         self._window_s = window_s
-        self._samples: collections.deque = collections.deque()      # [window start, bytes]
+        self._samples: collections.deque = collections.deque()   # [start, last bytes at, bytes]
 
     def is_throttled(self, topic: str, partition: int) -> bool:
         found = throttled_partitions(self._replicas_of(topic), self.broker_id)
         return found == "*" or partition in found
 
-    def _trim(self, now: float) -> None:
+    def _purge(self, now: float) -> None:
+        # Kafka's purgeObsoleteSamples: a sample goes when its last bytes are a full span old.
         samples = self._samples
-        while samples and samples[0][0] <= now - self._windows * self._window_s:
+        while samples and now - samples[0][1] >= self._windows * self._window_s:
             samples.popleft()
 
     def record(self, size: int) -> None:
         if size <= 0:
             return
         now = self._clock()
-        self._trim(now)
+        self._purge(now)
         samples = self._samples
         if samples and now - samples[-1][0] < self._window_s:
-            samples[-1][1] += size
+            samples[-1][1] = now
+            samples[-1][2] += size
         else:
-            samples.append([now, size])
+            samples.append([now, now, size])        # [start, last bytes, bytes]
+            if len(samples) > self._windows + 1:
+                samples.popleft()
 
     def rate(self) -> float:
         """Bytes per second measured as Kafka's SimpleRate (ReplicationQuotaManager's sensor):
         not its Rate's floor of (windows - 1) windows, which client quotas use."""
         now = self._clock()
-        self._trim(now)
+        self._purge(now)
         if not self._samples:
             return 0.0
         elapsed = max(now - self._samples[0][0], self._window_s)
-        return sum(size for _, size in self._samples) / elapsed
+        return sum(sample[2] for sample in self._samples) / elapsed
 
-    def is_exceeded(self) -> bool:
+    def _limit(self):
         limit = self._rate_of()
         if limit is None or limit < 0 or limit >= LONG_MAX:
-            return False
-        return self.rate() > limit
+            return None
+        return limit
+
+    def is_exceeded(self) -> bool:
+        limit = self._limit()
+        return limit is not None and self.rate() > limit
+
+    def seconds_until_under(self) -> float:
+        """0 when the quota is not used up; otherwise how long until it is not (with no more
+        bytes recorded): when the rate falls to the limit, or the oldest sample leaves,
+        whichever comes first (then the caller looks again)."""
+        limit = self._limit()
+        if limit is None or self.rate() <= limit:
+            return 0.0
+        now = self._clock()
+        oldest = self._samples[0]
+        leaves = oldest[1] + self._windows * self._window_s
+        if limit > 0:
+            leaves = min(leaves, oldest[0] + sum(sample[2] for sample in self._samples) / limit)
+        return max(0.0, leaves - now) + 0.001       # a hair past: the rate is then <= limit

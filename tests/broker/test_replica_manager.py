@@ -1,5 +1,6 @@
 """ReplicaManager + Partition over a real storage Log: HW, reads, acks, long polls, epochs."""
 import asyncio
+import time
 import os
 import uuid
 
@@ -481,3 +482,24 @@ async def test_the_leader_throttle_holds_after_a_follower_fetch_waits(manager):
         read = manager.read([request], max_bytes=1000, replica_id=1,
                             update_fetch_state=update)[("t", 0)]
         assert read.error_code == ErrorCode.NONE and read.records_size == 0
+
+
+async def test_a_throttled_follower_fetch_answers_once_the_leader_quota_frees(manager):
+    """The wait of a follower fetch the leader throttles ends when the leader's quota is under
+    its rate again, and the read after it sends the records (it ended only at max_wait_ms:
+    a throttled copy idled half a second at a time and ran about a tenth under its rate)."""
+    from broker.replication_quota import ReplicationQuota
+    part = manager.get_partition("t", 0)
+    part.make_leader(1, [0, 1])                        # follower 1 is not in the ISR
+    manager.append_records({("t", 0): batch(2)}, 1)
+    quota = ReplicationQuota(0, lambda: 100_000, lambda topic: "*", window_s=0.05)
+    quota.record(10_000)                               # 200,000 B/s: used up for 0.1 s
+    manager.leader_quota = quota
+    request = fetch(offset=0)
+    assert manager.partition_bytes_available(request, 1, 0, replica_id=1) == 0
+    began = time.monotonic()
+    assert await manager.wait_for_fetch([request], min_bytes=1, max_wait_ms=30_000,
+                                        isolation_level=0, replica_id=1)
+    assert time.monotonic() - began < 15                # not the 30 s of max_wait_ms
+    read = manager.read([request], max_bytes=1000, replica_id=1)[("t", 0)]
+    assert read.error_code == ErrorCode.NONE and read.records_size > 0

@@ -562,20 +562,20 @@ def kafka_throttled_copy_seconds(size, rate, *, capacity=150e6, chunk=1 << 20, w
     Kafka's ReplicationQuotaManager measures the throttled bytes with a SimpleRate over a
     SampledStat of replication.quota.window.num = 11 samples of
     replication.quota.window.size.seconds = 1 s: a sample starts when a record lands past the
-    current one's window, samples older than 11 windows are dropped, and the rate divides by
-    the time since the oldest sample began, at least one window. A new throttle lets about one
+    current one's window, a sample whose last record is 11 windows old is dropped, and the
+    rate divides by the time since the oldest sample began, at least one window. A new throttle lets about one
     second's worth through at once, then the copy runs at about the rate. This steps through
     that model with the copy fetching `chunk` bytes (replica.fetch.max.bytes) at `capacity`
     bytes/s while the quota allows and looking again every `check_s` while it does not."""
-    samples = []                                  # [start, bytes]
+    samples = []                                  # [start, last record, bytes]
     now, copied = 0.0, 0
 
     def measured():
-        samples[:] = [s for s in samples if now - s[0] < windows * window_s]
+        samples[:] = [s for s in samples if now - s[1] < windows * window_s]
         if not samples:
             return 0.0
         elapsed = max(now - samples[0][0], window_s)
-        return sum(s[1] for s in samples) / elapsed
+        return sum(s[2] for s in samples) / elapsed
 
     while copied < size:
         if measured() > rate:
@@ -583,8 +583,9 @@ def kafka_throttled_copy_seconds(size, rate, *, capacity=150e6, chunk=1 << 20, w
             continue
         n = min(chunk, size - copied)
         if not samples or now >= samples[-1][0] + window_s:
-            samples.append([now, 0])
-        samples[-1][1] += n
+            samples.append([now, now, 0])
+        samples[-1][1] = now
+        samples[-1][2] += n
         copied += n
         now += n / capacity
     return now
