@@ -90,6 +90,7 @@ class Consumer:
         self._buffer: list = []
         self._last_commit = time.monotonic()
         self._committed_positions: dict = {}
+        self._leaderless_refresh_at = 0.0      # when a leaderless partition may ask again
         self.membership: GroupMembership | None = None
         if group_id is not None:
             self.membership = GroupMembership(
@@ -219,7 +220,9 @@ class Consumer:
         # A partition without a leader now is reset later, the others are consumed meanwhile
         # (Java's OffsetFetcher retries the leaderless ones on their own)
         led = [tp for tp in missing if self._has_leader(tp)]
-        if len(led) < len(missing):
+        if len(led) < len(missing) and time.monotonic() >= self._leaderless_refresh_at:
+            # asked again after retry.backoff.ms, not on every poll (Java's metadata backoff)
+            self._leaderless_refresh_at = time.monotonic() + self.cluster.retry_backoff
             await self._refresh_quietly()
             led = [tp for tp in missing if self._has_leader(tp)]
         await self._reset(led, EARLIEST_TIMESTAMP if self.auto_offset_reset == "earliest" else LATEST_TIMESTAMP)

@@ -2,6 +2,7 @@
 groups with the assignors, and interop with kafka-python / confluent-kafka."""
 import asyncio
 import itertools
+import time
 
 import confluent_kafka
 import kafka
@@ -403,6 +404,41 @@ def test_a_partition_without_a_leader_does_not_stop_the_others(client_broker):
             assert [(r.partition, r.value) for r in got] == [(0, b"p0")]
             assert TopicPartition("half", 1) not in consumer.positions
             cluster.refresh_metadata = real_refresh
+            await consumer.close()
+    run(go())
+
+
+def test_a_leaderless_partition_asks_for_metadata_after_the_backoff(client_broker):
+    """While a partition has no leader and the others deliver, the consumer asks for
+    metadata once per retry.backoff.ms (it asked on every poll)."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap, retry_backoff_ms=200) as cluster:
+            await create(cluster, "busy", 2)
+            producer = Producer(cluster)
+            real_refresh = cluster.refresh_metadata
+            refreshes = []
+
+            async def refresh_with_p1_offline(*args, **kwargs):
+                refreshes.append(time.monotonic())
+                response = await real_refresh(*args, **kwargs)
+                meta = cluster.topics.get("busy")
+                if meta is not None and 1 in meta.partitions:
+                    meta.partitions[1] = meta.partitions[1]._replace(leader=-1)
+                return response
+            cluster.refresh_metadata = refresh_with_p1_offline
+            await cluster.refresh_metadata(["busy"])
+            consumer = Consumer(cluster, auto_offset_reset="earliest")
+            consumer.assign([TopicPartition("busy", 0), TopicPartition("busy", 1)])
+            began, got = time.monotonic(), 0
+            refreshes.clear()
+            for i in range(30):
+                await (await producer.send("busy", b"%d" % i, partition=0))
+                got += len(await consumer.poll(2000))
+            took = time.monotonic() - began
+            assert got == 30
+            assert len(refreshes) <= took / 0.2 + 2, (len(refreshes), took)
+            cluster.refresh_metadata = real_refresh
+            await producer.close()
             await consumer.close()
     run(go())
 
