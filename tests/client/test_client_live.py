@@ -375,6 +375,23 @@ def test_out_of_range_with_no_reset_policy_raises(client_broker):
     run(go())
 
 
+def leaderless(cluster, topic, partition, calls=None):
+    """Make `partition` of `topic` leaderless in every metadata answer `cluster` gets (each
+    refresh's time appended to `calls`); returns the real refresh_metadata."""
+    real_refresh = cluster.refresh_metadata
+
+    async def refresh_without_leader(*args, **kwargs):
+        if calls is not None:
+            calls.append(time.monotonic())
+        response = await real_refresh(*args, **kwargs)
+        meta = cluster.topics.get(topic)
+        if meta is not None and partition in meta.partitions:
+            meta.partitions[partition] = meta.partitions[partition]._replace(leader=-1)
+        return response
+    cluster.refresh_metadata = refresh_without_leader
+    return real_refresh
+
+
 def test_a_partition_without_a_leader_does_not_stop_the_others(client_broker):
     """A partition with no leader (its broker down) waits for its offset reset; poll() goes on
     with the others (it raised LEADER_NOT_AVAILABLE for all of them)."""
@@ -384,15 +401,7 @@ def test_a_partition_without_a_leader_does_not_stop_the_others(client_broker):
             producer = Producer(cluster)
             await (await producer.send("half", b"p0", partition=0))
             await producer.close()
-            real_refresh = cluster.refresh_metadata
-
-            async def refresh_with_p1_offline(*args, **kwargs):
-                response = await real_refresh(*args, **kwargs)
-                meta = cluster.topics.get("half")
-                if meta is not None and 1 in meta.partitions:
-                    meta.partitions[1] = meta.partitions[1]._replace(leader=-1)
-                return response
-            cluster.refresh_metadata = refresh_with_p1_offline
+            real_refresh = leaderless(cluster, "half", 1)
             await cluster.refresh_metadata(["half"])
             consumer = Consumer(cluster, auto_offset_reset="earliest")
             consumer.assign([TopicPartition("half", 0), TopicPartition("half", 1)])
@@ -415,17 +424,8 @@ def test_a_leaderless_partition_asks_for_metadata_after_the_backoff(client_broke
         async with ClusterClient(client_broker.bootstrap, retry_backoff_ms=200) as cluster:
             await create(cluster, "busy", 2)
             producer = Producer(cluster)
-            real_refresh = cluster.refresh_metadata
             refreshes = []
-
-            async def refresh_with_p1_offline(*args, **kwargs):
-                refreshes.append(time.monotonic())
-                response = await real_refresh(*args, **kwargs)
-                meta = cluster.topics.get("busy")
-                if meta is not None and 1 in meta.partitions:
-                    meta.partitions[1] = meta.partitions[1]._replace(leader=-1)
-                return response
-            cluster.refresh_metadata = refresh_with_p1_offline
+            real_refresh = leaderless(cluster, "busy", 1, refreshes)
             await cluster.refresh_metadata(["busy"])
             consumer = Consumer(cluster, auto_offset_reset="earliest")
             consumer.assign([TopicPartition("busy", 0), TopicPartition("busy", 1)])
