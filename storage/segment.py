@@ -325,13 +325,14 @@ class LogSegment:
         if self._max_ts is None or self._next_offset is None:
             self._load_tail()
         max_ts, max_ts_offset = self._max_ts
-        offset_index = self.offset_index
         for batch in batches:
             if batch.max_timestamp > max_ts:
                 max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
+            # An entry per batch past the interval (Kafka: one per append, which for a
+            # follower's many-batch appends indexes far less).
             if self.bytes_since_last_index_entry > self.index_interval_bytes:
-                offset_index.append(batch.last_offset, start + batch.position)
-                self.time_index.maybe_append(max_ts, max_ts_offset)
+                self._index_entry(batch.last_offset, start + batch.position, max_ts,
+                                  max_ts_offset)
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += batch.size
         if self._rolling_ts is None and batches:
@@ -339,6 +340,17 @@ class LogSegment:
         self._max_ts = (max_ts, max_ts_offset)
         self._next_offset = batches[-1].last_offset + 1
         self.size = start + len(view)
+
+    def _index_entry(self, last_offset: int, position: int, max_ts: int,
+                     max_ts_offset: int) -> None:
+        # The roll check before an append leaves room for one entry; an index that fills part
+        # way through a many-batch append (or its recovery) leaves the rest unindexed, and the
+        # next append rolls (the index overflowed and every append after failed).
+        if self.offset_index.is_full():
+            return
+        self.offset_index.append(last_offset, position)
+        if not self.time_index.is_full():
+            self.time_index.maybe_append(max_ts, max_ts_offset)
 
     def _preallocate(self, end: int) -> None:
         """`preallocate` (Kafka's file.preallocate): set the file's length to segment.bytes
@@ -482,8 +494,8 @@ class LogSegment:
                     if batch.max_timestamp > max_ts:
                         max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
                     if since_index > self.index_interval_bytes:
-                        self.offset_index.append(batch.last_offset, batch.position)
-                        self.time_index.maybe_append(max_ts, max_ts_offset)
+                        self._index_entry(batch.last_offset, batch.position, max_ts,
+                                          max_ts_offset)
                         since_index = 0
                     since_index += batch.size
                     prev_last = batch.last_offset

@@ -93,6 +93,26 @@ def test_roll_on_segment_ms_and_full_index(tmp_path):
 
 
 
+def test_an_append_of_many_batches_stops_indexing_when_the_index_fills(tmp_path):
+    """A follower's append of many batches, each worth an index entry, into a segment whose
+    index fills part way: the rest of it goes unindexed and the next append rolls (the index
+    overflowed and the partition refused every append after)."""
+    follower = open_log(tmp_path / "t-0", segment_index_bytes=24, index_interval_bytes=0)
+    offset = 0
+    for _ in range(6):
+        follower.append_as_follower(b"".join(
+            make_batch(offset + i, [b"v%d" % (offset + i)], timestamp=NOW + offset + i)
+            for i in range(7)))
+        offset += 7
+    assert follower.log_end_offset == 42
+    assert len(follower.segments) == 6                # one per append: each filled its index
+    check_log(follower)
+    follower.close()
+    reopened = open_log(tmp_path / "t-0", segment_index_bytes=24, index_interval_bytes=0)
+    assert reopened.log_end_offset == 42
+    check_log(reopened)
+
+
 def test_roll_on_segment_jitter(tmp_path):
     clock = Clock()
     log_ = open_log(tmp_path / "t-0", clock, segment_ms=1000, segment_jitter_ms=400)
