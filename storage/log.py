@@ -559,7 +559,10 @@ class Log:
 
     def _replay_producer_state(self, state, start: int, on_completed=None) -> None:
         chunk = 8 * 1024 * 1024
-        for segment in self._view[0]:
+        segments = self._view[0]
+        for i, segment in enumerate(segments):
+            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+                continue        # wholly below `start`: its indexes are not opened (lazily)
             first = segment.translate_offset(start) if segment.next_offset > start else None
             if first is None:
                 continue

@@ -31,9 +31,10 @@ def producer_batch(values, timestamp=NOW, key=b"k"):
     return builder.build()
 
 
-def open_log(path, clock=None, **config):
+def open_log(path, clock=None, *, had_clean_shutdown=False, recovery_point=0, **config):
     config.setdefault("segment_ms", 10**12)
-    return Log(str(path), LogConfig(**config), time_ms=clock or Clock())
+    return Log(str(path), LogConfig(**config), time_ms=clock or Clock(),
+               had_clean_shutdown=had_clean_shutdown, recovery_point=recovery_point)
 
 
 def test_append_as_leader_assigns_offsets_and_epoch(tmp_path):
@@ -110,6 +111,25 @@ def test_an_append_of_many_batches_stops_indexing_when_the_index_fills(tmp_path)
     follower.close()
     reopened = open_log(tmp_path / "t-0", segment_index_bytes=24, index_interval_bytes=0)
     assert reopened.log_end_offset == 42
+    check_log(reopened)
+
+
+def test_a_clean_reopen_opens_only_the_indexes_it_reads(tmp_path):
+    """After a clean shutdown the producer state comes from the snapshot at the log end: the
+    older segments' indexes stay closed until a read needs them (they were all mapped at
+    start-up, two maps per segment, against vm.max_map_count)."""
+    log_ = open_log(tmp_path / "t-0", segment_bytes=200)
+    for i in range(20):
+        log_.append_as_leader(producer_batch([b"v%d" % i]), 0)
+    assert len(log_.segments) >= 10
+    log_.close()
+    reopened = open_log(tmp_path / "t-0", segment_bytes=200, had_clean_shutdown=True,
+                        recovery_point=20)
+    assert reopened.log_end_offset == 20
+    opened = [s.base_offset for s in reopened.segments
+              if s._offset_index is not None or s._time_index is not None]
+    assert opened == [reopened.segments[-1].base_offset]
+    assert reopened.read(0, 1000).records                 # opened when read
     check_log(reopened)
 
 
