@@ -749,13 +749,13 @@ class Log:
             candidates = [s for s in segments if s.max_timestamp >= timestamp]
             target = timestamp
         for segment in candidates:
-            batch = segment.find_offset_by_timestamp(target, self._log_start_offset)
-            if batch is None or batch.magic != MAGIC_V2:
-                continue
-            view = RecordBatchView(segment.read_bytes(batch.position, batch.size), 0)
-            for record in view.records():
-                if record.timestamp >= target and record.offset >= self._log_start_offset:
-                    return record.offset, record.timestamp, view.partition_leader_epoch
+            for batch in segment.batches_by_timestamp(target, self._log_start_offset):
+                if batch.magic != MAGIC_V2:
+                    continue
+                view = RecordBatchView(segment.read_bytes(batch.position, batch.size), 0)
+                for record in view.records():
+                    if record.timestamp >= target and record.offset >= self._log_start_offset:
+                        return record.offset, record.timestamp, view.partition_leader_epoch
         return None
 
     # -- compaction ----------------------------------------------------------------------------

@@ -417,15 +417,15 @@ class LogSegment:
         length = min(max_position - first.position, limit)
         return first, first.position, length
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int):
-        """BatchInfo of the first batch at/after `starting_offset` whose max timestamp >=
-        `timestamp`, or None.  The caller finds the exact record inside it."""
+    def batches_by_timestamp(self, timestamp: int, starting_offset: int):
+        """BatchInfo of each batch at/after `starting_offset` whose max timestamp >=
+        `timestamp`, in order (Kafka's searchForTimestamp walk): the caller looks for the
+        exact record in each, and goes on to the next when none qualifies."""
         _, ts_offset = self.time_index.lookup(timestamp)
         start = self.offset_index.lookup(max(ts_offset, starting_offset))[1]
         for batch in scan_headers(self.log_file.fileno(), start, self.size):
             if batch.max_timestamp >= timestamp and batch.last_offset >= starting_offset:
-                return batch
-        return None
+                yield batch
 
     def batches(self, start_position: int = 0):
         """Header walk over the whole segment (BatchInfo)."""

@@ -278,6 +278,23 @@ def test_retention_by_bytes_time_and_log_start(tmp_path, caplog):
         log_.delete_records_before(end + 1)
 
 
+def test_a_timestamp_search_goes_on_past_a_batch_with_no_record_to_give(tmp_path):
+    """Kafka's searchForTimestamp walks on through the segment: the first batch whose max
+    timestamp reaches the target may hold no record at or after both the target and the log
+    start offset (moved into it by DeleteRecords); the answer is in a later batch (the search
+    gave up on the segment and answered nothing)."""
+    log_ = open_log(tmp_path / "t-0")
+    builder = RecordBatchBuilder()
+    for ts in (NOW + 2000, NOW + 1000, NOW + 1000, NOW + 1000, NOW + 1000):
+        builder.append(ts, b"k", b"v")
+    log_.append_as_leader(builder.build(), 0)                       # offsets 0-4
+    log_.append_as_leader(producer_batch([b"v"] * 5, timestamp=NOW + 1500), 0)   # 5-9
+    log_.update_high_watermark(log_.log_end_offset)
+    assert log_.fetch_offset_by_timestamp(NOW + 1500)[:2] == (0, NOW + 2000)
+    log_.delete_records_before(1)
+    assert log_.fetch_offset_by_timestamp(NOW + 1500)[:2] == (5, NOW + 1500)
+
+
 def test_deleted_segment_stays_readable_until_the_delay(tmp_path):
     clock = Clock()
     log_ = open_log(tmp_path / "t-0", clock, segment_bytes=200, retention_bytes=0,
