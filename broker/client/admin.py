@@ -11,10 +11,12 @@ failures are retried by ``ClusterClient.retry``.
 """
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import defaultdict
 from typing import NamedTuple
 
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import RETRIABLE, ErrorCode, KafkaError
 from protocol.messages import (
     CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
     AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
@@ -23,7 +25,8 @@ from protocol.messages import (
     ListTransactionsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, WriteTxnMarkersRequest,
 )
 
-from broker.client.errors import UnsupportedVersionError
+from broker.client.cluster import is_retriable
+from broker.client.errors import ClientError, UnsupportedVersionError
 from broker.client.types import TopicPartition
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest constants)
@@ -291,27 +294,66 @@ class Admin:
             return results
         return await self.cluster.retry(op)
 
-    async def delete_records(self, before: dict, *, timeout_ms: int = 30000) -> dict:
-        """before: {TopicPartition: offset} (-1 = high watermark) -> {tp: (error_code, low_watermark)}."""
-        async def op():
-            results = {}
-            for node, tps in (await self._by_leader(before)).items():
-                by_topic = defaultdict(list)
-                for tp in tps:
-                    by_topic[tp.topic].append(tp)
-                T = DeleteRecordsRequest
-                request = DeleteRecordsRequest(timeout_ms=timeout_ms, topics=[
-                    T.DeleteRecordsTopic(name=topic, partitions=[T.DeleteRecordsPartition(partition_index=tp.partition,
-                                                                       offset=before[tp]) for tp in group])
-                    for topic, group in by_topic.items()])
-                response = await self.cluster.send(node, request)
-                for t in response.topics:
-                    for p in t.partitions:
-                        if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                            raise KafkaError(p.error_code, f"{t.name}-{p.partition_index}: not the leader")
-                        results[TopicPartition(t.name, p.partition_index)] = (p.error_code, p.low_watermark)
-            return results
-        return await self.cluster.retry(op)
+    async def delete_records(self, before: dict, *, timeout_ms: int | None = None) -> dict:
+        """before: {TopicPartition: offset} (-1 = high watermark) -> {tp: (error_code,
+        low_watermark)}. As Kafka's DeleteRecordsHandler, each partition on its own: one with
+        no leader now, or answered with a retriable error (a moved leader, slow followers), is
+        asked again after a backoff while the others are done; what is still pending at
+        `timeout_ms` (default.api.timeout.ms) gets REQUEST_TIMED_OUT. The request's own
+        timeout is the time left, at most request.timeout.ms (so the broker answers first)."""
+        cluster = self.cluster
+        deadline = time.monotonic() + (timeout_ms or cluster.default_api_timeout_ms) / 1000
+        pending, results, attempt = dict(before), {}, 0
+        while pending:
+            grouped = defaultdict(list)
+            for tp in pending:
+                try:
+                    grouped[await cluster.leader_for(tp.topic, tp.partition)].append(tp)
+                except KafkaError as e:
+                    if not is_retriable(e):
+                        results[tp] = (int(e.error_code), -1)
+            for tp in results:
+                pending.pop(tp, None)
+            left_ms = min(max(0, int((deadline - time.monotonic()) * 1000)),
+                          cluster.request_timeout_ms)
+            answers = await asyncio.gather(
+                *(self._delete_records_on(node, {tp: pending[tp] for tp in tps}, left_ms)
+                  for node, tps in grouped.items()), return_exceptions=True)
+            for answer in answers:
+                if isinstance(answer, BaseException):
+                    if not isinstance(answer, (KafkaError, ClientError)):
+                        raise answer
+                    continue                    # that broker's partitions are asked again
+                for tp, (code, low) in answer.items():
+                    if tp in pending and (code == ErrorCode.NONE or code not in RETRIABLE):
+                        results[tp] = (code, low)
+                        del pending[tp]
+            if not pending:
+                break
+            if time.monotonic() >= deadline:
+                results.update((tp, (ErrorCode.REQUEST_TIMED_OUT, -1)) for tp in pending)
+                break
+            attempt += 1
+            backoff = min(cluster.retry_backoff * 2 ** min(attempt - 1, 30), cluster.retry_backoff_max)
+            await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+            try:
+                await cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
+            except (KafkaError, ClientError):
+                pass
+        return results
+
+    async def _delete_records_on(self, node: int, before: dict, timeout_ms: int) -> dict:
+        by_topic = defaultdict(list)
+        for tp in before:
+            by_topic[tp.topic].append(tp)
+        T = DeleteRecordsRequest
+        request = DeleteRecordsRequest(timeout_ms=timeout_ms, topics=[
+            T.DeleteRecordsTopic(name=topic, partitions=[T.DeleteRecordsPartition(partition_index=tp.partition,
+                                                               offset=before[tp]) for tp in group])
+            for topic, group in by_topic.items()])
+        response = await self.cluster.send(node, request)
+        return {TopicPartition(t.name, p.partition_index): (p.error_code, p.low_watermark)
+                for t in response.topics for p in t.partitions}
 
     async def alter_replica_log_dirs(self, broker_id: int, moves: dict) -> dict:
         """AlterReplicaLogDirs on one broker: {TopicPartition: log dir} ->

@@ -9,15 +9,15 @@ or ``partition: t-0	error: <exception class>: <message>`` for a partition that f
 """
 from __future__ import annotations
 
-import json
-
 from protocol.errors import ErrorCode
 
 from broker.client.admin import Admin
 from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
-from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, error_text,
-                                 exception_class, main_entry, read_properties)
+from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstrap, client_kwargs,
+                                 error_text, exception_class, main_entry, read_properties)
+from broker.tools.kafka_json import (Failure, as_array, as_object, field, parse_json, to_int,
+                                     to_long, to_str)
 
 def build_parser() -> ToolParser:
     p = ToolParser("kafka-delete-records.sh", "This tool helps to delete records of the given partitions down to "
@@ -30,26 +30,39 @@ def build_parser() -> ToolParser:
 
 
 def parse_offsets(path: str) -> dict:
+    """{TopicPartition: offset} from the file, read as Kafka's DeleteRecordsCommand reads it:
+    version 1 only, integers that are JSON integers (a partition 1.7 or "1" is refused, not
+    taken as 1), Kafka's messages for the rest, printed bare."""
     try:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ToolError(f"The offset json file {path} is not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
-        raise ToolError("Offset json file doesn't contain a \"partitions\" array")
-    out = {}
-    duplicates = []
-    for entry in doc["partitions"]:
-        try:
-            tp = TopicPartition(str(entry["topic"]), int(entry["partition"]))
-            offset = int(entry["offset"])
-        except (KeyError, TypeError, ValueError):
-            raise ToolError(f"Invalid partition entry in offset json file: {entry}") from None
-        if tp in out:
-            duplicates.append(str(tp))
-        out[tp] = offset
+            text = f.read()
+    except OSError as e:
+        raise ToolError(str(e)) from None
+    try:
+        doc = parse_json(text)
+    except Failure:
+        raise TerseError("The input string is not a valid JSON") from None
+    try:
+        obj = as_object(doc)
+        version = to_int(obj["version"]) if "version" in obj else 1
+        if version != 1:
+            raise TerseError(f"Not supported version field value {version}")
+        if "partitions" not in obj:
+            raise TerseError("Missing partitions field")
+        out, duplicates = {}, []
+        for entry in as_array(obj["partitions"]):
+            fields = as_object(entry)
+            tp = TopicPartition(to_str(field(fields, "topic")), to_int(field(fields, "partition")))
+            offset = to_long(field(fields, "offset"))
+            if tp in out:
+                duplicates.append(str(tp))
+            else:
+                out[tp] = offset
+    except Failure as e:
+        raise TerseError(str(e)) from None
     if duplicates:
-        raise ToolError(f"Offset json file contains duplicate topic partitions: {','.join(duplicates)}")
+        raise TerseError("Offset json file contains duplicate topic partitions: "
+                         + ",".join(dict.fromkeys(duplicates)))
     return out
 
 

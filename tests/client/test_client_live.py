@@ -443,6 +443,32 @@ def test_a_leaderless_partition_asks_for_metadata_after_the_backoff(client_broke
     run(go())
 
 
+def test_delete_records_goes_on_with_the_partitions_that_have_a_leader(client_broker):
+    """DeleteRecords with one partition leaderless: the others are deleted, the leaderless one
+    is asked again until the timeout and then reported timed out, as Kafka's
+    DeleteRecordsHandler (it failed the whole call: nothing was deleted)."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "trim", 2)
+            producer = Producer(cluster)
+            for p in (0, 1):
+                for i in range(5):
+                    await (await producer.send("trim", b"%d" % i, partition=p))
+            await producer.close()
+            real_refresh = leaderless(cluster, "trim", 1)
+            await cluster.refresh_metadata(["trim"])
+            admin = Admin(cluster)
+            results = await admin.delete_records({TopicPartition("trim", 0): 3,
+                                                  TopicPartition("trim", 1): 3}, timeout_ms=1500)
+            assert results == {TopicPartition("trim", 0): (ErrorCode.NONE, 3),
+                               TopicPartition("trim", 1): (ErrorCode.REQUEST_TIMED_OUT, -1)}
+            cluster.refresh_metadata = real_refresh
+            await cluster.refresh_metadata(["trim"])
+            results = await admin.delete_records({TopicPartition("trim", 1): 2})
+            assert results == {TopicPartition("trim", 1): (ErrorCode.NONE, 2)}
+    run(go())
+
+
 def test_null_keys_spread_after_batch_size_bytes(client_broker):
     """Records sent one at a time (each batch closed by linger.ms) still move to another
     partition every batch.size bytes (KIP-794): they all went to one partition."""

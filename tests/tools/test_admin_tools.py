@@ -112,6 +112,44 @@ def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):
     assert r.lines == ["offs:0:2", "offs:1:0"]
 
 
+@pytest.mark.parametrize("doc, message", [
+    ('{"partitions": [{"topic": "t", "partition": 1.7, "offset": 1}]}',
+     "Expected `Integer` value, received 1.7"),           # it deleted records of t-1
+    ('{"partitions": [{"topic": "t", "partition": "1", "offset": 1}]}',
+     'Expected `Integer` value, received "1"'),
+    ('{"partitions": [{"topic": "t", "partition": true, "offset": 1}]}',
+     "Expected `Integer` value, received true"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "offset": "6"}]}',
+     'Expected `Long` value, received "6"'),
+    ('{"partitions": [{"topic": 5, "partition": 0, "offset": 6}]}',
+     "Expected `String` value, received 5"),
+    ('{"partitions": [{"topic": "t", "partition": 0}]}', "No such field exists: `offset`"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "offset": 1}], "version": 2}',
+     "Not supported version field value 2"),
+    ('{"version": 1}', "Missing partitions field"),
+    ('{"partitions": {}}', "Expected JSON array, received {}"),
+    ('[1]', "Expected JSON object, received [1]"),
+    ('{"partitions": [', "The input string is not a valid JSON"),
+    ('', "The input string is not a valid JSON"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "offset": 1},'
+     ' {"topic": "t", "partition": 0, "offset": 2}]}',
+     "Offset json file contains duplicate topic partitions: t-0"),
+])
+def test_delete_records_reads_its_file_as_kafka_does(tmp_path, doc, message):
+    """DeleteRecordsCommand's parse: JSON integers only (a partition 1.7 was taken as 1 and
+    deleted records of t-1), version 1 only, Kafka's messages, printed bare."""
+    from broker.tools.common import TerseError
+    from broker.tools.delete_records import parse_offsets
+    path = tmp_path / "offsets.json"
+    path.write_text(doc)
+    with pytest.raises(TerseError) as e:
+        parse_offsets(str(path))
+    assert str(e.value) == message
+    path.write_text('{"partitions": [{"topic": "t", "partition": 2, "offset": -1}], "version": 1}')
+    from broker.client.types import TopicPartition
+    assert parse_offsets(str(path)) == {TopicPartition("t", 2): -1}
+
+
 def test_log_dirs_and_api_versions(tools_broker, tool):
     b = tools_broker.bootstrap
     assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "dirs").code == 0
