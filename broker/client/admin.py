@@ -152,10 +152,12 @@ class Admin:
         return await self.cluster.retry(op)
 
     async def elect_leaders(self, election_type: int, partitions=None, *,
-                            timeout_ms: int = 30000) -> dict:
+                            timeout_ms: int | None = None) -> dict:
         """ElectLeaders at the controller: election_type 0 PREFERRED, 1 UNCLEAN; `partitions`
         [TopicPartition] or None for all. -> {TopicPartition: (error_code, error_message)};
-        with None, partitions that needed no election are left out (as Kafka's broker does)."""
+        with None, partitions that needed no election are left out (as Kafka's broker does).
+        Retried until `timeout_ms` (default.api.timeout.ms); each request asks the controller
+        to wait at most request.timeout.ms or the time left, as Kafka's admin client does."""
         topic_partitions = None
         if partitions is not None:
             grouped = defaultdict(list)
@@ -163,10 +165,14 @@ class Admin:
                 grouped[tp.topic].append(tp.partition)
             topic_partitions = [ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
                                 for t, ps in grouped.items()]
-        request = ElectLeadersRequest(election_type=election_type,
-                                      topic_partitions=topic_partitions, timeout_ms=timeout_ms)
+        timeout_ms = timeout_ms or self.cluster.default_api_timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
 
         async def op():
+            left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            request = ElectLeadersRequest(election_type=election_type,
+                                          topic_partitions=topic_partitions,
+                                          timeout_ms=min(left_ms, self.cluster.request_timeout_ms))
             response = await self.cluster.send(await self._controller(), request)
             if response.error_code:
                 raise KafkaError(response.error_code)

@@ -16,18 +16,20 @@ status 1.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from protocol.errors import ErrorCode
 
 from broker.client.admin import Admin
 from broker.client.cluster import ClusterClient
+from broker.client.errors import KafkaTimeoutError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text,
                                  exception_class, main_entry, read_properties)
+from broker.tools.kafka_json import Failure, as_array, as_object, field, parse_json, to_int, to_str
 
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
+TIMEOUT_MS = 30000
 
 
 def build_parser() -> ToolParser:
@@ -91,27 +93,35 @@ def validate(opts) -> None:
                 from None
 
 
+JACKSON_MAPPING = "com.fasterxml.jackson.databind.JsonMappingException"
+
+
 def parse_election_file(path: str) -> list:
-    """The partitions of a ``{"partitions": [...]}`` file; Kafka's errors for a bad one."""
+    """The partitions of a ``{"partitions": [...]}`` file, read as Kafka's
+    LeaderElectionCommand reads it: JSON integers only (a partition 1.9 or "1" is refused,
+    not taken as 1), Kafka's messages for the rest."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise ToolError(str(e)) from None
     try:
-        doc = json.loads(text) if text.strip() else None
-    except json.JSONDecodeError:
+        doc = parse_json(text) if text.strip() else None
+    except Failure:
         doc = None                      # Kafka's Json.parseFull: empty for unparsable text
     if doc is None:
         raise ToolError("Replica election data is empty")
-    if not isinstance(doc, dict) or "partitions" not in doc:
-        raise ToolError("Replica election data is missing \"partitions\" field")
-    partitions = []
-    for entry in doc["partitions"] if isinstance(doc["partitions"], list) else [None]:
-        try:
-            partitions.append(TopicPartition(str(entry["topic"]), int(entry["partition"])))
-        except (KeyError, TypeError, ValueError):
-            raise ToolError(f"Invalid partition entry in election JSON file: {entry}") from None
+    try:
+        obj = as_object(doc)
+        if "partitions" not in obj:
+            raise ToolError("Replica election data is missing \"partitions\" field")
+        partitions = []
+        for entry in as_array(obj["partitions"]):
+            fields = as_object(entry)
+            partitions.append(TopicPartition(to_str(field(fields, "topic")),
+                                             to_int(field(fields, "partition"))))
+    except Failure as e:                # a RuntimeException around Jackson's exception
+        raise ToolError(f"{JACKSON_MAPPING}: {e}") from None
     duplicates = sorted({str(tp) for tp in partitions if partitions.count(tp) > 1})
     if duplicates:
         raise ToolError("Replica election data contains duplicate partitions: "
@@ -129,9 +139,16 @@ async def run(opts) -> int:
     else:
         partitions = None
     props = read_properties(opts.admin_config) if opts.admin_config else {}
+    # Kafka's tool: 30 s for the call and 15 s per request unless --admin.config says
+    props.setdefault("default.api.timeout.ms", str(TIMEOUT_MS))
+    props.setdefault("request.timeout.ms", str(TIMEOUT_MS // 2))
     async with ClusterClient(opts.bootstrap_server, **client_kwargs(props)) as cluster:
-        results = await Admin(cluster).elect_leaders(ELECTION_TYPES[election.lower()],
-                                                     partitions)
+        try:
+            results = await Admin(cluster).elect_leaders(ELECTION_TYPES[election.lower()],
+                                                         partitions)
+        except KafkaTimeoutError:
+            print("Timeout waiting for election results")
+            raise ToolError("Timeout waiting for election results") from None
     succeeded = [tp for tp, (code, _) in results.items() if code == ErrorCode.NONE]
     noop = [tp for tp, (code, _) in results.items() if code == ErrorCode.ELECTION_NOT_NEEDED]
     failed = {tp: r for tp, r in results.items()

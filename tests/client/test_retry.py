@@ -91,3 +91,53 @@ def test_what_the_metadata_lacks_is_asked_about_a_bounded_number_of_times(monkey
     with pytest.raises(KafkaError):
         run(cluster.retry(op, refresh=False))
     assert len(attempts) == ClusterClient.METADATA_ERROR_ATTEMPTS + 1
+
+
+def test_an_election_asks_the_controller_to_wait_at_most_the_request_timeout():
+    """Kafka's admin client: each ElectLeaders request carries min(request.timeout.ms, time
+    left of default.api.timeout.ms), so the controller answers per partition (timed out)
+    before the client gives up on the request (it carried 30 s against a 30 s request
+    timeout: the tool printed a connection timeout and no partition's result)."""
+    from broker.client.admin import Admin
+    from broker.client.types import TopicPartition
+    from protocol.messages import ElectLeadersResponse
+    sent = []
+
+    async def controller():
+        return 1
+
+    async def send(node, request, **kwargs):
+        sent.append(request.timeout_ms)
+        return ElectLeadersResponse(throttle_time_ms=0, error_code=0,
+                                    replica_election_results=[])
+    for request_timeout, api_timeout, most in ((15_000, 30_000, 15_000), (15_000, 5_000, 5_000)):
+        cluster = ClusterClient("127.0.0.1:1", request_timeout_ms=request_timeout,
+                                default_api_timeout_ms=api_timeout)
+        admin = Admin(cluster)
+        admin._controller = controller
+        cluster.send = send
+        sent.clear()
+        assert run(admin.elect_leaders(0, [TopicPartition("t", 0)])) == {}
+        assert len(sent) == 1 and most - 1000 < sent[0] <= most
+
+
+def test_the_election_tool_reports_a_call_that_timed_out(monkeypatch, capsys):
+    """LeaderElectionCommand: "Timeout waiting for election results" on stdout, the same as
+    the error, exit status 1."""
+    from broker.client.admin import Admin
+    from broker.client.errors import KafkaTimeoutError
+    from broker.tools import leader_election
+    from broker.tools.common import run as run_tool
+
+    async def elect_leaders(self, *args, **kwargs):
+        raise KafkaTimeoutError("Timed out waiting for ElectLeaders")
+
+    async def start(self):
+        pass                                    # no broker: the call itself times out
+    monkeypatch.setattr(Admin, "elect_leaders", elect_leaders)
+    monkeypatch.setattr(ClusterClient, "start", start)
+    code = run_tool(leader_election.main, ["--bootstrap-server", "127.0.0.1:1", "--election-type",
+                                           "preferred", "--all-topic-partitions"], "")
+    out, err = capsys.readouterr()
+    assert (code, out, err) == (1, "Timeout waiting for election results\n",
+                                "Timeout waiting for election results\n")

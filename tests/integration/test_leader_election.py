@@ -89,6 +89,9 @@ def test_bad_flags_get_kafkas_message(args, message):
     assert (code, out, err) == (1, "", message + "\n")
 
 
+JACKSON = "com.fasterxml.jackson.databind.JsonMappingException"
+
+
 def test_a_bad_election_file_is_named(tmp_path):
     path = tmp_path / "e.json"
     for text, message in (("", "Replica election data is empty"),
@@ -96,7 +99,18 @@ def test_a_bad_election_file_is_named(tmp_path):
                           ('{"x": 1}', "Replica election data is missing \"partitions\" field"),
                           ('{"partitions": [{"topic": "a", "partition": 0}, '
                            '{"topic": "a", "partition": 0}]}',
-                           "Replica election data contains duplicate partitions: [a-0]")):
+                           "Replica election data contains duplicate partitions: [a-0]"),
+                          # JSON integers only: 1.9, true and "1" were taken as partition 1
+                          ('{"partitions": [{"topic": "a", "partition": 1.9}]}',
+                           f"{JACKSON}: Expected `Integer` value, received 1.9"),
+                          ('{"partitions": [{"topic": "a", "partition": true}]}',
+                           f"{JACKSON}: Expected `Integer` value, received true"),
+                          ('{"partitions": [{"topic": "a", "partition": "1"}]}',
+                           f'{JACKSON}: Expected `Integer` value, received "1"'),
+                          ('{"partitions": [{"partition": 1}]}',
+                           f"{JACKSON}: No such field exists: `topic`"),
+                          ('{"partitions": {}}', f"{JACKSON}: Expected JSON array, received {{}}"),
+                          ('[]', f"{JACKSON}: Expected JSON object, received []")):
         path.write_text(text)
         code, out, err = tool("--bootstrap-server", "127.0.0.1:1", "--election-type",
                               "preferred", "--path-to-json-file", str(path))
