@@ -39,6 +39,12 @@ def _int_set_order(ids) -> list:
     return java_hash_order(ids, java_int_hash, copy_capacity(len(ids)))
 
 
+def broker_order(brokers: list) -> list:
+    """The order Kafka prints brokers in: DescribeLogDirsResult.allDescriptions() fills a
+    new HashMap<>(number of brokers) (brokers 1, 2, 4 come out 4, 1, 2)."""
+    return java_hash_order(brokers, java_int_hash, len(brokers))
+
+
 async def run(opts) -> int:
     if not opts.describe:
         raise TerseError("Missing required argument \"[describe]\"")
@@ -64,7 +70,7 @@ async def run(opts) -> int:
         results = await admin.describe_log_dirs(brokers)
         print(f"Received log directory information from brokers {','.join(map(str, brokers))}")
         described = []
-        for broker in java_hash_order(brokers, java_int_hash):
+        for broker in broker_order(brokers):
             dirs = {d.log_dir: d for d in results[broker]}
             names = java_hash_order(dirs, java_string_hash, len(dirs))
             log_dirs = []

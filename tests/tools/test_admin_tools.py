@@ -150,6 +150,13 @@ def test_delete_records_reads_its_file_as_kafka_does(tmp_path, doc, message):
     assert parse_offsets(str(path)) == {TopicPartition("t", 2): -1}
 
 
+def test_log_dirs_prints_brokers_in_kafkas_order():
+    from broker.tools.log_dirs import broker_order
+    assert broker_order([1, 2, 4]) == [4, 1, 2]          # a map sized for three brokers
+    assert broker_order([101, 102, 103, 104]) == [104, 101, 102, 103]
+    assert broker_order([0, 1, 2]) == [0, 1, 2]
+
+
 def test_log_dirs_and_api_versions(tools_broker, tool):
     b = tools_broker.bootstrap
     assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "dirs").code == 0
