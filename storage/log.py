@@ -741,9 +741,9 @@ class Log:
             return self._log_end_offset, -1, _epoch_or_none(cache.latest_epoch)
         segments = self._view[0]
         if timestamp == MAX_TIMESTAMP:
+            # the first segment with the largest timestamp; with none (-1 everywhere), its
+            # first record (Kafka: the first batch whose max timestamp is -1)
             best = max(segments, key=lambda s: s.max_timestamp)
-            if best.max_timestamp < 0:
-                return None
             candidates, target = [best], best.max_timestamp
         else:
             candidates = [s for s in segments if s.max_timestamp >= timestamp]

@@ -44,7 +44,7 @@ class TimeIndex(IndexBase):
         return self.entries >= self.max_entries - 1
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        if self.entries and timestamp <= self.last_entry[0]:
+        if timestamp <= self.last_entry[0]:     # (-1, base) when empty: never a -1 entry
             return
         if self.entries and offset < self.last_entry[1]:
             raise ValueError(f"time index {self.path}: offset {offset} after {self.last_entry}")

@@ -69,6 +69,8 @@ def test_time_index_appends_only_larger_timestamps(tmp_path):
     path = str(tmp_path / "a.timeindex")
     index = TimeIndex(path, 50, max_index_size=120)
     assert index.max_entries == 10
+    index.maybe_append(-1, 52)                     # no timestamp: never an entry (Kafka)
+    assert index.entries == 0
     index.maybe_append(1000, 55)
     index.maybe_append(1000, 60)                   # not larger: skipped
     index.maybe_append(999, 61)                    # smaller: skipped

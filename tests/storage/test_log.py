@@ -295,6 +295,25 @@ def test_a_timestamp_search_goes_on_past_a_batch_with_no_record_to_give(tmp_path
     assert log_.fetch_offset_by_timestamp(NOW + 1500)[:2] == (5, NOW + 1500)
 
 
+def test_max_timestamp_of_a_log_without_timestamps_is_its_first_record(tmp_path):
+    """ListOffsets -3 where every record's timestamp is -1 (upconverted v0 data, clients that
+    send none): Kafka answers the first record of the first segment, timestamp -1 (this
+    answered nothing); the time index gets no entry for -1."""
+    log_ = open_log(tmp_path / "t-0", index_interval_bytes=0)
+    for _ in range(3):
+        builder = RecordBatchBuilder()
+        builder.append(-1, b"k", b"v")
+        builder.append(-1, b"k", b"w")
+        log_.append_as_leader(builder.build(), 0)
+    log_.update_high_watermark(log_.log_end_offset)
+    assert log_.fetch_offset_by_timestamp(-3)[:2] == (0, -1)
+    assert log_.active_segment.time_index.entries == 0
+    log_.delete_records_before(1)
+    assert log_.fetch_offset_by_timestamp(-3)[:2] == (1, -1)
+    empty = open_log(tmp_path / "u-0")
+    assert empty.fetch_offset_by_timestamp(-3) is None
+
+
 def test_deleted_segment_stays_readable_until_the_delay(tmp_path):
     clock = Clock()
     log_ = open_log(tmp_path / "t-0", clock, segment_bytes=200, retention_bytes=0,
