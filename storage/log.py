@@ -46,7 +46,7 @@ import threading
 import time
 
 from protocol.records import FileRegion
-from storage import checkpoints, files
+from storage import checkpoints, files, legacy
 from storage.errors import CleaningAborted, CorruptIndex, CorruptRecord, OffsetOutOfRange
 from storage.leader_epoch import LeaderEpochCache
 from storage.log_config import LogConfig
@@ -750,12 +750,15 @@ class Log:
             target = timestamp
         for segment in candidates:
             for batch in segment.batches_by_timestamp(target, self._log_start_offset):
-                if batch.magic != MAGIC_V2:
-                    continue
-                view = RecordBatchView(segment.read_bytes(batch.position, batch.size), 0)
-                for record in view.records():
+                data = segment.read_bytes(batch.position, batch.size)
+                if batch.magic == MAGIC_V2:
+                    view = RecordBatchView(data, 0)
+                    records, epoch = view.records(), view.partition_leader_epoch
+                else:                           # a magic 0/1 entry of an adopted old log
+                    records, epoch = legacy.iter_messages(data), -1
+                for record in records:
                     if record.timestamp >= target and record.offset >= self._log_start_offset:
-                        return record.offset, record.timestamp, view.partition_leader_epoch
+                        return record.offset, record.timestamp, epoch
         return None
 
     # -- compaction ----------------------------------------------------------------------------

@@ -47,9 +47,22 @@ MIN_LEGACY_LENGTH = 14
 # max_timestamp: the header fields a scan needs, in one unpack.
 _PEEK = struct.Struct(">qi4xb6xi8xq")
 _OFFSET_LENGTH_MAGIC = struct.Struct(">qi4xb")
+_LEGACY_TIMESTAMP = struct.Struct(">q")       # magic 1: after offset, size, crc, magic, attributes
+_LEGACY_TIMESTAMP_AT = 18
+MIN_V1_LENGTH = 22
 _CRC = struct.Struct(">I")
 SCAN_CHUNK = 16 * 1024             # header walk reads this much per pread
 RECOVERY_CHUNK = 8 * 1024 * 1024   # recovery reads this much per pread
+
+
+def _legacy_timestamp(buf, pos: int, magic: int, length: int) -> int:
+    """A legacy entry's max timestamp, as Kafka's AbstractLegacyRecordBatch: a magic 1
+    message's own (a compressed wrapper's is its messages' largest, or the log append time);
+    magic 0 has none."""
+    if magic == 1 and length >= MIN_V1_LENGTH \
+            and pos + _LEGACY_TIMESTAMP_AT + _LEGACY_TIMESTAMP.size <= len(buf):
+        return _LEGACY_TIMESTAMP.unpack_from(buf, pos + _LEGACY_TIMESTAMP_AT)[0]
+    return NO_TIMESTAMP
 
 
 class BatchInfo(tuple):
@@ -68,7 +81,7 @@ def scan_headers(fd: int, position: int, end: int, chunk: int = SCAN_CHUNK):
     """Yield BatchInfo for each batch starting in [position, end) whose bytes end by `end`.
 
     Reads headers only (no CRC); stops at a short or impossible header.  Legacy entries report
-    base_offset == last_offset == their offset field and max_timestamp -1."""
+    base_offset == last_offset == their offset field and their timestamp (-1 for magic 0)."""
     buf, buf_start = b"", position
     while position + LEGACY_HEADER_SIZE <= end:
         rel = position - buf_start
@@ -87,7 +100,8 @@ def scan_headers(fd: int, position: int, end: int, chunk: int = SCAN_CHUNK):
                 return
             info = BatchInfo((position, size, base, base + delta, max_ts, magic))
         elif magic in (0, 1) and length >= MIN_LEGACY_LENGTH:
-            info = BatchInfo((position, size, base, base, NO_TIMESTAMP, magic))
+            info = BatchInfo((position, size, base, base,
+                              _legacy_timestamp(buf, rel, magic, length), magic))
         else:
             return
         if position + size > end:
@@ -126,7 +140,7 @@ def validate_chunk(buf, start: int, file_position: int, prev_last_offset: int):
                 return
             if zlib.crc32(view[pos + 16:pos + size]) != _CRC.unpack_from(buf, pos + 12)[0]:
                 raise _Invalid(f"CRC mismatch in message at offset {base}")
-            last, max_ts = base, NO_TIMESTAMP
+            last, max_ts = base, _legacy_timestamp(buf, pos, magic, length)
         else:
             raise _Invalid(f"unknown magic {magic}")
         if (magic == 2 and base <= prev_last_offset) or last <= prev_last_offset:

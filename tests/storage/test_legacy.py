@@ -186,3 +186,35 @@ def test_down_conversion_refuses_zstd():
     b.append(1, None, b"x")
     with pytest.raises(ValueError):
         convert_from_v2(b.build(), 1)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_an_old_segment_is_found_by_timestamp(tmp_path, clean):
+    """A Kafka 0.10-era segment adopted with the data dir: its magic 1 messages (one by one
+    and in a gzip wrapper) are found by ListOffsets by time and -3, its time index has their
+    timestamps (they counted as -1: nothing was found and time retention used the file's
+    mtime); magic 0 has no timestamps."""
+    from storage.log import Log
+    from storage.log_config import LogConfig
+    from storage.legacy import MAGIC_V0
+    path = tmp_path / "old-0"
+    path.mkdir()
+    (path / "00000000000000000000.log").write_bytes(
+        build_message_set([(1000 + i, b"k", b"v%d" % i) for i in range(10)])
+        + build_message_set([(2000 + i, b"k", b"w%d" % i) for i in range(10)],
+                            codec=Codec.GZIP, base_offset=10)
+        + build_message_set([(-1, b"k", b"x%d" % i) for i in range(5)], magic=MAGIC_V0,
+                            base_offset=20))
+    log_ = Log(str(path), LogConfig(index_interval_bytes=0), had_clean_shutdown=clean,
+               recovery_point=25 if clean else 0)
+    log_.update_high_watermark(log_.log_end_offset)
+    assert log_.log_end_offset == 25
+    assert log_.segments[0].max_timestamp == 2009
+    assert log_.fetch_offset_by_timestamp(1000)[:2] == (0, 1000)
+    assert log_.fetch_offset_by_timestamp(1005)[:2] == (5, 1005)
+    assert log_.fetch_offset_by_timestamp(1500)[:2] == (10, 2000)
+    assert log_.fetch_offset_by_timestamp(2004)[:2] == (14, 2004)
+    assert log_.fetch_offset_by_timestamp(-3)[:2] == (19, 2009)
+    assert log_.fetch_offset_by_timestamp(2010) is None
+    assert log_.segments[0].time_index.entries > 0
+    log_.close()
