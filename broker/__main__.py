@@ -29,7 +29,11 @@ def hard_exit_after(config) -> float:
     # Negative settings mean no attempt and no wait, as in Kafka (they have no validator).
     retries = max(config.get("controlled.shutdown.max.retries"), 0)
     backoff_s = max(config.get("controlled.shutdown.retry.backoff.ms"), 0) / 1000
-    return HARD_EXIT_AFTER_S + retries * (backoff_s + 5.0)
+    # each attempt: connected within controller.socket.timeout.ms, answered within
+    # request.timeout.ms (broker/cluster.py), then the backoff
+    attempt_s = (max(config.get("controller.socket.timeout.ms"), 0)
+                 + max(config.get("request.timeout.ms"), 0)) / 1000
+    return HARD_EXIT_AFTER_S + retries * (attempt_s + backoff_s)
 
 
 def _hard_exit(after_s: float):

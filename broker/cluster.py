@@ -348,11 +348,20 @@ class ClusterMembership:
                 log.warning("Controlled shutdown: no known controller (attempt %d of %d)",
                             attempt, retries)
             else:
+                # Kafka's: controller.socket.timeout.ms to be connected (its ApiVersions
+                # included, as awaitReady), then request.timeout.ms for the answer.
+                connect_timeout_ms = self.config.get("controller.socket.timeout.ms")
                 conn = BrokerConnection(endpoint[0], endpoint[1], node_id=controller_id,
                                         client_id=f"broker-{self.broker.broker_id}",
-                                        request_timeout_ms=30000, connect_timeout_ms=5000)
+                                        request_timeout_ms=self.config.get("request.timeout.ms"),
+                                        connect_timeout_ms=connect_timeout_ms)
                 try:
-                    await conn.connect()
+                    try:
+                        async with asyncio.timeout(connect_timeout_ms / 1000):
+                            await conn.connect()
+                    except TimeoutError:
+                        raise ConnectionError(f"no connection to the controller within "
+                                              f"{connect_timeout_ms} ms") from None
                     response = await conn.send(ControlledShutdownRequest(
                         broker_id=self.broker.broker_id, broker_epoch=self.broker_epoch),
                         CONTROLLED_SHUTDOWN_VERSION)
