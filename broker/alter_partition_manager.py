@@ -30,6 +30,7 @@ from broker.tasks import cancel_and_wait
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.05
+CONNECT_TIMEOUT_MS = 10000          # Kafka's socket.connection.setup.timeout.ms
 ALTER_PARTITION_VERSION = 3
 
 _ROLL_BACK = {ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED}
@@ -79,7 +80,11 @@ class AlterPartitionManager:
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 self._wake.set()
                 continue
-            self._handle(batch, response)
+            try:
+                self._handle(batch, response)
+            except Exception:                   # noqa: BLE001 - the manager must go on
+                log.exception("Handling the AlterPartition answer failed; the changes stay "
+                              "pending until new metadata arrives")
 
     async def _controller_connection(self):
         from broker.client.connection import BrokerConnection
@@ -95,9 +100,15 @@ class AlterPartitionManager:
             await self._connection.close()
             self._connection = None
         if self._connection is None:
+            # Kafka's NodeToControllerChannelManager: requests time out after
+            # controller.socket.timeout.ms, and a request that timed out closes its connection
+            # (a connection dropped silently on the way, by a firewall say, is not used again).
+            timeout_ms = self.broker.config.get("controller.socket.timeout.ms")
             conn = BrokerConnection(host, port, node_id=controller_id,
                                     client_id=f"broker-{self.broker.broker_id}-alter-partition",
-                                    request_timeout_ms=30000, connect_timeout_ms=5000)
+                                    request_timeout_ms=timeout_ms,
+                                    connect_timeout_ms=min(timeout_ms, CONNECT_TIMEOUT_MS),
+                                    close_on_timeout=True)
             await conn.connect()
             self._connection, self._connection_to = conn, (controller_id, host, port)
         return self._connection
@@ -138,7 +149,10 @@ class AlterPartitionManager:
                 self._pending.setdefault(key, (part, isr, leader_epoch, partition_epoch))
                 self._wake.set()
                 continue
-            code = ErrorCode(answer.error_code)
+            try:
+                code = ErrorCode(answer.error_code)
+            except ValueError:                  # Errors.forCode: sent again, as any other
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
             if code == ErrorCode.NONE:
                 if answer.leader_epoch != part.leader_epoch or \
                         answer.partition_epoch < part.partition_epoch:
