@@ -25,7 +25,11 @@ Per partition, as Kafka's TransactionMarkerRequestCompletionHandler:
 Delivery also stops when the coordinator no longer owns the transaction (`still_owner()` false:
 its `__transaction_state` partition moved) or the broker shuts down.
 
-Concurrency: every method runs on the event loop; each MarkerRequest is one task.
+Concurrency: every method runs on the event loop; each MarkerRequest is one task. As Kafka's
+channel manager, each other broker has one queue and one WriteTxnMarkers in flight at a time,
+carrying every transaction's markers queued for it meanwhile (a slow leader's N commits wait
+one round, not N one after the other, and a request that fails or times out costs only its
+own connection). Verification (broker/txn_verification.py) has connections of its own.
 """
 import asyncio
 import logging
@@ -46,7 +50,11 @@ class TxnMarkerSender:
     def __init__(self, broker):
         self.broker = broker
         self._tasks: set[asyncio.Task] = set()
-        self._connections: dict[int, object] = {}
+        # pool -> broker id -> connection: "markers" here, "verification" for
+        # broker/txn_verification.py (Kafka's AddPartitionsToTxnManager has its own client)
+        self._connections: dict[str, dict[int, object]] = {"markers": {}, "verification": {}}
+        self._queues: dict[int, list] = {}      # broker id -> [(marker, partitions, future)]
+        self._drainers: dict[int, asyncio.Task] = {}
         self._closed = False
 
     def send(self, marker, on_written, still_owner=lambda: True) -> None:
@@ -66,9 +74,10 @@ class TxnMarkerSender:
                 await task
             except (asyncio.CancelledError, Exception):     # noqa: BLE001 - shutting down
                 pass
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        for pool in self._connections.values():
+            for conn in pool.values():
+                await conn.close()
+            pool.clear()
 
     async def _deliver(self, marker, on_written, still_owner) -> None:
         pending = set(marker.partitions)
@@ -134,37 +143,89 @@ class TxnMarkerSender:
         return leader if leader is not None and leader >= 0 else -1
 
     async def _write(self, leader: int, marker, partitions) -> dict:
+        """One round of `marker` to `leader`: {partition: error code}, {} when the request
+        failed (all retried)."""
         from broker.handlers.write_txn_markers import write_markers
         if leader == self.broker.broker_id:
             return await write_markers(self.broker, marker.producer_id, marker.producer_epoch,
                                        marker.committed, marker.coordinator_epoch, partitions)
-        topics: dict[str, list] = {}
-        for topic, p in partitions:
-            topics.setdefault(topic, []).append(p)
-        request = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
-            producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
-            transaction_result=marker.committed, coordinator_epoch=marker.coordinator_epoch,
-            topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
-                    for t, ps in topics.items()])])
+        future = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(leader, []).append((marker, partitions, future))
+        if leader not in self._drainers:
+            task = asyncio.get_running_loop().create_task(self._drain(leader))
+            self._drainers[leader] = task
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return await future
+
+    async def _drain(self, leader: int) -> None:
+        """Kafka's RequestSendThread for one broker: while markers wait for it, one request
+        with all of them (one producer's at most once: its next waits for the next request)."""
+        queue = self._queues[leader]
+        batch = []
+        try:
+            while True:
+                batch, held, producers = [], [], set()
+                for entry in queue:
+                    if entry[2].done():
+                        continue                # its delivery was cancelled
+                    if entry[0].producer_id in producers:
+                        held.append(entry)
+                    else:
+                        producers.add(entry[0].producer_id)
+                        batch.append(entry)
+                queue[:] = held
+                if not batch:
+                    return
+                results = await self._send_markers(leader, [(m, tps) for m, tps, _ in batch])
+                for (_, _, future), result in zip(batch, results):
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_result({})       # retried by its delivery
+            if self._drainers.get(leader) is asyncio.current_task():
+                del self._drainers[leader]
+                if not queue:
+                    self._queues.pop(leader, None)
+
+    async def _send_markers(self, leader: int, entries: list) -> list:
+        """One WriteTxnMarkers with a marker per (marker, partitions) entry: each entry's
+        {partition: error code}, all {} when the request failed."""
+        writable = []
+        for marker, partitions in entries:
+            topics: dict[str, list] = {}
+            for topic, p in partitions:
+                topics.setdefault(topic, []).append(p)
+            writable.append(WriteTxnMarkersRequest.WritableTxnMarker(
+                producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+                transaction_result=marker.committed, coordinator_epoch=marker.coordinator_epoch,
+                topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                        for t, ps in topics.items()]))
         try:
             conn = await self.connection(leader)
-            response = await conn.send(request, WRITE_TXN_MARKERS_VERSION)
+            response = await conn.send(WriteTxnMarkersRequest(markers=writable),
+                                       WRITE_TXN_MARKERS_VERSION)
         except asyncio.CancelledError:
             raise
         except Exception as exc:                     # noqa: BLE001 - retried
             log.info("WriteTxnMarkers to broker %d failed: %s; retrying", leader, exc)
-            stale = self._connections.pop(leader, None)
+            stale = self._connections["markers"].pop(leader, None)
             if stale is not None:
                 await stale.close()
-            return {}
-        return {(t.name, p.partition_index): p.error_code
-                for m in response.markers for t in m.topics for p in t.partitions}
+            return [{} for _ in entries]
+        by_producer = {m.producer_id: {(t.name, p.partition_index): p.error_code
+                                       for t in m.topics for p in t.partitions}
+                       for m in response.markers}
+        return [by_producer.get(marker.producer_id, {}) for marker, _ in entries]
 
-    async def connection(self, broker_id: int):
-        """A connection to `broker_id` on the inter-broker listener (kept; shared with
-        broker/txn_verification.py)."""
+    async def connection(self, broker_id: int, pool: str = "markers"):
+        """A connection to `broker_id` on the inter-broker listener, kept in `pool`
+        ("markers", or "verification" for broker/txn_verification.py)."""
         from broker.client.connection import BrokerConnection
-        conn = self._connections.get(broker_id)
+        connections = self._connections[pool]
+        conn = connections.get(broker_id)
         if conn is not None and conn.connected:
             return conn
         info = self.broker.metadata.live_brokers.get(broker_id)
@@ -173,8 +234,8 @@ class TxnMarkerSender:
         listener = self.broker.cluster.inter_broker_listener
         host, port = info.endpoints.get(listener) or next(iter(info.endpoints.values()))
         conn = BrokerConnection(host, port, node_id=broker_id,
-                                client_id=f"broker-{self.broker.broker_id}-txn-markers",
+                                client_id=f"broker-{self.broker.broker_id}-txn-{pool}",
                                 request_timeout_ms=self.broker.config.get("request.timeout.ms"))
         await conn.connect()
-        self._connections[broker_id] = conn
+        connections[broker_id] = conn
         return conn

@@ -135,7 +135,7 @@ async def _ask_coordinator(broker, transactional_id, producer_id, producer_epoch
             topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in topics.items()])])
     try:
-        conn = await broker.txn_marker_sender.connection(coordinator_id)
+        conn = await broker.txn_marker_sender.connection(coordinator_id, "verification")
         response = await conn.send(request, VERIFY_VERSION)
     except Exception as exc:                        # noqa: BLE001 - the producer retries
         log.info("Verifying %s with broker %d failed: %s", transactional_id, coordinator_id,

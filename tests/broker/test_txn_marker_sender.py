@@ -157,3 +157,48 @@ async def test_on_one_broker_a_partition_on_a_failed_log_dir_waits_for_its_marke
     written, rounds = await deliver(sender, [("gone", 0)],
                                     lambda n, leader, tps: {tp: E.NONE for tp in tps})
     assert written and rounds == []
+
+
+class SlowLeader:
+    """A leader's connection: records each WriteTxnMarkers (the producer ids it carries) and
+    answers NONE for all once `release` is set."""
+
+    def __init__(self):
+        self.requests = []
+        self.release = asyncio.Event()
+
+    async def send(self, request, version):
+        self.requests.append([m.producer_id for m in request.markers])
+        await self.release.wait()
+        from protocol.messages.write_txn_markers import WriteTxnMarkersResponse as R
+        return R(markers=[R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=[
+            R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=0)
+                for p in t.partition_indexes]) for t in m.topics]) for m in request.markers])
+
+
+async def test_markers_queued_for_a_busy_leader_go_in_one_request():
+    """Kafka's channel manager: one WriteTxnMarkers in flight per broker, carrying every
+    marker queued meanwhile (each transaction sent its own, pipelined on one connection: a
+    slow leader's N commits waited N rounds, and one timeout failed them all)."""
+    leader = SlowLeader()
+    sender = TxnMarkerSender(cluster_broker({0: 2, 1: 2}))
+
+    async def connection(broker_id, pool="markers"):
+        assert (broker_id, pool) == (2, "markers")
+        return leader
+    sender.connection = connection
+    written = []
+    for pid in (1000, 1001, 1002):
+        sender.send(MarkerRequest(f"tid{pid}", pid, 0, 0, True, [("t", 0), ("t", 1)]),
+                    lambda done, pid=pid: written.append((pid, sorted(done))))
+        await asyncio.sleep(0.01)
+    assert leader.requests == [[1000]]           # the others wait for it
+    leader.release.set()
+    for _ in range(100):
+        if len(written) == 3:
+            break
+        await asyncio.sleep(0.01)
+    await sender.close()
+    assert leader.requests == [[1000], [1001, 1002]]
+    assert sorted(written) == [(pid, [("t", 0), ("t", 1)]) for pid in (1000, 1001, 1002)]
