@@ -130,8 +130,7 @@ class Consumer:
 
     async def _on_revoke(self, partitions) -> None:
         if self.enable_auto_commit:
-            consumed = self._consumed_positions()
-            offsets = {tp: consumed[tp] for tp in partitions if tp in consumed}
+            offsets = self._consumed_positions(partitions)
             if offsets:
                 try:
                     await self.commit(offsets)
@@ -147,16 +146,18 @@ class Consumer:
             self.positions.pop(tp, None)
         self._buffer = [r for r in self._buffer if (r.topic, r.partition) in self._assigned]
 
-    def _consumed_positions(self) -> dict:
-        """Per assigned partition, the offset of the next record poll() has not returned yet:
-        the first one still buffered, else the fetch position. Commits and position() use it,
-        as Java's consumer (whose position moves only as records are returned)."""
+    def _consumed_positions(self, only=None) -> dict:
+        """Per assigned partition (of `only`, when given), the offset of the next record poll()
+        has not returned yet: the first one still buffered, else the fetch position. Commits
+        and position() use it, as Java's consumer (whose position moves only as records are
+        returned)."""
+        wanted = self._assigned if only is None else self._assigned & set(only)
         first: dict = {}
         for r in self._buffer:
             tp = TopicPartition(r.topic, r.partition)
-            if tp not in first:
+            if tp in wanted and tp not in first:
                 first[tp] = r.offset
-        return {tp: first.get(tp, o) for tp, o in self.positions.items() if tp in self._assigned}
+        return {tp: first.get(tp, o) for tp, o in self.positions.items() if tp in wanted}
 
     # --- positions ----------------------------------------------------------------------------
 
@@ -199,8 +200,7 @@ class Consumer:
             if tp not in self.positions:
                 raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE,
                                  f"No position for {tp}: the partition has no leader")
-        return next((r.offset for r in self._buffer if (r.topic, r.partition) == tp),
-                    self.positions[tp])
+        return self._consumed_positions([tp]).get(tp, self.positions[tp])
 
     async def _resolve_positions(self, partitions) -> None:
         missing = [tp for tp in partitions if tp not in self.positions]
