@@ -145,11 +145,10 @@ class GroupMembership:
         self._next_metadata_check = loop.time() + (1.0 if missing else self.metadata_max_age)
         try:
             await self._resolve_pattern()
-            if self.topics:
-                await self.cluster.refresh_metadata(sorted(self.topics),
-                                                    allow_auto_topic_creation=True)
         except (KafkaError, ClientError) as e:
             log.debug("Metadata refresh for group %s failed: %s", self.group_id, e)
+            return
+        if not await self._refresh_subscription():
             return
         if self._partition_counts() != self._snapshot:
             log.info("Group %s: the subscribed topics' partitions changed (%s -> %s): rejoining",
@@ -175,14 +174,21 @@ class GroupMembership:
         self.needs_rejoin = True
         return self._fatal
 
-    async def _join_and_sync(self) -> bool:
-        await self._resolve_pattern()
-        if self.topics:      # the subscription's metadata, topics created if the broker allows
+    async def _refresh_subscription(self) -> bool:
+        """The subscription's metadata, topics created if the broker allows it (Java's
+        allow.auto.create.topics); False when the refresh failed."""
+        if self.topics:
             try:
                 await self.cluster.refresh_metadata(sorted(self.topics),
                                                     allow_auto_topic_creation=True)
             except (KafkaError, ClientError) as e:
                 log.debug("Metadata refresh for group %s failed: %s", self.group_id, e)
+                return False
+        return True
+
+    async def _join_and_sync(self) -> bool:
+        await self._resolve_pattern()
+        await self._refresh_subscription()
         snapshot = self._partition_counts()
         owned = previous = sorted(self.assignment)
         if not self.cooperative and self.assignment and self.generation >= 0:
