@@ -127,9 +127,13 @@ def _open_planned_segment(split: Split) -> int:
 
     Kafka renames a segment to `.deleted` before deleting it (retention, and log compaction, which
     also puts the rewritten segment under the old name): the planned file stays readable there for
-    file.delete.delay.ms, so a query sees one consistent snapshot even while the broker cleans.
+    file.delete.delay.ms, so a query sees one consistent snapshot even while the broker cleans. A
+    segment planned under its `.swap` name is found under its final one.
     """
-    for path in (split.log_path, split.log_path + ".deleted"):
+    paths = [split.log_path, split.log_path + ".deleted"]
+    if split.log_path.endswith(".swap"):        # a compacted segment swapped in since planning
+        paths.insert(1, split.log_path[:-len(".swap")])
+    for path in paths:
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:

@@ -60,6 +60,12 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"      # the log cleaner's
 # digits after the last '-'. Deleted/future/stray dirs end in "-delete"/"-future"/"-stray" and fail this.
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.log$")
+_SWAP_FILE = re.compile(r"^(?P<base>\d{20})\.log\.swap$")
+SWAP_SUFFIX = ".swap"
+
+
+class DuplicatePartitionError(ValueError):
+    """One partition found in two of the log dirs given."""
 
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")
 TIME_INDEX_ENTRY = struct.Struct(">qi")
@@ -241,8 +247,36 @@ def _list_segments(dir_path: str) -> list[Segment]:
             continue
         segments.append(Segment(int(m["base"]), path, st.st_size, sibling(INDEX_SUFFIX),
                                 sibling(TIME_INDEX_SUFFIX), sibling(TXN_INDEX_SUFFIX), st.st_ino))
+    for name in names:
+        m = _SWAP_FILE.match(name)
+        if m:
+            segments = _swapped_in(dir_path, names, int(m["base"]), segments)
     segments.sort(key=lambda s: s.base_offset)
     return segments
+
+
+def _swapped_in(dir_path: str, names: set, base: int, segments: list) -> list:
+    """A compacted segment being swapped in (Kafka's replaceSegments: the cleaned segment is
+    renamed `.swap`, the segments it replaces `.deleted`, then the `.swap` drops its suffix;
+    a crash can leave it so, for the broker's restart to finish): it is read in place of the
+    segments it covers, as Kafka's loader takes it (those segments may already be gone from
+    the listing: without it their rows were silently missing)."""
+    stem = f"{base:020d}"
+    path = os.path.join(dir_path, stem + LOG_SUFFIX + SWAP_SUFFIX)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:           # swapped in since the listing: its .log was listed
+        return segments
+    end, next_offset = _scan_tail(path, 0)
+    covered_end = next_offset if next_offset is not None else base
+    kept = [seg for seg in segments if not base <= seg.base_offset < max(covered_end, base + 1)]
+
+    def sibling(suffix):
+        name = stem + suffix + SWAP_SUFFIX
+        return os.path.join(dir_path, name) if name in names else None
+    kept.append(Segment(base, path, end, sibling(INDEX_SUFFIX), sibling(TIME_INDEX_SUFFIX),
+                        sibling(TXN_INDEX_SUFFIX), st.st_ino))
+    return kept
 
 
 def load_partition(dir_path: str, topic: str, partition: int,
@@ -289,6 +323,14 @@ def discover(log_dirs: list[str], topic_filter=None,
                 continue
             found.append(load_partition(path, topic, partition, high_watermarks, log_start_offsets))
     found.sort(key=lambda p: (p.topic, p.partition))
+    for a, b in zip(found, found[1:]):
+        if (a.topic, a.partition) == (b.topic, b.partition):
+            # Kafka refuses to start so; it is also the moment a move between log dirs renames
+            # the future replica before the old one goes
+            raise DuplicatePartitionError(
+                f"{a.topic}-{a.partition} is in two of the log dirs ({a.dir}, {b.dir}): "
+                f"a move between log dirs finishing (run the query again), or log dirs of more "
+                f"than one broker (name one broker's)")
     return found
 
 
@@ -345,9 +387,34 @@ def plan_splits(log: PartitionLog, start_offset: int, end_offset: int, target_by
             stop_pos, stop_offset = points[j + 1] if j + 1 < len(points) else (segment.size, seg_end)
             if stop_offset <= start_offset or first >= end_offset:
                 continue
+            if end_offset < stop_offset:
+                # The split holding the end (the high watermark, say) stops at the batch that
+                # starts there: the bytes past it are not read, so a follower's truncation of
+                # its uncommitted tail cannot break the query (Kafka reads up to the HW too).
+                stop_pos, stop_offset = _cut_at(segment.log_path, pos, stop_pos, end_offset)
             splits.append(Split(log.topic, log.partition, segment.log_path, pos, stop_pos, first,
                                 stop_offset, segment.inode))
     return splits
+
+
+def _cut_at(path: str, start: int, end: int, offset: int) -> tuple[int, int]:
+    """(position, first offset) of the first batch in [start, end) of `path` with no offset
+    below `offset` (end, `offset` when none): where a read that wants offsets < `offset` stops."""
+    buf = _map(path)
+    previous_last = None
+    try:
+        for pos, header in iter_batch_headers(buf, start, end):
+            # a legacy wrapper's offset is its last message's: its first is only known to
+            # follow the entry before it
+            first = header[0] if header[3] >= 2 else \
+                (previous_last + 1 if previous_last is not None else None)
+            if first is not None and first >= offset:
+                return pos, offset
+            previous_last = last_offset_of(header)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+    return end, offset
 
 
 @dataclass

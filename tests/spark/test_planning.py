@@ -126,3 +126,57 @@ def test_a_segment_deleted_while_planning_asks_for_the_query_again(tmp_path, mon
                                  "isolation": "read_committed"})
     with pytest.raises(SegmentChangedError, match="run the query again"):
         reader.plan()
+
+
+def test_a_split_stops_at_the_high_watermark_so_a_truncated_tail_does_not_break_it(tmp_path):
+    """The bytes above the high watermark are not read: a follower truncating its uncommitted
+    tail after planning (a leader change) left the split's planned bytes short, and the query
+    failed although every committed record was there."""
+    w = LogDirWriter(str(tmp_path))
+    for i in range(10):
+        w.append("t", 0, [(1000 + i, b"k", b"v%d" % i, [])])
+    w.close(high_watermarks={("t", 0): 6})
+    log, = layout.discover([str(tmp_path)])
+    assert (log.committed_end, log.log_end_offset) == (6, 10)
+    split, = layout.plan_splits(log, 0, log.committed_end, 1 << 20)
+    with open(split.log_path, "rb") as f:
+        data = f.read()
+    cut = split.end_position
+    assert 0 < cut < len(data)
+    with open(split.log_path, "r+b") as f:
+        f.truncate(cut)                                 # offsets 6-9 truncated away
+    assert _offsets(split, 0, 6) == list(range(6))
+
+
+def test_a_compacted_segment_being_swapped_in_is_read_in_place_of_those_it_replaces(tmp_path):
+    """Kafka's replaceSegments renames the cleaned segment `.swap`, the old ones `.deleted`,
+    then drops the `.swap`: planned in between (or on a dir a crash left so), the rows of the
+    replaced segments were silently missing."""
+    w = LogDirWriter(str(tmp_path), segment_bytes=300)
+    for i in range(30):
+        w.append("t", 0, [(1000 + i, b"k", b"v%d" % i, [])])
+    w.close()
+    log, = layout.discover([str(tmp_path)])
+    assert len(log.segments) >= 3
+    first, second = log.segments[0], log.segments[1]
+    # the "cleaned" segment: the first segment's records again (a cleaner keeping them all)
+    shutil.copyfile(first.log_path, first.log_path + ".swap")
+    os.rename(first.log_path, first.log_path + ".deleted")      # mid-swap
+    log, = layout.discover([str(tmp_path)])
+    assert log.segments[0].log_path.endswith(".log.swap")
+    assert log.segments[1].base_offset == second.base_offset
+    got = [o for split in layout.plan_splits(log, 0, log.committed_end, 1 << 20)
+           for o in _offsets(split)]
+    assert got == list(range(30))
+    splits = layout.plan_splits(log, 0, log.committed_end, 1 << 20)
+    os.rename(first.log_path + ".swap", first.log_path)          # the swap finishes
+    assert [o for split in splits for o in _offsets(split)] == list(range(30))
+
+
+def test_one_partition_in_two_log_dirs_is_refused_not_read_twice(tmp_path):
+    for d in ("a", "b"):
+        w = LogDirWriter(str(tmp_path / d))
+        w.append("t", 0, [(1000, b"k", b"v", [])])
+        w.close()
+    with pytest.raises(layout.DuplicatePartitionError, match="t-0 is in two of the log dirs"):
+        layout.discover([str(tmp_path / "a"), str(tmp_path / "b")])
