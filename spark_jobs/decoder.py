@@ -60,7 +60,8 @@ from storage.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CON
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
-NO_TIMESTAMP = -1       # Kafka's RecordBatch.NO_TIMESTAMP: the record has none (Spark: null)
+NO_TIMESTAMP = -1       # Kafka's RecordBatch.NO_TIMESTAMP: the record has none (here: null;
+                        # Spark's Kafka source makes it 1969-12-31 23:59:59.999)
 
 # Column names and Arrow types, in schema order. Names follow Spark's Kafka source.
 BASE_COLUMNS = [
