@@ -365,12 +365,31 @@ def segment_split_points(segment: Segment, target_bytes: int) -> list[tuple[int,
         next_cut = target_bytes
         for pos in candidates:
             if pos >= next_cut and pos > points[-1][0]:
-                points.append((pos, struct.unpack_from(">q", buf, pos)[0]))
+                first = _first_offset_at(buf, pos)
+                if first is None:
+                    continue
+                points.append((pos, first))
                 next_cut = pos + target_bytes
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()
     return points
+
+
+def _first_offset_at(buf, pos: int) -> int | None:
+    """The first offset of the batch at `pos`: a v2 batch's base offset; a legacy entry's
+    offset field is its last message's (a compressed wrapper's first is read from inside it).
+    None for an entry that cannot be read (not a place to cut)."""
+    offset = struct.unpack_from(">q", buf, pos)[0]
+    if buf[pos + MAGIC_OFFSET] >= 2:
+        return offset
+    from storage.legacy import iter_messages
+    from storage.compression import CorruptRecordError
+    size = struct.unpack_from(">i", buf, pos + 8)[0] + LOG_OVERHEAD
+    try:
+        return next(iter_messages(bytes(buf[pos:pos + size]))).offset
+    except (CorruptRecordError, StopIteration, struct.error, ValueError):
+        return None
 
 
 def plan_splits(log: PartitionLog, start_offset: int, end_offset: int, target_bytes: int) -> list[Split]:

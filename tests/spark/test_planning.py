@@ -180,3 +180,21 @@ def test_one_partition_in_two_log_dirs_is_refused_not_read_twice(tmp_path):
         w.close()
     with pytest.raises(layout.DuplicatePartitionError, match="t-0 is in two of the log dirs"):
         layout.discover([str(tmp_path / "a"), str(tmp_path / "b")])
+
+
+def test_an_old_compressed_segment_cut_into_splits_keeps_every_row(tmp_path):
+    """A magic 1 gzip wrapper's offset field is its last message's: a split starting there
+    was labelled with it, and an end offset inside the wrapper dropped the split (rows
+    0-4 of 0-6 came back when the segment was cut)."""
+    from storage.compression import Codec
+    from storage.legacy import build_message_set
+    path = tmp_path / "t-0"
+    path.mkdir()
+    (path / "00000000000000000000.log").write_bytes(b"".join(
+        build_message_set([(1000 + b * 5 + i, b"k", b"v%d" % (b * 5 + i)) for i in range(5)],
+                          codec=Codec.GZIP, base_offset=b * 5) for b in range(3)))
+    log, = layout.discover([str(tmp_path)])
+    for target in (1 << 20, 50):
+        splits = layout.plan_splits(log, 0, 7, target)
+        assert [o for split in splits for o in _offsets(split, 0, 7)] == list(range(7))
+    assert [s.first_offset for s in layout.plan_splits(log, 0, 15, 50)] == [0, 5, 10]
