@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 A Spark task reads one `Split` (a byte range of one `.log` file that starts on a batch boundary) with
 one `pread` and walks the batch headers (layout in spark_jobs/layout.py and storage/record_batch.py).
-Batches that pass the checks below are queued; every `rows_per_batch` records the queue is decoded
+Batches that pass the checks below are queued; every `rows_per_batch` records (or MAX_CHUNK_BYTES
+of decompressed records, which very compressible data reaches first) the queue is decoded
 at once, column by column, into one `pyarrow.RecordBatch` (spark_jobs/columnar.py). No per-record
 Python object is built, unlike `RecordBatchView.records()`, which builds a Record per row for the
 broker's convenience; the tests check this decoder against storage's reader record by record.
@@ -73,6 +74,9 @@ EXTRA_COLUMNS = [("leaderEpoch", pa.int32()), ("producerId", pa.int64()), ("isTr
 # batch's delete horizon (null when it has none), what the log cleaner decides by.
 BATCH_FIELD_COLUMNS = [("isAborted", pa.bool_()), ("deleteHorizon", pa.timestamp("us", tz="UTC"))]
 DEFAULT_ROWS_PER_BATCH = 65536
+# A chunk's keys or values must stay under Arrow's 2 GiB per binary array: a 64 MiB split of
+# data that compresses 32 times holds more than that in fewer than 65536 records.
+MAX_CHUNK_BYTES = 256 << 20
 
 
 def arrow_schema(include_headers: bool, batch_fields: bool = False) -> pa.Schema:
@@ -188,6 +192,7 @@ class SplitReader:
         self.rows_per_batch = rows_per_batch
         self._queue: list[tuple] = []
         self._queued_records = 0
+        self._queued_bytes = 0
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         buf = read_split_bytes(self.split)
@@ -204,7 +209,7 @@ class SplitReader:
                 v2, no_timestamp_type = _legacy_to_v2(_legacy_messages(buf, pos, batch_length))
                 self._queue_batch(v2, 0, len(v2), read_batch_header(v2, 0), no_timestamp_type)
                 pos += LOG_OVERHEAD + batch_length
-                if self._queued_records >= self.rows_per_batch:
+                if self._chunk_full():
                     yield from self._flush()
                 continue
             header = read_batch_header(buf, pos)
@@ -213,7 +218,7 @@ class SplitReader:
                 raise CorruptBatchError(f"{self.split.log_path}: batch at {pos} runs past {end}")
             self._queue_batch(buf, pos, next_pos, header)
             pos = next_pos
-            if self._queued_records >= self.rows_per_batch:
+            if self._chunk_full():
                 yield from self._flush()
 
     def _queue_batch(self, buf, pos: int, next_pos: int, header,
@@ -242,12 +247,16 @@ class SplitReader:
                             producer_id, bool(attributes & TRANSACTIONAL_FLAG_MASK), aborted,
                             horizon))
         self._queued_records += count
+        self._queued_bytes += len(data)
+
+    def _chunk_full(self) -> bool:
+        return self._queued_records >= self.rows_per_batch or self._queued_bytes >= MAX_CHUNK_BYTES
 
     def _is_aborted(self, producer_id: int, offset: int) -> bool:
         return any(first <= offset <= last for first, last in self.aborted.get(producer_id, ()))
 
     def _flush(self) -> Iterator[pa.RecordBatch]:
-        queue, self._queue, self._queued_records = self._queue, [], 0
+        queue, self._queue, self._queued_records, self._queued_bytes = self._queue, [], 0, 0
         counts = np.array([q[1] for q in queue], np.int64)
         starts, position = [], 0
         for data, count, *_ in queue:

@@ -198,3 +198,18 @@ def test_an_old_compressed_segment_cut_into_splits_keeps_every_row(tmp_path):
         splits = layout.plan_splits(log, 0, 7, target)
         assert [o for split in splits for o in _offsets(split, 0, 7)] == list(range(7))
     assert [s.first_offset for s in layout.plan_splits(log, 0, 15, 50)] == [0, 5, 10]
+
+
+def test_a_chunk_is_decoded_once_its_records_reach_the_byte_cap(tmp_path, monkeypatch):
+    """Very compressible data holds more than Arrow's 2 GiB per binary array in fewer than
+    rows_per_batch records: chunks are cut by bytes too (a task failed on it)."""
+    from spark_jobs import decoder
+    w = LogDirWriter(str(tmp_path))
+    for i in range(8):
+        w.append("t", 0, [(1000 + i, b"k", b"x" * 10_000, [])])
+    w.close()
+    log, = layout.discover([str(tmp_path)])
+    split, = layout.plan_splits(log, 0, log.committed_end, 1 << 20)
+    monkeypatch.setattr(decoder, "MAX_CHUNK_BYTES", 25_000)
+    sizes = [b.num_rows for b in SplitReader(split, 0, 1 << 62)]
+    assert sum(sizes) == 8 and max(sizes) <= 3
