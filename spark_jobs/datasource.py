@@ -30,7 +30,11 @@ Options (names follow Spark's own Kafka source where one exists):
                         topic: it is read only when named in `topics`
   startingOffsets       "earliest" (default), "latest", or JSON {"topic": {"0": 42, "1": -2}}
                         (-2 = earliest, -1 = latest); inclusive
-  endingOffsets         "latest" (default) or JSON as above (-1 = latest); exclusive
+  endingOffsets         "latest" (default) or JSON as above (-1 = latest); exclusive. A partition
+                        the JSON leaves out takes the default (Spark's Kafka source wants them all)
+  failOnDataLoss        true (default, as Spark's Kafka source) | false: a starting offset below a
+                        partition's log start (records deleted by retention or DeleteRecords) fails
+                        the query, or, false, reads from the log start
   startingTimestamp     ms since the epoch, or JSON per partition: start at the earliest offset whose
                         timestamp >= it (Kafka's ListOffsets by time; none -> no rows)
   endingTimestamp       ms, or JSON: end (exclusive) at the earliest offset whose timestamp >= it
@@ -210,6 +214,10 @@ _SPARK_KAFKA_UNSUPPORTED = {
 }
 
 
+class DataLossError(ValueError):
+    """Offsets asked for are no longer in the log (failOnDataLoss)."""
+
+
 class KafkaLogScanReader(DataSourceReader):
     """Plans and reads; filters Spark pushed down (KafkaLogReader) narrow the plan."""
 
@@ -224,6 +232,7 @@ class KafkaLogScanReader(DataSourceReader):
         self.offset_range = _Range()
         self.ts_range = _Range()
         self._check_options()
+        self.fail_on_data_loss = _bool(self.options.get("failondataloss", "true"))
 
     def _check_options(self) -> None:
         """Bad options fail the query at planning with a message naming the option."""
@@ -314,6 +323,13 @@ class KafkaLogScanReader(DataSourceReader):
                 if read_committed:
                     end = min(end, txn.last_stable_offset)
             start = _resolve(starting(log), log, log.log_start_offset, end)
+            if start < log.log_start_offset and self.fail_on_data_loss:
+                # Spark's Kafka source (failOnDataLoss=true, its default) fails here too
+                raise DataLossError(
+                    f"kafkalog: startingOffsets asks {log.topic}-{log.partition} from offset "
+                    f"{start}, but its log starts at {log.log_start_offset}: the records before "
+                    f"were deleted (retention, DeleteRecords). Set option failOnDataLoss to "
+                    f"false to read from the log start instead")
             stop = _resolve(ending(log), log, end, end)
             ts = starting_ts(log)
             if ts is not None:

@@ -213,3 +213,20 @@ def test_a_chunk_is_decoded_once_its_records_reach_the_byte_cap(tmp_path, monkey
     monkeypatch.setattr(decoder, "MAX_CHUNK_BYTES", 25_000)
     sizes = [b.num_rows for b in SplitReader(split, 0, 1 << 62)]
     assert sum(sizes) == 8 and max(sizes) <= 3
+
+
+def test_a_starting_offset_below_the_log_start_fails_unless_failondataloss_is_false(tmp_path):
+    """As Spark's Kafka source (failOnDataLoss=true by default): records asked for that were
+    deleted fail the query rather than being skipped silently (the option was ignored)."""
+    from spark_jobs.datasource import DataLossError, KafkaLogReader
+    w = LogDirWriter(str(tmp_path))
+    for i in range(6):
+        w.append("t", 0, [(1000 + i, b"k", b"v%d" % i, [])])
+    w.close()
+    (tmp_path / "log-start-offset-checkpoint").write_text("0\n1\nt 0 3\n")
+    options = {"logDirs": str(tmp_path), "startingOffsets": '{"t": {"0": 1}}'}
+    with pytest.raises(DataLossError, match="t-0 from offset 1, but its log starts at 3"):
+        KafkaLogReader(options).partitions()
+    planned = KafkaLogReader({**options, "failOnDataLoss": "false"}).partitions()
+    assert [p.start_offset for p in planned] == [3]
+    assert [p.start_offset for p in KafkaLogReader({"logDirs": str(tmp_path)}).partitions()] == [3]
