@@ -302,9 +302,9 @@ class KafkaLogScanReader(DataSourceReader):
 
     def _plan(self) -> list[SplitPartition]:
         named = self._named_topics() or set()
-        logs = [log for log in layout.discover(self._log_dirs(), self._topic_filter(),
-                                               layout.CLUSTER_METADATA_TOPIC in named)
-                if self.partition_range.contains(log.partition)]
+        logs = layout.discover(self._log_dirs(), self._topic_filter(),
+                               layout.CLUSTER_METADATA_TOPIC in named,
+                               self.partition_range.contains)
         read_committed = self.options.get("isolation", "read_uncommitted") == "read_committed"
         batch_fields = _bool(self.options.get("includebatchfields", "false")) and \
             self.options.get("view", "records") == "records"

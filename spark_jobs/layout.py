@@ -300,10 +300,11 @@ def load_partition(dir_path: str, topic: str, partition: int,
 
 
 def discover(log_dirs: list[str], topic_filter=None,
-             include_cluster_metadata: bool = False) -> list[PartitionLog]:
+             include_cluster_metadata: bool = False, partition_filter=None) -> list[PartitionLog]:
     """Every partition found in the given log dirs, sorted by (topic, partition).
 
-    topic_filter(topic) -> bool chooses topics before any segment is opened. KRaft's metadata
+    topic_filter(topic) -> bool and partition_filter(partition) -> bool choose partitions
+    before any segment is opened. KRaft's metadata
     log (`__cluster_metadata-0`, in dirs written by Kafka in KRaft mode) is not a topic and is
     left out unless `include_cluster_metadata` (the data source: when named in `topics`).
     """
@@ -320,6 +321,8 @@ def discover(log_dirs: list[str], topic_filter=None,
             if topic == CLUSTER_METADATA_TOPIC and not include_cluster_metadata:
                 continue
             if topic_filter is not None and not topic_filter(topic):
+                continue
+            if partition_filter is not None and not partition_filter(partition):
                 continue
             found.append(load_partition(path, topic, partition, high_watermarks, log_start_offsets))
     found.sort(key=lambda p: (p.topic, p.partition))

@@ -230,3 +230,22 @@ def test_a_starting_offset_below_the_log_start_fails_unless_failondataloss_is_fa
     planned = KafkaLogReader({**options, "failOnDataLoss": "false"}).partitions()
     assert [p.start_offset for p in planned] == [3]
     assert [p.start_offset for p in KafkaLogReader({"logDirs": str(tmp_path)}).partitions()] == [3]
+
+
+def test_a_partition_filter_leaves_other_partitions_unopened(tmp_path, monkeypatch):
+    """Partitions a pushed-down filter excludes are not loaded (their active segment was
+    scanned at planning, then dropped)."""
+    from spark_jobs.datasource import KafkaLogReader
+    w = LogDirWriter(str(tmp_path))
+    for p in range(4):
+        w.append("t", p, [(1000, b"k", b"v", [])])
+    w.close()
+    loaded = []
+    real = layout.load_partition
+    monkeypatch.setattr(layout, "load_partition",
+                        lambda path, topic, p, *a: loaded.append(p) or real(path, topic, p, *a))
+    reader = KafkaLogReader({"logDirs": str(tmp_path)})
+    from pyspark.sql.datasource import EqualTo
+    list(reader.pushFilters([EqualTo(("partition",), 2)]))     # (a generator: Spark drains it)
+    assert [p.split.partition for p in reader.partitions()] == [2]
+    assert loaded == [2]
