@@ -68,14 +68,11 @@ def build_parser() -> ToolParser:
 
 
 def validate(opts) -> None:
-    """Kafka's LeaderElectionCommandOptions.validate, same messages."""
-    if not opts.bootstrap_server:
-        raise ToolError("Missing required option(s): bootstrap-server")
-    if not opts.election_type:
-        raise ToolError("Missing required option(s): election-type")
-    if opts.election_type.lower() not in ELECTION_TYPES:
-        raise ToolError(f"Cannot convert argument '{opts.election_type}' of option "
-                        f"['election-type']. Value must be one of [PREFERRED, UNCLEAN]")
+    """Kafka's LeaderElectionCommandOptions.validate, same messages and order."""
+    missing = [name for name, value in (("bootstrap-server", opts.bootstrap_server),
+                                        ("election-type", opts.election_type)) if not value]
+    if missing:
+        raise ToolError(f"Missing required option(s): {', '.join(missing)}")
     chosen = sum(bool(x) for x in (opts.topic, opts.all_topic_partitions,
                                    opts.path_to_json_file))
     if chosen != 1:
@@ -85,12 +82,15 @@ def validate(opts) -> None:
         raise ToolError("Missing required option(s): partition")
     if not opts.topic and opts.partition is not None:
         raise ToolError("Option partition is only allowed if topic is used")
-    if opts.partition is not None:
-        try:
-            int(opts.partition)
-        except ValueError:
-            raise ToolError(f"Cannot parse argument '{opts.partition}' of option partition") \
-                from None
+
+
+def converted(opts, name: str, convert):
+    """An option's value as joptsimple converts it when the command first reads it."""
+    value = getattr(opts, name.replace("-", "_"))
+    try:
+        return convert(value)
+    except (ValueError, KeyError):
+        raise ToolError(f"Cannot parse argument '{value}' of option {name}") from None
 
 
 JACKSON_MAPPING = "com.fasterxml.jackson.databind.JsonMappingException"
@@ -131,11 +131,13 @@ def parse_election_file(path: str) -> list:
 
 async def run(opts) -> int:
     validate(opts)
-    election = opts.election_type.upper()
+    # read in the order Kafka's command reads them: the type, the file, the partition
+    election = converted(opts, "election-type",
+                         lambda v: {"PREFERRED": "PREFERRED", "UNCLEAN": "UNCLEAN"}[v.upper()])
     if opts.path_to_json_file:
         partitions = parse_election_file(opts.path_to_json_file)
     elif opts.topic:
-        partitions = [TopicPartition(opts.topic, int(opts.partition))]
+        partitions = [TopicPartition(opts.topic, converted(opts, "partition", int))]
     else:
         partitions = None
     props = read_properties(opts.admin_config) if opts.admin_config else {}

@@ -80,13 +80,24 @@ def test_preferred_election_brings_leaders_back_after_a_restart(kafka_cluster, t
     (["--election-type", "preferred", "--topic", "t"], "Missing required option(s): partition"),
     (["--election-type", "preferred", "--all-topic-partitions", "--partition", "1"],
      "Option partition is only allowed if topic is used"),
+    # joptsimple's OptionArgumentConversionException (jopt-simple 5.0.4's message), raised
+    # when the command reads the type: after the checks above
     (["--election-type", "sideways", "--all-topic-partitions"],
-     "Cannot convert argument 'sideways' of option ['election-type']. Value must be one of "
-     "[PREFERRED, UNCLEAN]"),
+     "Cannot parse argument 'sideways' of option election-type"),
+    (["--election-type", "sideways"], "One and only one of the following options is "
+                                      "required: topic, all-topic-partitions, path-to-json-file"),
+    (["--election-type", "unclean", "--topic", "t", "--partition", "x"],
+     "Cannot parse argument 'x' of option partition"),
 ])
 def test_bad_flags_get_kafkas_message(args, message):
     code, out, err = tool("--bootstrap-server", "127.0.0.1:1", *args)
     assert (code, out, err) == (1, "", message + "\n")
+
+
+def test_both_required_options_missing_are_named():
+    code, out, err = tool("--all-topic-partitions")
+    assert (code, out, err) == (1, "", "Missing required option(s): bootstrap-server, "
+                                       "election-type\n")
 
 
 JACKSON = "com.fasterxml.jackson.databind.JsonMappingException"
