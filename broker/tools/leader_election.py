@@ -26,6 +26,7 @@ from broker.client.errors import KafkaTimeoutError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text,
                                  exception_class, main_entry, read_properties)
+from broker.tools.javautil import java_hash_order, java_tp_hash
 from broker.tools.kafka_json import Failure, as_array, as_object, field, parse_json, to_int, to_str
 
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
@@ -151,10 +152,12 @@ async def run(opts) -> int:
         except KafkaTimeoutError:
             print("Timeout waiting for election results")
             raise ToolError("Timeout waiting for election results") from None
-    succeeded = [tp for tp, (code, _) in results.items() if code == ErrorCode.NONE]
-    noop = [tp for tp, (code, _) in results.items() if code == ErrorCode.ELECTION_NOT_NEEDED]
-    failed = {tp: r for tp, r in results.items()
-              if r[0] not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)}
+    # Kafka's HashSet / HashMap of TopicPartition: their iteration order
+    ordered = java_hash_order(list(results), java_tp_hash)
+    succeeded = [tp for tp in ordered if results[tp][0] == ErrorCode.NONE]
+    noop = [tp for tp in ordered if results[tp][0] == ErrorCode.ELECTION_NOT_NEEDED]
+    failed = {tp: results[tp] for tp in ordered
+              if results[tp][0] not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)}
     if succeeded:
         print(f"Successfully completed leader election ({election}) for partitions "
               f"{', '.join(map(str, succeeded))}")

@@ -121,23 +121,42 @@ def test_an_election_asks_the_controller_to_wait_at_most_the_request_timeout():
         assert len(sent) == 1 and most - 1000 < sent[0] <= most
 
 
-def test_the_election_tool_reports_a_call_that_timed_out(monkeypatch, capsys):
-    """LeaderElectionCommand: "Timeout waiting for election results" on stdout, the same as
-    the error, exit status 1."""
+def run_election_tool(monkeypatch, capsys, answer):
+    """kafka-leader-election.sh --all-topic-partitions with no broker: the call returns
+    `answer` ({TopicPartition: (code, message)}) or raises it. -> (status, out, err)."""
     from broker.client.admin import Admin
-    from broker.client.errors import KafkaTimeoutError
     from broker.tools import leader_election
     from broker.tools.common import run as run_tool
 
     async def elect_leaders(self, *args, **kwargs):
-        raise KafkaTimeoutError("Timed out waiting for ElectLeaders")
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
 
     async def start(self):
-        pass                                    # no broker: the call itself times out
+        pass
     monkeypatch.setattr(Admin, "elect_leaders", elect_leaders)
     monkeypatch.setattr(ClusterClient, "start", start)
     code = run_tool(leader_election.main, ["--bootstrap-server", "127.0.0.1:1", "--election-type",
                                            "preferred", "--all-topic-partitions"], "")
     out, err = capsys.readouterr()
-    assert (code, out, err) == (1, "Timeout waiting for election results\n",
-                                "Timeout waiting for election results\n")
+    return code, out, err
+
+
+def test_the_election_tool_reports_a_call_that_timed_out(monkeypatch, capsys):
+    """LeaderElectionCommand: "Timeout waiting for election results" on stdout, the same as
+    the error, exit status 1."""
+    from broker.client.errors import KafkaTimeoutError
+    assert run_election_tool(monkeypatch, capsys,
+                             KafkaTimeoutError("Timed out waiting for ElectLeaders")) == \
+        (1, "Timeout waiting for election results\n", "Timeout waiting for election results\n")
+
+
+def test_the_election_tool_lists_partitions_in_kafkas_hash_set_order(monkeypatch, capsys):
+    from broker.client.types import TopicPartition
+    answer = {TopicPartition("t", p): (ErrorCode.NONE, None) for p in range(3)}
+    answer.update({TopicPartition("u", p): (ErrorCode.ELECTION_NOT_NEEDED, None) for p in (0, 1)})
+    code, out, _ = run_election_tool(monkeypatch, capsys, answer)
+    assert (code, out) == (0, "Successfully completed leader election (PREFERRED) for partitions "
+                              "t-2, t-1, t-0\nValid replica already elected for partitions "
+                              "u-1, u-0\n")
