@@ -16,6 +16,7 @@ from broker.client.cluster import ClusterClient
 from broker.client.types import TopicPartition
 from broker.tools.common import (TerseError, ToolError, ToolParser, add_bootstrap, client_kwargs,
                                  error_text, exception_class, main_entry, read_properties)
+from broker.tools.javautil import java_hash_order, java_tp_hash
 from broker.tools.kafka_json import (Failure, as_array, as_object, field, parse_json, to_int,
                                      to_long, to_str)
 
@@ -84,7 +85,7 @@ async def run(opts) -> int:
             results.update(await admin.delete_records(known))
         print("Records delete operation completed:")
         failed = 0
-        for tp in offsets:
+        for tp in java_hash_order(list(offsets), java_tp_hash):     # Kafka's HashMap order
             code, low = results[tp]
             if code:
                 failed += 1

@@ -98,8 +98,9 @@ def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):
                                                {"topic": "offs", "partition": 1, "offset": 10**6}], "version": 1}))
     r = tool("delete_records", "--bootstrap-server", b, "--offset-json-file", spec)
     assert r.lines[:2] == ["Executing records delete operation", "Records delete operation completed:"]
-    assert r.lines[2] == "partition: offs-0\tlow_watermark: 2"
-    assert r.lines[3] == ("partition: offs-1\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException: "
+    # in the order of Kafka's HashMap of TopicPartition: offs-1 before offs-0
+    assert r.lines[3] == "partition: offs-0\tlow_watermark: 2"
+    assert r.lines[2] == ("partition: offs-1\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException: "
                           "The requested offset is not within the range of offsets maintained by the server.")
     assert r.code == 1
     r = tool("get_offsets", "--bootstrap-server", b, "--topic", "offs", "--partitions", "0", "--time", -2)
