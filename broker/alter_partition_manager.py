@@ -120,7 +120,7 @@ class AlterPartitionManager:
                 AlterPartitionRequest.PartitionData(
                     partition_index=p, leader_epoch=leader_epoch,
                     new_isr_with_epochs=[AlterPartitionRequest.BrokerState(
-                        broker_id=b, broker_epoch=-1) for b in sorted(isr)],
+                        broker_id=b, broker_epoch=-1) for b in _in_order(part, isr)],
                     leader_recovery_state=0, partition_epoch=partition_epoch))
         request = AlterPartitionRequest(
             broker_id=self.broker.broker_id, broker_epoch=self.broker.cluster.broker_epoch,
@@ -158,6 +158,7 @@ class AlterPartitionManager:
                         answer.partition_epoch < part.partition_epoch:
                     continue
                 part.isr = set(answer.isr)
+                part.isr_order = list(answer.isr)
                 part.partition_epoch = answer.partition_epoch
                 part.pending_isr = None
                 log.info("[Partition %s-%d broker=%d] ISR updated to %s and version updated to "
@@ -177,3 +178,10 @@ class AlterPartitionManager:
             else:
                 self._pending.setdefault(key, (part, isr, leader_epoch, partition_epoch))
                 self._wake.set()
+
+
+def _in_order(part, isr: set) -> list:
+    """The new ISR as Kafka's leader sends it: the current one's order, a member removed where it
+    was, one that rejoins at the end (Partition's isr + replica, isr -- outOfSync)."""
+    order = getattr(part, "isr_order", None) or []
+    return [b for b in order if b in isr] + sorted(isr - set(order))

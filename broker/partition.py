@@ -75,6 +75,7 @@ class Partition:
         self.leader_epoch_start_offset: int | None = None
         self.replicas: list[int] = []
         self.isr: set[int] = set()
+        self.isr_order: list[int] = []       # the same, in the controller's order
         # LEO of each follower as last reported by its fetches (empty with one replica), when
         # each last caught up with this leader, and this leader's LEO at its previous fetch
         # (Kafka's Replica state: what ISR shrink and expand decide on).
@@ -110,6 +111,8 @@ class Partition:
         self.replicas = list(replicas) or [self.local_broker_id]
         self.isr = set(isr) if isr is not None else {self.local_broker_id}
         self.isr.add(self.local_broker_id)
+        # the controller's order (Kafka's ISR is a list: "Isr: 1,2,0" after 0 rejoined)
+        self.isr_order = list(dict.fromkeys(list(isr or ()) + [self.local_broker_id]))
         self.partition_epoch = partition_epoch
         self.pending_isr = None
         if new_leadership and not was_leader:
@@ -169,6 +172,7 @@ class Partition:
         self.leader_epoch = max(self.leader_epoch, leader_epoch)
         self.replicas = list(replicas)
         self.isr = set()
+        self.isr_order = []
         self.partition_epoch = partition_epoch
         self.pending_isr = None
         self.leader_epoch_start_offset = None

@@ -22,7 +22,8 @@ class Controller:
     def __init__(self, answer):
         self.answer = answer
         self.connections = 0
-        self.attempts = []                    # (connection, ApiKey name)
+        self.attempts = []                    # the connection of each AlterPartition
+        self.isrs = []                        # the ISR each asked for
 
     async def serve(self, reader, writer):
         self.connections += 1
@@ -39,6 +40,8 @@ class Controller:
                 else:
                     request = AlterPartitionRequest.decode(frame[pos:], header.api_version)
                     self.attempts.append(number)
+                    self.isrs.append([s.broker_id for s in
+                                      request.topics[0].partitions[0].new_isr_with_epochs])
                     code = self.answer(number, len(self.attempts))
                     if code is None:
                         continue
@@ -59,12 +62,14 @@ class Controller:
             pass
 
 
-async def change_isr(controller: Controller, timeout_ms: int = 300):
+async def change_isr(controller: Controller, timeout_ms: int = 300, isr_order=(1,),
+                     new_isr=(1, 2)):
     server = await asyncio.start_server(controller.serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     topic_id = uuid.uuid4()
     part = SimpleNamespace(topic="t", partition=0, topic_id=topic_id, pending_isr=None,
-                           leader_epoch=1, partition_epoch=1, isr={1},
+                           leader_epoch=1, partition_epoch=1, isr=set(isr_order),
+                           isr_order=list(isr_order),
                            maybe_increment_high_watermark=lambda: False)
     endpoints = {"PLAINTEXT": ("127.0.0.1", port)}
     broker = SimpleNamespace(
@@ -75,7 +80,7 @@ async def change_isr(controller: Controller, timeout_ms: int = 300):
         replica_manager=SimpleNamespace(topic_name=lambda tid: "t",
                                         get_partition=lambda topic, p: part))
     manager = AlterPartitionManager(broker)
-    manager.submit(part, {1, 2})
+    manager.submit(part, set(new_isr))
     try:
         async with asyncio.timeout(20):
             while part.pending_isr is not None:
@@ -100,3 +105,15 @@ def test_an_unknown_error_code_is_retried():
     part = asyncio.run(change_isr(controller))
     assert part.isr == {1, 2}
     assert len(controller.attempts) == 2
+
+
+def test_the_new_isr_keeps_the_current_order_and_a_rejoining_replica_goes_last():
+    """Kafka's leader sends isr + replica (isr -- outOfSync): describe shows "Isr: 1,2,0" after
+    broker 0 rejoined (this sent them sorted: "0,1,2")."""
+    controller = Controller(lambda connection, attempt: 0)
+    part = asyncio.run(change_isr(controller, isr_order=(2, 1), new_isr=(0, 1, 2)))
+    assert controller.isrs == [[2, 1, 0]]
+    assert part.isr_order == [2, 1, 0]
+    controller = Controller(lambda connection, attempt: 0)
+    asyncio.run(change_isr(controller, isr_order=(2, 0, 1), new_isr=(2, 1)))
+    assert controller.isrs == [[2, 1]]
