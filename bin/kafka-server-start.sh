@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Usage: kafka-server-start.sh [-daemon] config/server.properties [--override key=value ...]
-# Runs the broker with the repository's .venv (created by `make install`).
+# Runs the broker with the repository's .venv (created by `make install-broker`, or `make install` with Spark's too).
 set -euo pipefail
 if [ $# -lt 1 ]; then
   echo "USAGE: $0 [-daemon] server.properties [--override property=value]*" >&2
@@ -9,7 +9,7 @@ fi
 base_dir=$(cd "$(dirname "$0")/.." && pwd)
 python="${KBROKER_PYTHON:-$base_dir/.venv/bin/python}"
 if [ ! -x "$python" ]; then
-  echo "$python not found: run 'make install' first" >&2
+  echo "$python not found: run 'make install-broker' first" >&2
   exit 1
 fi
 export PYTHONPATH="$base_dir${PYTHONPATH:+:$PYTHONPATH}"

@@ -1,7 +1,8 @@
 """The README's three-broker cluster, step by step with the bin/ scripts (Kafka's tutorial step
-6): ZooKeeper first, server.properties copied for brokers 1 and 2 with the README's edits, a
-topic with replication factor 3, describe, produce, kill -9 of the leader, describe again (a new
-leader, the ISR without it), consume everything, restart it, and it rejoins the ISR.
+6): ZooKeeper first, server.properties copied for brokers 0, 1 and 2 with the README's edits, a
+topic with replication factor 3, describe, produce, consume, kill -9 of the leader, describe
+again from all three bootstrap servers (a new leader, the ISR without it), consume everything,
+restart it, and it rejoins the ISR.
 
 Ports and directories are the test's own (free loopback ports, tmp_path), and the ZooKeeper
 session is 6 s instead of 18 s so the failover takes seconds; everything else is as written."""
@@ -53,7 +54,12 @@ def test_tutorial_step_6_on_three_brokers(tmp_path):
         text = text.replace("broker.id=0", f"broker.id={broker_id}")
         text = text.replace("127.0.0.1:9092", f"127.0.0.1:{ports[broker_id]}")
         text = re.sub(r"(?m)^log.dirs=.*$", f"log.dirs={tmp_path}/kafka-logs-{broker_id}", text)
-        name = "server.properties" if broker_id == 0 else f"server-{broker_id}.properties"
+        for key, value in (("offsets.topic.replication.factor", 3),
+                           ("transaction.state.log.replication.factor", 3),
+                           ("transaction.state.log.min.isr", 2)):
+            text, n = re.subn(rf"(?m)^{re.escape(key)}=1$", f"{key}={value}", text)
+            assert n == 1, key                  # the README's sed finds it
+        name = f"server-{broker_id}.properties"
         (config / name).write_text(text)
         return config / name
 
@@ -88,10 +94,13 @@ def test_tutorial_step_6_on_three_brokers(tmp_path):
         assert isr.split(",") == replicas.split(",") and leader == int(replicas.split(",")[0])
         run("kafka-console-producer.sh", "--bootstrap-server", bootstrap, "--topic",
             "my-replicated-topic", input="my test message 1\nmy test message 2\n")
+        out = run("kafka-console-consumer.sh", "--bootstrap-server", bootstrap,
+                  "--from-beginning", "--topic", "my-replicated-topic", "--max-messages", "2",
+                  timeout=90)
+        assert out.splitlines() == ["my test message 1", "my test message 2"]
         procs[leader].send_signal(signal.SIGKILL)
         procs[leader].wait(10)
-        survivor = next(b for b in range(3) if b != leader)
-        bootstrap = f"127.0.0.1:{ports[survivor]}"
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)      # as the README
         deadline = time.monotonic() + 30
         while True:
             new_leader, _, new_isr = describe(bootstrap)
