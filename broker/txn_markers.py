@@ -55,6 +55,7 @@ class TxnMarkerSender:
         self._connections: dict[str, dict[int, object]] = {"markers": {}, "verification": {}}
         self._queues: dict[int, list] = {}      # broker id -> [(marker, partitions, future)]
         self._drainers: dict[int, asyncio.Task] = {}
+        self._connecting: dict[tuple, asyncio.Lock] = {}
         self._closed = False
 
     def send(self, marker, on_written, still_owner=lambda: True) -> None:
@@ -181,6 +182,9 @@ class TxnMarkerSender:
                 for (_, _, future), result in zip(batch, results):
                     if not future.done():
                         future.set_result(result)
+        except Exception:                       # noqa: BLE001 - a bug: everyone retries
+            log.exception("Sending transaction markers to broker %d failed", leader)
+            batch, queue[:] = batch + queue, []
         finally:
             for _, _, future in batch:
                 if not future.done():
@@ -225,17 +229,21 @@ class TxnMarkerSender:
         ("markers", or "verification" for broker/txn_verification.py)."""
         from broker.client.connection import BrokerConnection
         connections = self._connections[pool]
-        conn = connections.get(broker_id)
-        if conn is not None and conn.connected:
+        lock = self._connecting.setdefault((pool, broker_id), asyncio.Lock())
+        async with lock:                        # one connection per broker, not one per caller
+            conn = connections.get(broker_id)
+            if conn is not None and conn.connected:
+                return conn
+            info = self.broker.metadata.live_brokers.get(broker_id)
+            if info is None:
+                raise ConnectionError(f"broker {broker_id} is not alive")
+            listener = self.broker.cluster.inter_broker_listener
+            host, port = info.endpoints.get(listener) or next(iter(info.endpoints.values()))
+            # a request that times out closes its connection (a dead one is not used again)
+            conn = BrokerConnection(host, port, node_id=broker_id,
+                                    client_id=f"broker-{self.broker.broker_id}-txn-{pool}",
+                                    request_timeout_ms=self.broker.config.get("request.timeout.ms"),
+                                    close_on_timeout=True)
+            await conn.connect()
+            connections[broker_id] = conn
             return conn
-        info = self.broker.metadata.live_brokers.get(broker_id)
-        if info is None:
-            raise ConnectionError(f"broker {broker_id} is not alive")
-        listener = self.broker.cluster.inter_broker_listener
-        host, port = info.endpoints.get(listener) or next(iter(info.endpoints.values()))
-        conn = BrokerConnection(host, port, node_id=broker_id,
-                                client_id=f"broker-{self.broker.broker_id}-txn-{pool}",
-                                request_timeout_ms=self.broker.config.get("request.timeout.ms"))
-        await conn.connect()
-        connections[broker_id] = conn
-        return conn

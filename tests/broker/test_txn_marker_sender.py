@@ -202,3 +202,60 @@ async def test_markers_queued_for_a_busy_leader_go_in_one_request():
     await sender.close()
     assert leader.requests == [[1000], [1001, 1002]]
     assert sorted(written) == [(pid, [("t", 0), ("t", 1)]) for pid in (1000, 1001, 1002)]
+
+
+async def test_one_connection_per_broker_that_closes_when_a_request_times_out(monkeypatch):
+    """Concurrent callers share one new connection (each opened its own, all but one leaked),
+    and it is made to close when a request times out: a connection dropped silently on the
+    way is not used again (verification kept failing on it until TCP gave up)."""
+    import broker.client.connection as client_connection
+    made = []
+
+    class Connection:
+        connected = True
+
+        def __init__(self, host, port, **kwargs):
+            made.append(kwargs)
+
+        async def connect(self):
+            await asyncio.sleep(0.01)
+
+    monkeypatch.setattr(client_connection, "BrokerConnection", Connection)
+    broker = cluster_broker({0: 2})
+    broker.config = {"request.timeout.ms": 30000}
+    broker.cluster = SimpleNamespace(inter_broker_listener="PLAINTEXT")
+    broker.metadata.live_brokers = {2: SimpleNamespace(endpoints={"PLAINTEXT": ("h", 1)})}
+    sender = TxnMarkerSender(broker)
+    first, second = await asyncio.gather(sender.connection(2, "verification"),
+                                         sender.connection(2, "verification"))
+    assert first is second and len(made) == 1 and made[0]["close_on_timeout"]
+    assert await sender.connection(2) is not first        # markers have their own
+
+
+async def test_a_failure_sending_markers_hands_every_queued_delivery_back():
+    """A bug while sending (not a connection error): the deliveries waiting in the queue are
+    answered too, and retried; they waited for ever when no later marker to that broker came
+    (here the failed one's partition is deleted meanwhile: it is not sent again)."""
+    partitions = {0: 2, 1: 2}
+    sender = TxnMarkerSender(cluster_broker(partitions))
+    calls = []
+
+    async def send_markers(leader, entries):
+        calls.append([m.producer_id for m, _ in entries])
+        if len(calls) == 1:
+            await asyncio.sleep(0.05)              # the others queue meanwhile
+            partitions.pop(0)
+            raise RuntimeError("unexpected answer")
+        return [{tp: E.NONE for tp in tps} for _, tps in entries]
+    sender._send_markers = send_markers
+    written = []
+    for pid, partition in ((1000, 0), (1001, 1), (1002, 1)):
+        sender.send(MarkerRequest(f"tid{pid}", pid, 0, 0, True, [("t", partition)]),
+                    lambda done, pid=pid: written.append(pid))
+        await asyncio.sleep(0.001)
+    for _ in range(200):
+        if len(written) == 3:
+            break
+        await asyncio.sleep(0.01)
+    await sender.close()
+    assert sorted(written) == [1000, 1001, 1002]
