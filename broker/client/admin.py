@@ -306,7 +306,9 @@ class Admin:
         no leader now, or answered with a retriable error (a moved leader, slow followers), is
         asked again after a backoff while the others are done; what is still pending at
         `timeout_ms` (default.api.timeout.ms) gets REQUEST_TIMED_OUT. The request's own
-        timeout is the time left, at most request.timeout.ms (so the broker answers first)."""
+        timeout is the time left, at most request.timeout.ms (as Kafka's admin client: the
+        broker's wait and the client's end about together; either way the partition is asked
+        again while time is left)."""
         cluster = self.cluster
         deadline = time.monotonic() + (timeout_ms or cluster.default_api_timeout_ms) / 1000
         pending, results, attempt = dict(before), {}, 0

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import sys
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from broker.client.admin import Admin
-from broker.client.cluster import ClusterClient
-from broker.client.errors import KafkaTimeoutError
+from broker.client.cluster import ClusterClient, is_retriable
+from broker.client.errors import ClientError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text,
                                  exception_class, main_entry, read_properties)
@@ -149,15 +149,21 @@ async def run(opts) -> int:
         try:
             results = await Admin(cluster).elect_leaders(ELECTION_TYPES[election.lower()],
                                                          partitions)
-        except KafkaTimeoutError:
+        except (KafkaError, ClientError) as e:
+            if not is_retriable(e):
+                raise
+            # the call's time ran out while it was still being retried (a timeout, a
+            # controller moving): Kafka's admin client fails it with a TimeoutException
             print("Timeout waiting for election results")
             raise ToolError("Timeout waiting for election results") from None
-    # Kafka's HashSet / HashMap of TopicPartition: their iteration order
-    ordered = java_hash_order(list(results), java_tp_hash)
-    succeeded = [tp for tp in ordered if results[tp][0] == ErrorCode.NONE]
-    noop = [tp for tp in ordered if results[tp][0] == ErrorCode.ELECTION_NOT_NEEDED]
-    failed = {tp: results[tp] for tp in ordered
-              if results[tp][0] not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)}
+    # each in the iteration order of its own HashSet / HashMap of TopicPartition, as Kafka's
+    done = (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+    succeeded = java_hash_order([tp for tp, (code, _) in results.items() if code == done[0]],
+                                java_tp_hash)
+    noop = java_hash_order([tp for tp, (code, _) in results.items() if code == done[1]],
+                           java_tp_hash)
+    failed = {tp: results[tp] for tp in java_hash_order(
+        [tp for tp, (code, _) in results.items() if code not in done], java_tp_hash)}
     if succeeded:
         print(f"Successfully completed leader election ({election}) for partitions "
               f"{', '.join(map(str, succeeded))}")
