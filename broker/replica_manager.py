@@ -833,11 +833,13 @@ class ReplicaManager:
         timer = None
 
         def wake() -> None:
+            # One throttled partition looked at again is enough: its bytes now count (a
+            # follower's fetch waits for one byte), or the quota is used up again and ready()
+            # sets the timer anew; not every partition of a large reassignment each time.
             nonlocal timer
             timer = None
-            for k in list(throttled):
-                if self.fetch_purgatory.notify_key(k):
-                    return
+            if throttled:
+                self.fetch_purgatory.notify_key(next(iter(throttled)))
 
         def ready(key) -> bool:
             nonlocal timer
