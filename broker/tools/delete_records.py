@@ -56,14 +56,14 @@ def parse_offsets(path: str) -> dict:
             tp = TopicPartition(to_str(field(fields, "topic")), to_int(field(fields, "partition")))
             offset = to_long(field(fields, "offset"))
             if tp in out:
-                duplicates.append(str(tp))
+                duplicates.append(tp)
             else:
                 out[tp] = offset
     except Failure as e:
         raise TerseError(str(e)) from None
     if duplicates:
         raise TerseError("Offset json file contains duplicate topic partitions: "
-                         + ",".join(dict.fromkeys(duplicates)))
+                         + ",".join(map(str, java_hash_order(duplicates, java_tp_hash))))
     return out
 
 

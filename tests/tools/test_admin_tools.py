@@ -135,6 +135,10 @@ def test_get_offsets_and_delete_records(tools_broker, tool, script, tmp_path):
     ('{"partitions": [{"topic": "t", "partition": 0, "offset": 1},'
      ' {"topic": "t", "partition": 0, "offset": 2}]}',
      "Offset json file contains duplicate topic partitions: t-0"),
+    ('{"partitions": [{"topic": "t", "partition": 0, "offset": 1},'
+     ' {"topic": "t", "partition": 1, "offset": 1}, {"topic": "t", "partition": 0, "offset": 2},'
+     ' {"topic": "t", "partition": 1, "offset": 2}]}',
+     "Offset json file contains duplicate topic partitions: t-1,t-0"),    # HashSet order
 ])
 def test_delete_records_reads_its_file_as_kafka_does(tmp_path, doc, message):
     """DeleteRecordsCommand's parse: JSON integers only (a partition 1.7 was taken as 1 and
