@@ -61,6 +61,7 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"      # the log cleaner's
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT_FILE = re.compile(r"^(?P<base>\d{20})\.log$")
 _SWAP_FILE = re.compile(r"^(?P<base>\d{20})\.log\.swap$")
+_CLEANED_FILE = re.compile(r"^(?P<base>\d{20})\.[a-z]+\.cleaned$")
 SWAP_SUFFIX = ".swap"
 
 
@@ -247,9 +248,13 @@ def _list_segments(dir_path: str) -> list[Segment]:
             continue
         segments.append(Segment(int(m["base"]), path, st.st_size, sibling(INDEX_SUFFIX),
                                 sibling(TIME_INDEX_SUFFIX), sibling(TXN_INDEX_SUFFIX), st.st_ino))
+    # As Kafka's loader: a .swap at or above the lowest .cleaned file's base is a swap not
+    # fully prepared (the old segments are still whole): ignored.
+    cleaned = [int(m["base"]) for m in map(_CLEANED_FILE.match, names) if m]
+    min_cleaned = min(cleaned) if cleaned else None
     for name in names:
         m = _SWAP_FILE.match(name)
-        if m:
+        if m and (min_cleaned is None or int(m["base"]) < min_cleaned):
             segments = _swapped_in(dir_path, names, int(m["base"]), segments)
     segments.sort(key=lambda s: s.base_offset)
     return segments

@@ -171,6 +171,14 @@ def test_a_compacted_segment_being_swapped_in_is_read_in_place_of_those_it_repla
     splits = layout.plan_splits(log, 0, log.committed_end, 1 << 20)
     os.rename(first.log_path + ".swap", first.log_path)          # the swap finishes
     assert [o for split in splits for o in _offsets(split)] == list(range(30))
+    # A swap not fully prepared (a .cleaned file at or below its base: the cleaner was still
+    # renaming) is ignored, as Kafka's loader ignores it: the old segments are whole.
+    shutil.copyfile(second.log_path, second.log_path + ".swap")
+    open(second.log_path[:-len(".log")] + ".index.cleaned", "wb").close()
+    log, = layout.discover([str(tmp_path)])
+    assert not any(s.log_path.endswith(".swap") for s in log.segments)
+    assert [o for split in layout.plan_splits(log, 0, log.committed_end, 1 << 20)
+            for o in _offsets(split)] == list(range(30))
 
 
 def test_one_partition_in_two_log_dirs_is_refused_not_read_twice(tmp_path):
