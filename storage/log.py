@@ -743,7 +743,10 @@ class Log:
         if timestamp == MAX_TIMESTAMP:
             # the first segment with the largest timestamp; with none (-1 everywhere), its
             # first record (Kafka: the first batch whose max timestamp is -1)
-            best = max(segments, key=lambda s: s.max_timestamp)
+            start = self._log_start_offset
+            live = [seg for i, seg in enumerate(segments)       # not wholly below the start
+                    if i + 1 == len(segments) or segments[i + 1].base_offset > start]
+            best = max(live, key=lambda s: s.max_timestamp)
             candidates, target = [best], best.max_timestamp
         else:
             candidates = [s for s in segments if s.max_timestamp >= timestamp]

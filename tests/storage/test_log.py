@@ -310,6 +310,15 @@ def test_max_timestamp_of_a_log_without_timestamps_is_its_first_record(tmp_path)
     assert log_.active_segment.time_index.entries == 0
     log_.delete_records_before(1)
     assert log_.fetch_offset_by_timestamp(-3)[:2] == (1, -1)
+    rolled = open_log(tmp_path / "v-0", segment_bytes=100)      # one batch per segment
+    for _ in range(3):
+        builder = RecordBatchBuilder()
+        builder.append(-1, b"k", b"v")
+        rolled.append_as_leader(builder.build(), 0)
+    assert len(rolled.segments) == 3
+    rolled.update_high_watermark(rolled.log_end_offset)
+    rolled.delete_records_before(2)                 # past the first two segments
+    assert rolled.fetch_offset_by_timestamp(-3)[:2] == (2, -1)
     empty = open_log(tmp_path / "u-0")
     assert empty.fetch_offset_by_timestamp(-3) is None
 
