@@ -342,8 +342,7 @@ class Admin:
                 results.update((tp, (ErrorCode.REQUEST_TIMED_OUT, -1)) for tp in pending)
                 break
             attempt += 1
-            backoff = min(cluster.retry_backoff * 2 ** min(attempt - 1, 30), cluster.retry_backoff_max)
-            await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+            await asyncio.sleep(min(cluster.backoff(attempt), max(0.0, deadline - time.monotonic())))
             try:
                 await cluster.refresh_metadata(sorted({tp.topic for tp in pending}))
             except (KafkaError, ClientError):

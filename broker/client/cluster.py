@@ -267,13 +267,17 @@ class ClusterClient:
                 if not is_retriable(e) or attempt > self.retries or time.monotonic() >= deadline \
                         or metadata_attempts > self.METADATA_ERROR_ATTEMPTS:
                     raise
-                backoff = min(self.retry_backoff * 2 ** min(attempt - 1, 30), self.retry_backoff_max)
-                await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                await asyncio.sleep(min(self.backoff(attempt), max(0.0, deadline - time.monotonic())))
                 if refresh:
                     try:
                         await self.refresh_metadata(list(self.topics) or [])
                     except (KafkaError, ClientError):
                         pass
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based): ``retry.backoff.ms``
+        doubling up to ``retry.backoff.max.ms`` (KIP-580's exponential backoff)."""
+        return min(self.retry_backoff * 2 ** min(attempt - 1, 30), self.retry_backoff_max)
 
     def deadline_error(self, what: str) -> KafkaTimeoutError:
         return KafkaTimeoutError(f"Timed out waiting for {what}")
