@@ -157,8 +157,7 @@ class AlterPartitionManager:
                 if answer.leader_epoch != part.leader_epoch or \
                         answer.partition_epoch < part.partition_epoch:
                     continue
-                part.isr = set(answer.isr)
-                part.isr_order = list(answer.isr)
+                part.set_isr(answer.isr)
                 part.partition_epoch = answer.partition_epoch
                 part.pending_isr = None
                 log.info("[Partition %s-%d broker=%d] ISR updated to %s and version updated to "
@@ -183,5 +182,5 @@ class AlterPartitionManager:
 def _in_order(part, isr: set) -> list:
     """The new ISR as Kafka's leader sends it: the current one's order, a member removed where it
     was, one that rejoins at the end (Partition's isr + replica, isr -- outOfSync)."""
-    order = getattr(part, "isr_order", None) or []
+    order = part.isr_order
     return [b for b in order if b in isr] + sorted(isr - set(order))

@@ -75,7 +75,7 @@ class Partition:
         self.leader_epoch_start_offset: int | None = None
         self.replicas: list[int] = []
         self.isr: set[int] = set()
-        self.isr_order: list[int] = []       # the same, in the controller's order
+        self.isr_order: list[int] = []       # the same, in the controller's order (set_isr)
         # LEO of each follower as last reported by its fetches (empty with one replica), when
         # each last caught up with this leader, and this leader's LEO at its previous fetch
         # (Kafka's Replica state: what ISR shrink and expand decide on).
@@ -98,6 +98,12 @@ class Partition:
 
     # -- leadership ----------------------------------------------------------------------------
 
+    def set_isr(self, members) -> None:
+        """The ISR as the controller states it: `isr` for membership, `isr_order` for its order
+        (Kafka's ISR is a list: describe shows "Isr: 1,2,0" after broker 0 rejoined)."""
+        self.isr_order = list(dict.fromkeys(members))
+        self.isr = set(self.isr_order)
+
     def make_leader(self, leader_epoch: int, replicas: list[int], topic_id=None,
                     isr=None, partition_epoch: int = -1) -> bool:
         """Become leader at `leader_epoch`: the epoch starts at the current LEO. `isr`: the
@@ -109,10 +115,7 @@ class Partition:
         new_leadership = not was_leader or leader_epoch != self.leader_epoch
         self.leader_id = self.local_broker_id
         self.replicas = list(replicas) or [self.local_broker_id]
-        self.isr = set(isr) if isr is not None else {self.local_broker_id}
-        self.isr.add(self.local_broker_id)
-        # the controller's order (Kafka's ISR is a list: "Isr: 1,2,0" after 0 rejoined)
-        self.isr_order = list(dict.fromkeys(list(isr or ()) + [self.local_broker_id]))
+        self.set_isr(list(isr or ()) + [self.local_broker_id])
         self.partition_epoch = partition_epoch
         self.pending_isr = None
         if new_leadership and not was_leader:
@@ -171,8 +174,7 @@ class Partition:
         self.leader_id = leader_id
         self.leader_epoch = max(self.leader_epoch, leader_epoch)
         self.replicas = list(replicas)
-        self.isr = set()
-        self.isr_order = []
+        self.set_isr(())
         self.partition_epoch = partition_epoch
         self.pending_isr = None
         self.leader_epoch_start_offset = None

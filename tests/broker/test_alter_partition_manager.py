@@ -71,6 +71,7 @@ async def change_isr(controller: Controller, timeout_ms: int = 300, isr_order=(1
                            leader_epoch=1, partition_epoch=1, isr=set(isr_order),
                            isr_order=list(isr_order),
                            maybe_increment_high_watermark=lambda: False)
+    part.set_isr = lambda members: vars(part).update(isr=set(members), isr_order=list(members))
     endpoints = {"PLAINTEXT": ("127.0.0.1", port)}
     broker = SimpleNamespace(
         broker_id=1, config={"controller.socket.timeout.ms": timeout_ms},
