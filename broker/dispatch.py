@@ -289,6 +289,19 @@ def _elect_leaders(request, code):
         for t in request.topic_partitions or []])
 
 
+def _create_acls(request, code):
+    """Kafka's getErrorResponse: the code for every creation."""
+    from protocol.messages.create_acls import CreateAclsResponse as R
+    return R(results=[R.AclCreationResult(error_code=code) for _ in request.creations or []])
+
+
+def _delete_acls(request, code):
+    """Kafka's getErrorResponse: the code for every filter, nothing matched."""
+    from protocol.messages.delete_acls import DeleteAclsResponse as R
+    return R(filter_results=[R.DeleteAclsFilterResult(error_code=code, matching_acls=[])
+                             for _ in request.filters or []])
+
+
 _BUILDERS = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -315,6 +328,8 @@ _BUILDERS = {
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
     ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
 }
 
 

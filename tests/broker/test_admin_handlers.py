@@ -486,6 +486,37 @@ async def test_describe_cluster(client, broker):
     assert response.cluster_authorized_operations == CLUSTER_OPERATIONS
 
 
+async def test_acl_apis_answer_that_no_authorizer_is_configured(broker):
+    """As Kafka's AclApis without authorizer.class.name (the default); an UNKNOWN element is a
+    request Kafka cannot parse: that connection closes, the others go on."""
+    from protocol.messages.create_acls import CreateAclsRequest as C
+    from protocol.messages.delete_acls import DeleteAclsRequest as D
+    from protocol.messages.describe_acls import DescribeAclsRequest
+    client = await RawClient.connect(broker.port)
+    any_acl = dict(resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1)
+    for version in range(4):
+        response = await client.request(DescribeAclsRequest(**any_acl), version)
+        assert (response.error_code, response.error_message, response.resources) == (
+            ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker", [])
+        creation = C.AclCreation(resource_type=2, resource_name="t", resource_pattern_type=3,
+                                 principal="User:alice", host="*", operation=3, permission_type=3)
+        response = await client.request(C(creations=[creation, creation]), version)
+        assert [(r.error_code, r.error_message) for r in response.results] == [
+            (ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")] * 2
+        response = await client.request(D(filters=[D.DeleteAclsFilter(**any_acl)]), version)
+        assert [(r.error_code, r.error_message, r.matching_acls) for r in response.filter_results] \
+            == [(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.", [])]
+    for bad in (DescribeAclsRequest(**dict(any_acl, operation=0)),
+                C(creations=[C.AclCreation(resource_type=0, resource_name="t")]),
+                D(filters=[D.DeleteAclsFilter(**dict(any_acl, permission_type=0))])):
+        doomed = await RawClient.connect(broker.port)
+        doomed.send(bad, 1)
+        assert await doomed.is_closed()
+        await doomed.close()
+    assert (await client.request(DescribeClusterRequest(), 0)).error_code == 0
+    await client.close()
+
+
 async def test_topics_survive_restart(start_broker):
     broker = await start_broker()
     client = await RawClient.connect(broker.port)

@@ -8,7 +8,9 @@ from protocol.api import API_SPECS, ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.headers import RequestHeader
 from protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from protocol.messages.create_acls import CreateAclsRequest
 from protocol.messages.create_topics import CreateTopicsRequest
+from protocol.messages.delete_acls import DeleteAclsRequest
 from protocol.messages.delete_groups import DeleteGroupsRequest
 from protocol.messages.delete_topics import DeleteTopicsRequest
 from protocol.messages.describe_groups import DescribeGroupsRequest
@@ -99,6 +101,8 @@ def _sample_requests():
                 AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="t", partitions=[0, 1])]), 3),
         ApiKey.ELECT_LEADERS: (ElectLeadersRequest(topic_partitions=[
             ElectLeadersRequest.TopicPartitions(topic="t", partitions=[0])]), 0),
+        ApiKey.CREATE_ACLS: (CreateAclsRequest(creations=[CreateAclsRequest.AclCreation()] * 2), 3),
+        ApiKey.DELETE_ACLS: (DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter()]), 3),
     }
 
 

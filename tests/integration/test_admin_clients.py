@@ -337,3 +337,43 @@ def test_a_deleted_topics_committed_offsets_go_with_it(kafka_broker):
     assert wait(admin.delete_topics(["c-again"], operation_timeout=10))["c-again"] is None
     assert wait(admin.create_topics([NewTopic("c-again", 1, 1)]))["c-again"] is None
     assert committed_offset(kafka_broker.bootstrap, "c-again", group="g-again") < 0
+
+
+def test_acls_answer_that_no_authorizer_is_configured(kafka_broker):
+    """Kafka without authorizer.class.name (its default) answers every ACL call SECURITY_DISABLED
+    ("No Authorizer is configured on the broker"); admin tools and UIs report ACLs as disabled.
+    The APIs were not served: the clients got an unsupported API."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
+                                       AclPermissionType, ResourcePatternType, ResourceType)
+    admin = confluent_admin(kafka_broker)
+    any_acl = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+    # librdkafka's DescribeAcls result keeps the answer's error to itself: no ACLs
+    assert admin.describe_acls(any_acl).result(timeout=TIMEOUT) == []
+    binding = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    [created] = admin.create_acls([binding]).values()
+    with pytest.raises(KafkaException) as refused:
+        created.result(timeout=TIMEOUT)
+    assert refused.value.args[0].name() == "SECURITY_DISABLED"
+    [deleted] = admin.delete_acls([any_acl]).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(timeout=TIMEOUT)
+    assert refused.value.args[0].name() == "SECURITY_DISABLED"
+
+    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             KafkaAdminClient, ResourcePatternFilter)
+    from kafka.admin import ResourceType as KpResourceType
+    from kafka.errors import SecurityDisabledError
+    client = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        with pytest.raises(SecurityDisabledError, match="No Authorizer is configured on the broker"):
+            client.describe_acls(ACLFilter(
+                principal=None, host="*", operation=ACLOperation.ANY,
+                permission_type=ACLPermissionType.ANY,
+                resource_pattern=ResourcePatternFilter(KpResourceType.ANY, None,
+                                                       ACLResourcePatternType.ANY)))
+    finally:
+        client.close()
+    # the broker still serves this connection's other requests
+    assert admin.list_topics(timeout=TIMEOUT).brokers
