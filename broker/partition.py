@@ -324,8 +324,10 @@ class Partition:
                                now_ms: int | None = None) -> int:
         """KIP-392's RackAwareReplicaSelector over the replicas Kafka's
         findPreferredReadReplica offers it: this leader, else the most caught-up in-sync
-        follower in the consumer's rack (largest log end, then the most recently caught up)
-        whose own log holds `fetch_offset`; -1 when the leader should serve it."""
+        follower in the consumer's rack (largest log end, then the most recently caught up,
+        then the highest id: ReplicaView's comparator) whose own log holds `fetch_offset`; -1
+        when the leader should serve it. `rack_of(broker)` is None for a broker the consumer
+        cannot reach."""
         if not client_rack or rack_of(self.local_broker_id) == client_rack:
             return -1
         now = self._now_ms() if now_ms is None else now_ms
@@ -337,7 +339,7 @@ class Partition:
             start = self.follower_log_start_offsets.get(replica, -1)
             if not start <= fetch_offset <= leo:
                 continue
-            key = (leo, -(now - self.follower_caught_up_ms.get(replica, 0)), -replica)
+            key = (leo, -(now - self.follower_caught_up_ms.get(replica, 0)), replica)
             if best_key is None or key > best_key:
                 best, best_key = replica, key
         return best

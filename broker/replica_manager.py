@@ -378,9 +378,14 @@ class ReplicaManager:
             return False
         return bool(self.config.get("replica.selector.class"))
 
-    def rack_of(self, broker_id: int):
+    def rack_of(self, broker_id: int, listener: str | None = None):
+        """A live broker's rack; None when it is not live or, given the consumer's `listener`,
+        has no endpoint there (Kafka's getPartitionReplicaEndpoints gives such a replica no
+        node, so the selector never sends a consumer to a broker it cannot reach)."""
         broker = self.metadata_cache.live_brokers.get(broker_id) if self.metadata_cache else None
-        return broker.rack if broker is not None else None
+        if broker is None or (listener is not None and listener not in broker.endpoints):
+            return None
+        return broker.rack
 
     def _start_without_epochs_at_the_high_watermark(self, part) -> None:
         """Kafka's initialFetchOffset: a follower whose log has no leader epochs (message
@@ -638,13 +643,13 @@ class ReplicaManager:
     def read(self, partitions, *, max_bytes: int, isolation_level: int = READ_UNCOMMITTED,
              replica_id: int = -1, hard_max_bytes_limit: bool = False,
              client_rack: str | None = None, client_metadata: bool = False,
-             update_fetch_state: bool = True) -> dict:
+             update_fetch_state: bool = True, listener: str | None = None) -> dict:
         """Read `partitions` (objects with topic, partition, fetch_offset, partition_max_bytes,
         current_leader_epoch) in order; returns `{(topic, partition): ReadResult}`.
         `client_metadata`: a consumer's Fetch v11+, which a follower serves too (up to its high
         watermark), as Kafka's FetchParams.fetchOnlyLeader; `client_rack`: its rack, with which
         a leader that has replica.selector.class set may point it at a replica in its rack
-        (KIP-392). `update_fetch_state=False`: the read again after a delayed fetch's wait
+        (KIP-392) that has the consumer's `listener`. `update_fetch_state=False`: the read again after a delayed fetch's wait
         (Kafka's readFromPurgatory), which does not move the follower's state a second time."""
         from_follower = replica_id >= 0
         follower_may_serve = client_metadata and not from_follower and \
@@ -659,7 +664,7 @@ class ReplicaManager:
             result = self._read_one(fp, min(fp.partition_max_bytes, limit_bytes),
                                     isolation_level, from_follower, replica_id,
                                     min_one_message, client_rack, follower_may_serve,
-                                    update_fetch_state)
+                                    update_fetch_state, listener)
             results[key] = result
             if result.records_size > 0:
                 min_one_message = False
@@ -668,7 +673,7 @@ class ReplicaManager:
 
     def _read_one(self, fp, max_bytes, isolation_level, from_follower, replica_id,
                   min_one_message, client_rack=None, follower_may_serve=False,
-                  update_fetch_state=True) -> ReadResult:
+                  update_fetch_state=True, listener=None) -> ReadResult:
         if fp.topic is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_ID)
         part = self._partitions.get((fp.topic, fp.partition))
@@ -694,8 +699,9 @@ class ReplicaManager:
                                  f"{fp.topic}-{fp.partition}")
             rack = client_rack
             if rack is not None and part.is_leader:
-                preferred = part.preferred_read_replica(fp.fetch_offset, rack, self.rack_of,
-                                                        self.time.ms())
+                preferred = part.preferred_read_replica(
+                    fp.fetch_offset, rack, lambda broker_id: self.rack_of(broker_id, listener),
+                    self.time.ms())
                 if preferred >= 0:
                     # a stale or newer leader epoch is told first (Kafka takes the redirect's
                     # offsets from fetchOffsetSnapshot(currentLeaderEpoch))

@@ -120,7 +120,8 @@ async def handle(broker, ctx, request):
     read_kwargs = dict(max_bytes=max_bytes, isolation_level=isolation_level,
                        replica_id=replica_id,
                        client_rack=(request.rack_id or None) if version >= 11 else None,
-                       client_metadata=client_metadata)
+                       client_metadata=client_metadata,
+                       listener=ctx.listener_name)
     results = replica_manager.read(partitions, **read_kwargs)
     if _must_wait(request, min_bytes, results):
         # Satisfied or not, answer with whatever is readable when the wait ends.

@@ -415,6 +415,32 @@ def test_a_redirect_to_a_preferred_replica_checks_the_leader_epoch_first(manager
     assert read(3).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+def test_a_consumer_is_sent_only_to_a_replica_on_its_listener(manager):
+    """Kafka's findPreferredReadReplica offers the selector only replicas with an endpoint on the
+    consumer's listener (getPartitionReplicaEndpoints): a follower without it (a rolling
+    restart adding a listener) was chosen, and the consumer, which cannot see that broker in
+    its metadata, went back to the leader and was sent there again, for ever."""
+    import types
+    from broker.config import RACK_AWARE_REPLICA_SELECTOR
+    manager.append_records({("t", 0): batch(3)}, 1)
+    part = manager.get_partition("t", 0)
+    part.make_leader(2, [0, 1], isr=[0, 1], partition_epoch=1)
+    part.update_follower_fetch_state(1, 3, now_ms=manager.time.ms())
+    both = {"CLIENT": ("h", 1), "INTERNAL": ("h", 2)}
+    manager.metadata_cache = types.SimpleNamespace(live_brokers={
+        0: types.SimpleNamespace(rack="a", endpoints=both),
+        1: types.SimpleNamespace(rack="b", endpoints={"INTERNAL": ("h", 3)})})
+    manager.config = types.SimpleNamespace(
+        get=lambda name: RACK_AWARE_REPLICA_SELECTOR if name == "replica.selector.class" else None)
+
+    def read(listener):
+        return manager.read([fetch(epoch=2)], max_bytes=1 << 20, client_rack="b",
+                            client_metadata=True, listener=listener)[("t", 0)]
+    served = read("CLIENT")
+    assert served.preferred_read_replica == -1 and served.records_size > 0
+    assert read("INTERNAL").preferred_read_replica == 1
+
+
 async def test_delete_records_waits_for_the_followers_log_start(manager):
     """Kafka's DelayedDeleteRecords: the answer comes once every live follower's log start has
     followed (low watermark = the smallest), or REQUEST_TIMED_OUT at timeout_ms."""

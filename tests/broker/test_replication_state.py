@@ -355,7 +355,8 @@ def test_preferred_read_replica_is_kafkas_rack_aware_selector(tmp_path):
     """KIP-392 as Kafka's findPreferredReadReplica and RackAwareReplicaSelector: the leader
     when it is in the consumer's rack or nobody in sync there holds the offset; else, of the
     in-sync followers in that rack whose own log (its start as the follower reports it) holds
-    the offset, the one with the largest log end, then the most recently caught up."""
+    the offset, the one with the largest log end, then the most recently caught up, then the
+    highest id."""
     clock = Clock()
     part = leader_partition(tmp_path, replicas=(0, 1, 2, 3), isr=[0, 1, 2], clock=clock)
     append(part, 20)
@@ -376,6 +377,8 @@ def test_preferred_read_replica_is_kafkas_rack_aware_selector(tmp_path):
     part.update_follower_fetch_state(1, 21, now_ms=T0 + 2000, log_start_offset=0)
     part.update_follower_fetch_state(2, 20, now_ms=T0 + 2000, log_start_offset=8)
     assert pick(10) == 1                   # now the largest log end
+    part.update_follower_fetch_state(2, 21, now_ms=T0 + 2000, log_start_offset=8)
+    assert pick(10) == 2                   # a tie: the highest id (ReplicaView's comparator)
 
 
 @pytest.mark.parametrize("client_epoch,code", [
