@@ -450,10 +450,14 @@ class Partition:
     # -- offsets by time / epoch ---------------------------------------------------------------
 
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None,
-                                   current_leader_epoch: int = -1, from_follower: bool = False):
-        """ListOffsets: (offset, timestamp, leader_epoch) or None when nothing matches."""
+                                   current_leader_epoch: int = -1, from_follower: bool = False,
+                                   require_leader: bool = True):
+        """ListOffsets: (offset, timestamp, leader_epoch) or None when nothing matches.
+        `require_leader=False`: the debugging replica id (-2), which any replica answers from
+        its own log (Kafka's fetchOnlyFromLeader)."""
         self.check_current_leader_epoch(current_leader_epoch)
-        self._require_leader()
+        if require_leader:
+            self._require_leader()
         if from_follower or isolation_level is None:
             upper = self.log.log_end_offset
         else:

@@ -9,7 +9,8 @@ Behaviour, per partition:
   index; no such record (or only above the visible end) -> offset -1, timestamp -1, error NONE.
 - leader_epoch (v4+) is the epoch of the batch found (the current epoch for latest);
   current_leader_epoch is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
-- Errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER; a partition listed twice in one
+- Errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (any replica answers the
+  debugging replica id -2, from its own log end, as Kafka); a partition listed twice in one
   request -> INVALID_REQUEST for both, as Kafka does; from v1 a special timestamp the version
   does not know (-3 before v7, -4 before v8, -5 before v9) or any other negative one ->
   UNSUPPORTED_VERSION.
@@ -65,7 +66,8 @@ async def handle(broker, ctx, request):
                     found = part.fetch_offset_for_timestamp(
                         p.timestamp, isolation_level,
                         current_leader_epoch=p.current_leader_epoch if version >= 4 else -1,
-                        from_follower=request.replica_id >= 0)
+                        from_follower=request.replica_id >= 0,
+                        require_leader=request.replica_id != DEBUGGING_REPLICA_ID)
                 except KafkaError as exc:
                     answer.error_code = int(exc.error_code)
                     if answer.error_code == ErrorCode.OFFSET_NOT_AVAILABLE and version < 5:

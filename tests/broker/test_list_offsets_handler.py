@@ -48,12 +48,12 @@ async def call(module, broker, request, version, request_cls, response_cls):
     return response_cls.decode(memoryview(response.encode(version)), version)
 
 
-def list_request(timestamps, isolation_level=0, topic="t", epoch=-1):
+def list_request(timestamps, isolation_level=0, topic="t", epoch=-1, replica_id=-1):
     parts = [ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=ts,
                                                      current_leader_epoch=epoch,
                                                      max_num_offsets=1)
              for p, ts in timestamps]
-    return ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level,
+    return ListOffsetsRequest(replica_id=replica_id, isolation_level=isolation_level,
                               topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic,
                                                                           partitions=parts)])
 
@@ -100,6 +100,23 @@ async def test_list_offsets_errors(broker):
     assert [p.error_code for p in response.topics[0].partitions] == \
         [ErrorCode.INVALID_REQUEST] * 2
 
+
+@pytest.mark.parametrize("version", [0, 1, 5, 9])
+async def test_a_follower_answers_only_the_debugging_replica_id(broker, version):
+    """Kafka's fetchOnlyFromLeader = replicaId != DEBUGGING_REPLICA_ID: any replica answers -2
+    from its own log end (no isolation level); a consumer or a broker id needs the leader."""
+    append(broker, [1000, 1001, 1002])
+    part = broker.replica_manager.get_partition("t", 0)
+    part.make_follower(1, 1, [0, 1], partition_epoch=1)
+    debug = await list_one(broker, -1, version, replica_id=-2)
+    assert debug.error_code == 0
+    assert (debug.old_style_offsets if version == 0 else [debug.offset]) == [3]
+    for replica_id in (-1, 1):
+        refused = await list_one(broker, -1, version, replica_id=replica_id)
+        assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if version >= 4:                 # the leader epoch is still checked first
+        fenced = await list_one(broker, -1, version, replica_id=-2, epoch=0)
+        assert fenced.error_code == ErrorCode.FENCED_LEADER_EPOCH
 
 @pytest.mark.parametrize("timestamp,first_version", [(-3, 7), (-4, 8), (-5, 9), (-7, None)])
 async def test_a_special_timestamp_before_its_version_is_unsupported_version(
