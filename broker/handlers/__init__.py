@@ -21,6 +21,8 @@ HANDLER_MODULES = [
     "sasl_handshake", "sasl_authenticate",
     "describe_client_quotas", "alter_client_quotas", "describe_user_scram_credentials",
     "describe_acls", "create_acls", "delete_acls",
+    "create_delegation_token", "renew_delegation_token", "expire_delegation_token",
+    "describe_delegation_token",
     # group coordinator
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "offset_delete", "describe_groups", "list_groups", "delete_groups",

@@ -517,6 +517,36 @@ async def test_acl_apis_answer_that_no_authorizer_is_configured(broker):
     await client.close()
 
 
+async def test_delegation_token_requests_are_not_allowed_on_plaintext(broker):
+    """As Kafka's allowTokenRequests on a PLAINTEXT listener: every token request is answered
+    DELEGATION_TOKEN_REQUEST_NOT_ALLOWED (Create with its owner and requester filled in)."""
+    from protocol.messages.create_delegation_token import CreateDelegationTokenRequest as C
+    from protocol.messages.describe_delegation_token import DescribeDelegationTokenRequest
+    from protocol.messages.expire_delegation_token import ExpireDelegationTokenRequest
+    from protocol.messages.renew_delegation_token import RenewDelegationTokenRequest
+    not_allowed = ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    client = await RawClient.connect(broker.port)
+    for version in range(4):
+        created = await client.request(C(renewers=[], max_lifetime_ms=-1), version)
+        assert (created.error_code, created.principal_type, created.principal_name,
+                created.issue_timestamp_ms, created.expiry_timestamp_ms, created.token_id,
+                created.hmac) == (not_allowed, "User", "ANONYMOUS", -1, -1, "", b"")
+        if version >= 3:
+            assert (created.token_requester_principal_type,
+                    created.token_requester_principal_name) == ("User", "ANONYMOUS")
+            created = await client.request(C(owner_principal_type="User",
+                                             owner_principal_name="alice", renewers=[]), version)
+            assert (created.principal_type, created.principal_name) == ("User", "alice")
+        described = await client.request(DescribeDelegationTokenRequest(owners=None), version)
+        assert (described.error_code, described.tokens) == (not_allowed, [])
+        if version <= 2:
+            for request in (RenewDelegationTokenRequest(hmac=b"x", renew_period_ms=1),
+                            ExpireDelegationTokenRequest(hmac=b"x", expiry_time_period_ms=1)):
+                answer = await client.request(request, version)
+                assert (answer.error_code, answer.expiry_timestamp_ms) == (not_allowed, -1)
+    await client.close()
+
+
 async def test_topics_survive_restart(start_broker):
     broker = await start_broker()
     client = await RawClient.connect(broker.port)
