@@ -26,10 +26,11 @@ batch holding every message in order, compressed with the codec the producer use
 timestamps (or -1 for magic 0), no producer id. Offsets restart at 0: the validator assigns real
 ones afterwards. `build_message_set` writes legacy messages (tests and down-conversion).
 
-`convert_from_v2(buf, magic)` is Kafka's down-conversion for old fetchers (Fetch v0-3): each
-v2 batch becomes one wrapper message (compressed batches, same codec) or one message per
-record, keeping offsets; control batches are dropped and headers lost, as in Kafka; zstd has no
-legacy form (Kafka answers UNSUPPORTED_COMPRESSION_TYPE), which raises ValueError here.
+`convert_from_v2(buf, magic, first_offset)` is Kafka's down-conversion for old fetchers (Fetch
+v0-3, broker/handlers/fetch.py): each v2 batch becomes one wrapper message (compressed batches,
+same codec) or one message per record from the fetch offset on, keeping offsets; control batches
+are dropped and headers lost, as in Kafka; zstd has no legacy form (Kafka answers
+UNSUPPORTED_COMPRESSION_TYPE), which raises ValueError here.
 """
 import struct
 import zlib
@@ -183,28 +184,40 @@ def build_message_set(messages, magic=MAGIC_V1, codec=Codec.NONE, base_offset=0,
     return encode_message(base_offset + len(messages) - 1, magic, None, value, max_ts, attributes)
 
 
-def convert_from_v2(buf, magic):
-    """Down-convert complete v2 batches (legacy entries pass through) to magic 0 or 1 bytes."""
+def convert_from_v2(buf, magic, first_offset=-1):
+    """Down-convert the complete batches of `buf` to magic `magic` (0 or 1) bytes, as Kafka's
+    RecordsUtil.downConvert: entries already at that magic or below pass as they are; a
+    compressed batch (v2, or a magic 1 wrapper going to 0) becomes one wrapper message with the
+    same codec, an uncompressed one a message per record, dropping those below `first_offset`
+    (the fetch offset: the batch holding it starts earlier, and librdkafka counts on not seeing
+    them again)."""
     out = []
     for batch in iter_batches(buf):
-        if batch.magic != MAGIC_V2:
+        if batch.magic <= magic:
             out.append(bytes(batch.raw()))
             continue
-        if batch.is_control:
-            continue
-        codec = batch.compression
-        if codec == Codec.ZSTD:
-            raise ValueError("zstd batches cannot be down-converted to magic 0/1")
-        records = batch.records()
+        if batch.magic == MAGIC_V2:
+            if batch.is_control:
+                continue
+            codec = batch.compression
+            if codec == Codec.ZSTD:
+                raise ValueError("zstd batches cannot be down-converted to magic 0/1")
+            records = batch.records()
+            ts_type, max_timestamp = batch.timestamp_type, batch.max_timestamp
+        else:                                   # a magic 1 message set going to magic 0
+            codec = batch.compression
+            records = list(iter_messages(bytes(batch.raw())))
+            ts_type, max_timestamp = CREATE_TIME, NO_TIMESTAMP
+        if codec == Codec.NONE:
+            records = [r for r in records if r.offset >= first_offset]
         if not records:
             continue
-        ts_type = batch.timestamp_type
         if codec == Codec.NONE:
             attributes = TIMESTAMP_TYPE_MASK if magic == MAGIC_V1 and ts_type else 0
             out.extend(encode_message(r.offset, magic, r.key, r.value, r.timestamp,
                                       attributes) for r in records)
         else:
-            out.append(_wrapper(records, magic, codec, ts_type, batch.max_timestamp))
+            out.append(_wrapper(records, magic, codec, ts_type, max_timestamp))
     return b"".join(out)
 
 

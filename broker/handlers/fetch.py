@@ -1,4 +1,4 @@
-"""Fetch (api key 1), versions 4-17.
+"""Fetch (api key 1), versions 0-17.
 
 Behaviour:
 - Long polling: the partitions are read once; if that gives fewer than min_bytes (capped at
@@ -28,10 +28,14 @@ Behaviour:
   quota is answered empty with throttle_time_ms (its bytes are not counted), and the connection
   reads nothing more until that time has passed (Kafka's KIP-219 behaviour, for every version
   as Kafka 3.9: broker/connection.py).
-- Versions 0-3 are not served: they need down-conversion to old message formats. Before v10 a
-  consumer gets UNSUPPORTED_COMPRESSION_TYPE for a topic with compression.type=zstd, and up to
-  v5 KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER (which those clients retry), as
-  Kafka does.
+- Versions 0-3 (clients before 0.11, and kafka-python told `api_version=(0, 10, 1)` or older)
+  get their records down-converted to magic 0 (v0-1) or 1 (v2-3) as Kafka's
+  maybeConvertFetchedData does (storage/legacy.py `convert_from_v2`): read into memory, control
+  batches dropped, records below the fetch offset left out; UNSUPPORTED_VERSION for a topic with
+  message.downconversion.enable=false, UNSUPPORTED_COMPRESSION_TYPE for zstd batches. Before
+  v10 a consumer gets UNSUPPORTED_COMPRESSION_TYPE for a topic with compression.type=zstd, and
+  up to v5 KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER (which those clients retry),
+  as Kafka does.
 """
 import uuid
 
@@ -39,12 +43,16 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchResponse
 
+from storage.compression import CorruptRecordError
+from storage.legacy import convert_from_v2
+
 from broker.fetch_session import INVALID_SESSION_ID, CachedPartition
 from broker.partition import ReadResult
 
 API_KEY = ApiKey.FETCH
-MIN_VERSION = 4
+MIN_VERSION = 0
 MAX_VERSION = 17
+LAST_MAGIC_0_VERSION = 1          # Fetch v0-1 read magic 0 messages, v2-3 magic 1
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -135,6 +143,8 @@ async def handle(broker, ctx, request):
 
     if version < 10 and replica_id < 0:
         _refuse_zstd_topics(replica_manager, results)
+    if version <= 3:
+        _down_convert(replica_manager, partitions, results, version, replica_id)
     if quotas is not None and quotas.fetch.overrides:
         size = sum(r.records_size for r in results.values())
         ctx.throttle_time_ms = quotas.fetch_throttle(ctx, size, broker.time.ms())
@@ -193,6 +203,40 @@ def _refuse_zstd_topics(replica_manager, results) -> None:
             results[(topic, partition)] = ReadResult(
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, result.high_watermark,
                 result.last_stable_offset, result.log_start_offset)
+
+
+def _down_convert(replica_manager, partitions, results, version, replica_id) -> None:
+    """Fetch v0-3 read messages of magic 0 or 1: each partition's records are converted (Kafka's
+    maybeConvertFetchedData, eagerly rather than lazily), or refused when its topic has
+    message.downconversion.enable=false (consumers only) or the data is zstd."""
+    magic = 0 if version <= LAST_MAGIC_0_VERSION else 1
+    for fp in partitions:
+        key = (fp.topic, fp.partition)
+        result = results.get(key)
+        if result is None or result.error_code != ErrorCode.NONE:
+            continue
+        part = replica_manager.get_partition(*key)
+        config = getattr(getattr(part, "log", None), "config", None)
+        if replica_id < 0 and not getattr(config, "message_downconversion_enable", True):
+            results[key] = ReadResult(ErrorCode.UNSUPPORTED_VERSION)
+            continue
+        records = result.records
+        if records is None or not len(records):
+            continue
+        data = records.read_bytes() if hasattr(records, "read_bytes") else bytes(records)
+        try:
+            converted = convert_from_v2(data, magic, fp.fetch_offset)
+        except ValueError:
+            results[key] = ReadResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+            continue
+        except CorruptRecordError:
+            results[key] = ReadResult(ErrorCode.CORRUPT_MESSAGE)
+            continue
+        converted_result = ReadResult(ErrorCode.NONE, result.high_watermark,
+                                      result.last_stable_offset, result.log_start_offset,
+                                      converted)
+        converted_result.aborted_transactions = result.aborted_transactions
+        results[key] = converted_result
 
 
 def _must_wait(request, min_bytes, results) -> bool:

@@ -218,3 +218,32 @@ def test_an_old_segment_is_found_by_timestamp(tmp_path, clean):
     assert log_.fetch_offset_by_timestamp(2010) is None
     assert log_.segments[0].time_index.entries > 0
     log_.close()
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS)
+def test_down_conversion_leaves_out_records_before_the_fetch_offset(codec):
+    """Kafka's RecordsUtil.downConvert: the records of an uncompressed batch below the fetch
+    offset are not sent again (a fetch inside a batch reads it whole from disk; librdkafka
+    counts on this); a compressed batch goes whole, as one wrapper."""
+    from storage.legacy import convert_from_v2
+    from storage.record_batch import RecordBatchBuilder
+    b = RecordBatchBuilder(compression=codec, base_offset=10)
+    for i in range(5):
+        b.append(1000 + i, None, b"%d" % i, offset=10 + i)
+    out = convert_from_v2(b.build(), 1, first_offset=13)
+    offsets = [m.offset for m in iter_messages(out)]
+    assert offsets == ([13, 14] if codec == Codec.NONE else [10, 11, 12, 13, 14])
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS)
+def test_magic_1_messages_go_to_a_magic_0_fetcher_as_magic_0(codec):
+    """Data a 0.10 broker wrote (magic 1), read with Fetch v0-1: converted, as Kafka does for
+    every batch of a higher magic than the fetcher's."""
+    from storage.legacy import convert_from_v2
+    data = build_message_set([(1000, b"k", b"a"), (1001, None, b"b")], magic=1, codec=codec,
+                             base_offset=20)
+    out = convert_from_v2(data, 0)
+    messages = list(iter_messages(out))
+    assert [(m.offset, m.key, m.value, m.magic) for m in messages] == [
+        (20, b"k", b"a", 0), (21, None, b"b", 0)]
+    assert convert_from_v2(data, 1) == data        # already at the fetcher's magic
