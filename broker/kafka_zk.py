@@ -102,6 +102,8 @@ class KafkaZk:
             try:
                 broker_id = int(child)
             except ValueError:
+                broker_id = None
+            if broker_id is None or not -2 ** 31 <= broker_id < 2 ** 31:    # a Java int
                 log.warning("Ignoring %s/%s: not a broker id", zd.BROKER_IDS, child)
                 continue
             found = await self.zk.get(zd.broker_path(broker_id))

@@ -325,6 +325,8 @@ class ClientQuotaManager:
         measured, size = rate.measure_with_window(now_ms, num, window_ms)
         if measured <= bound:
             return 0
+        if bound == 0:          # Kafka's division gives Infinity: the longest throttle
+            return THROTTLE_MAX_MS
         return min(int(round((measured - bound) / bound * size)), THROTTLE_MAX_MS)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:

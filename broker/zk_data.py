@@ -381,8 +381,16 @@ class LeaderAndIsr:
     def new_leader(self, leader: int, isr: list, controller_epoch: int,
                    recovering: bool = False) -> "LeaderAndIsr":
         """A leadership decision: the leader epoch moves up by one."""
-        return LeaderAndIsr(leader, self.leader_epoch + 1, list(isr), controller_epoch,
-                            recovering, self.partition_epoch)
+        return LeaderAndIsr(leader, next_leader_epoch(self.leader_epoch), list(isr),
+                            controller_epoch, recovering, self.partition_epoch)
+
+
+def next_leader_epoch(epoch: int) -> int:
+    """epoch + 1 as a Java int: past 2147483647 (only a hand-edited state gets there) it wraps
+    to -2147483648, as Kafka's LeaderAndIsr does, so the state still encodes (brokers then
+    ignore that one partition as stale) instead of every controller request that names it
+    failing to encode."""
+    return (epoch + 1 + 2 ** 31) % 2 ** 32 - 2 ** 31
 
 
 def encode_partition_state(state: LeaderAndIsr) -> bytes:

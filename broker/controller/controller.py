@@ -528,7 +528,7 @@ class KafkaController:
                 return None
             isr = [r for r in state.isr if r != broker_id] or list(state.isr)
             leader = NO_LEADER if state.leader == broker_id else state.leader
-            return zd.LeaderAndIsr(leader, state.leader_epoch + 1, isr, ctx.epoch,
+            return zd.LeaderAndIsr(leader, zd.next_leader_epoch(state.leader_epoch), isr, ctx.epoch,
                                    state.recovering, state.partition_epoch)
 
         for tp, result in (await self._update_states(partitions, decide)).items():
@@ -1055,8 +1055,9 @@ class KafkaController:
         ctx = self.ctx
 
         async def decide(_, state):
-            return zd.LeaderAndIsr(state.leader, state.leader_epoch + 1, list(state.isr),
-                                   ctx.epoch, state.recovering, state.partition_epoch)
+            return zd.LeaderAndIsr(state.leader, zd.next_leader_epoch(state.leader_epoch),
+                                   list(state.isr), ctx.epoch, state.recovering,
+                                   state.partition_epoch)
         result = (await self._update_states([tp], decide)).get(tp)
         if not isinstance(result, zd.LeaderAndIsr):
             log.error("%s Failed to bump the leader epoch of %s-%d: %s", self.log_prefix,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import urllib.parse
 import uuid
 
@@ -126,10 +127,14 @@ class ClusterMetadataStore(MetadataStore):
             if key not in known:
                 continue                # e.g. a user's SCRAM credentials, same znode
             try:
-                numeric[key] = float(value)
+                number = float(value)
             except ValueError:
+                number = math.nan
+            if not math.isfinite(number):       # Kafka's toLong/toDouble refuse nan and inf
                 log.error("Ignoring quota %s=%r of /config/%s/%s: not a number", key, value,
                           entity_type, name)
+                continue
+            numeric[key] = number
         if numeric:
             quotas[entity] = numeric
 

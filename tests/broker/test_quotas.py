@@ -190,6 +190,14 @@ def test_throttle_fits_the_int32_field():
     assert m.record("u", "c1", 1e12, 0) == 2**31 - 1
 
 
+def test_a_zero_quota_throttles_longest_instead_of_failing_the_request():
+    """A hand-edited znode may hold producer_byte_rate=0 (the tools refuse it): Kafka's formula
+    divides by the bound, giving Infinity, the longest throttle. It raised here, after the
+    Produce had been appended: every request failed while its records were stored."""
+    m = manager({C1: 0.0})
+    assert m.record("u", "c1", 100, 0) == 2**31 - 1
+
+
 def test_a_steady_overload_is_measured_over_eleven_windows_as_kafkas_sampled_stat():
     # Kafka's SampledStat keeps quota.window.num + 1 samples (one overlapping the window's
     # start) and purges by each sample's last record: 500 B every 100 ms against 1000 B/s is

@@ -118,6 +118,10 @@ def test_a_malformed_user_client_quota_znode_is_skipped_at_start():
         server, clock, kzk, m, applied = await membership()
         await kzk.set_entity_config("users", "bob", {"producer_byte_rate": "1024"})
         await kzk.zk.create("/config/users/alice/clients/app", b"{not json", makepath=True)
+        # Numbers Kafka's toLong refuses: a NaN or infinite bound failed every request after
+        # its append (the throttle's arithmetic raised).
+        await kzk.set_entity_config("users", "carol", {"producer_byte_rate": "nan",
+                                                       "consumer_byte_rate": "1e400"})
         store = ClusterMetadataStore("cluster")
         await store.load_from_zookeeper(kzk)
         return store.client_quotas()
@@ -128,3 +132,29 @@ def test_a_malformed_user_client_quota_znode_is_skipped_at_start():
 def test_quota_entity_names_are_sanitized_as_kafkas_url_encoder():
     from broker.metadata.cluster import quota_entity_path
     assert quota_entity_path((("client-id", "a~b c/d"),)) == ("clients", "a%7Eb%20c%2Fd")
+
+
+def test_a_broker_id_that_is_no_java_int_is_skipped():
+    """/brokers/ids/99999999999 (hand-made) was taken for a live broker: every UpdateMetadata
+    then failed to encode and no broker learnt anything more."""
+    async def scenario():
+        server, clock, kzk, m, applied = await membership()
+        info = zd.BrokerInfo(1, (zd.EndPoint("PLAINTEXT", "127.0.0.1", 9093, "PLAINTEXT"),),
+                             None)
+        for broker_id in (1, 99999999999):
+            await kzk.zk.create(f"{zd.BROKER_IDS}/{broker_id}",
+                                zd.encode_broker_info(info, clock.ms()), makepath=True)
+        return await kzk.get_all_brokers()
+    assert list(asyncio.run(scenario())) == [1]
+
+
+def test_the_leader_epoch_wraps_as_a_java_int():
+    """A hand-edited state at the largest epoch: the next one is Kafka's Int overflow, which
+    still encodes (brokers ignore that partition as stale), not 2**31, which failed every
+    controller request naming the partition."""
+    state = zd.LeaderAndIsr(1, 2**31 - 1, [1, 2], 3)
+    assert state.new_leader(2, [2], 4).leader_epoch == -2**31
+    assert zd.next_leader_epoch(5) == 6
+    decoded = zd.decode_partition_state("t", 0, zd.encode_partition_state(
+        state.new_leader(2, [2], 4)))
+    assert decoded.leader_epoch == -2**31
