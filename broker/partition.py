@@ -449,6 +449,21 @@ class Partition:
 
     # -- offsets by time / epoch ---------------------------------------------------------------
 
+    def legacy_offsets_for_timestamp(self, timestamp: int, max_num_offsets: int, now_ms: int,
+                                     from_consumer: bool, require_leader: bool = True) -> list:
+        """ListOffsets v0 (Kafka's legacyFetchOffsetsForTimestamp): see
+        Log.legacy_offsets_before; a consumer never gets an offset above the high watermark
+        (the high watermark stands in for them)."""
+        if require_leader:
+            self._require_leader()
+        offsets = self.log.legacy_offsets_before(timestamp, max_num_offsets, now_ms)
+        if not from_consumer:
+            return offsets
+        hw = self.log.high_watermark
+        if any(o > hw for o in offsets):
+            return [hw] + [o for o in offsets if o <= hw]
+        return offsets
+
     def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None,
                                    current_leader_epoch: int = -1, from_follower: bool = False,
                                    require_leader: bool = True):

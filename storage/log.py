@@ -728,6 +728,27 @@ class Log:
 
     # -- offsets by time -----------------------------------------------------------------------
 
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int, now_ms: int) -> list:
+        """ListOffsets v0 (Kafka's legacyFetchOffsetsBefore): segment start offsets by the
+        segment files' modification times, plus (log end, now) when the last segment holds
+        data; up to `max_num_offsets` of those last modified at or before `timestamp` (-1:
+        from the end, -2: from the start), newest first."""
+        segments = self._view[0]
+        pairs = [(max(s.base_offset, self._log_start_offset), s.last_modified_ms)
+                 for s in segments]
+        if segments[-1].size > 0:
+            pairs.append((self._log_end_offset, now_ms))
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(pairs) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(pairs) - 1
+            while start >= 0 and pairs[start][1] > timestamp:
+                start -= 1
+        count = max(0, min(max_num_offsets, start + 1))
+        return sorted((pairs[start - j][0] for j in range(count)), reverse=True)
+
     def fetch_offset_by_timestamp(self, timestamp: int):
         """ListOffsets: (offset, timestamp, leader_epoch) or None.
 

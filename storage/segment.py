@@ -278,6 +278,10 @@ class LogSegment:
         ts = self.max_timestamp
         if ts != NO_TIMESTAMP:
             return ts
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
         return int(os.stat(self.path).st_mtime * 1000)
 
     def _load_tail(self) -> None:

@@ -14,8 +14,11 @@ Behaviour, per partition:
   request -> INVALID_REQUEST for both, as Kafka does; from v1 a special timestamp the version
   does not know (-3 before v7, -4 before v8, -5 before v9) or any other negative one ->
   UNSUPPORTED_VERSION.
-- Version quirks: v0 answers old_style_offsets ([offset], or [] when none) and takes
-  max_num_offsets (only 1 offset is ever returned); v1 has no isolation level (read_uncommitted).
+- Version 0 is Kafka's legacy lookup by segment: old_style_offsets holds up to max_num_offsets
+  segment start offsets, newest first, of the segments whose files were last modified at or
+  before the timestamp, the log end counting as modified now (-1: from the log end, -2: from
+  the start); a consumer's are capped at the high watermark; a timestamp below -2 is
+  UNSUPPORTED_VERSION. v1 has no isolation level (read_uncommitted).
 """
 from broker.partition import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
                               LATEST_TIMESTAMP, MAX_TIMESTAMP)
@@ -56,6 +59,8 @@ async def handle(broker, ctx, request):
                                timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=[])
             if seen[(topic.name, p.partition_index)] > 1:
                 answer.error_code = ErrorCode.INVALID_REQUEST
+            elif version == 0:
+                _legacy_offsets(broker, request, topic.name, p, answer)
             elif version >= 1 and p.timestamp < 0 and \
                     version < _SPECIAL_TIMESTAMP_VERSIONS.get(p.timestamp, MAX_VERSION + 1):
                 # A special timestamp this version does not know, or no special timestamp.
@@ -77,8 +82,23 @@ async def handle(broker, ctx, request):
                 else:
                     if found is not None:
                         answer.offset, answer.timestamp, answer.leader_epoch = found
-                        if version == 0:
-                            answer.old_style_offsets = [answer.offset]
             partitions.append(answer)
         topics.append(Topic(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _legacy_offsets(broker, request, topic: str, p, answer) -> None:
+    """Version 0 (Kafka's handleListOffsetRequestV0): up to max_num_offsets segment start
+    offsets, newest first, of the segments last modified at or before the timestamp (-1: from
+    the log end, -2: from the start); other negative timestamps are UNSUPPORTED_VERSION."""
+    if p.timestamp < EARLIEST_TIMESTAMP:
+        answer.error_code = ErrorCode.UNSUPPORTED_VERSION
+        return
+    try:
+        part = broker.replica_manager.get_partition_or_error(topic, p.partition_index)
+        answer.old_style_offsets = part.legacy_offsets_for_timestamp(
+            p.timestamp, p.max_num_offsets, broker.time.ms(),
+            from_consumer=request.replica_id == CONSUMER_REPLICA_ID,
+            require_leader=request.replica_id != DEBUGGING_REPLICA_ID)
+    except KafkaError as exc:
+        answer.error_code = int(exc.error_code)

@@ -1,4 +1,6 @@
 """ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeLogDirs handlers over real Logs."""
+import os
+import time
 import types
 import uuid
 
@@ -28,7 +30,9 @@ def broker(tmp_path):
     rm = ReplicaManager(log_manager, broker_id=0)
     rm.become_leader("t", 0, TOPIC_ID, 0, [0], LogConfig())
     rm.become_leader("c", 0, uuid.uuid4(), 0, [0], LogConfig(cleanup_policy="compact"))
-    yield types.SimpleNamespace(replica_manager=rm, log_manager=log_manager, broker_id=0)
+    clock = types.SimpleNamespace(ms=lambda: int(time.time() * 1000))
+    yield types.SimpleNamespace(replica_manager=rm, log_manager=log_manager, broker_id=0,
+                                time=clock)
     rm.shutdown()
     log_manager.shutdown()
 
@@ -88,6 +92,35 @@ async def test_list_offsets_v0_old_style(broker):
     append(broker, [1, 2, 3])
     answer = await list_one(broker, -1, 0)
     assert answer.old_style_offsets == [3]
+
+
+async def test_list_offsets_v0_is_kafkas_lookup_by_segment_modification_time(broker):
+    """Kafka's legacyFetchOffsetsBefore: (segment start, file mtime) per segment plus (log end,
+    now); up to max_num_offsets of those at or before the timestamp, newest first. It answered
+    as v1 (the first record at or after the timestamp, never more than one offset)."""
+    rm = broker.replica_manager
+    rm.become_leader("seg", 0, uuid.uuid4(), 0, [0], LogConfig(segment_bytes=100))
+    for batch in range(3):
+        append(broker, [1000 + batch] * 3, topic="seg")         # a segment each: 0, 3, 6
+    segments = rm.get_partition("seg", 0).log.segments
+    assert [s.base_offset for s in segments] == [0, 3, 6]
+    for segment, seconds in zip(segments, (1000, 2000, 3000)):
+        os.utime(segment.path, (seconds, seconds))
+
+    async def v0(timestamp, max_num):
+        request = list_request([(0, timestamp)], topic="seg")
+        request.topics[0].partitions[0].max_num_offsets = max_num
+        response = await call(list_offsets, broker, request, 0, ListOffsetsRequest,
+                              ListOffsetsResponse)
+        answer = response.topics[0].partitions[0]
+        return answer.old_style_offsets if answer.error_code == 0 else answer.error_code
+    assert await v0(-1, 10) == [9, 6, 3, 0]
+    assert await v0(-1, 2) == [9, 6]
+    assert await v0(-1, 0) == []
+    assert await v0(-2, 10) == [0]
+    assert await v0(2_500_000, 10) == [3, 0]        # segments last written by 2,500 s
+    assert await v0(500_000, 10) == []
+    assert await v0(-3, 1) == ErrorCode.UNSUPPORTED_VERSION
 
 
 async def test_list_offsets_errors(broker):

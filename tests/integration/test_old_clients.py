@@ -150,3 +150,21 @@ def test_refused_down_conversions_have_kafkas_error_codes(broker):
             got.append(msg.topic())
     consumer.close()
     assert sorted(got) == ["no-down", "zstd-data"]
+
+
+@pytest.mark.parametrize("api_version", [(0, 10, 0), (0, 9)])
+def test_old_clients_seek_to_the_ends_with_list_offsets_v0(broker, api_version):
+    from kafka import KafkaConsumer, TopicPartition
+    create_topics(broker.bootstrap, {"old-ends": {}})
+    produce(broker.bootstrap, "old-ends")
+    tp = TopicPartition("old-ends", 0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                             group_id=None, enable_auto_commit=False, request_timeout_ms=40000)
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_end(tp)
+        assert consumer.position(tp) == COUNT + 1       # past the commit marker
+        consumer.seek_to_beginning(tp)
+        assert consumer.position(tp) == 0
+    finally:
+        consumer.close()
