@@ -528,8 +528,8 @@ class KafkaController:
                 return None
             isr = [r for r in state.isr if r != broker_id] or list(state.isr)
             leader = NO_LEADER if state.leader == broker_id else state.leader
-            return zd.LeaderAndIsr(leader, zd.next_leader_epoch(state.leader_epoch), isr, ctx.epoch,
-                                   state.recovering, state.partition_epoch)
+            return zd.LeaderAndIsr(leader, zd.next_leader_epoch(state.leader_epoch), isr,
+                                   ctx.epoch, state.recovering, state.partition_epoch)
 
         for tp, result in (await self._update_states(partitions, decide)).items():
             if isinstance(result, BaseException):
