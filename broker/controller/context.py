@@ -38,6 +38,9 @@ class ControllerContext:
         self.shutting_down: set[int] = set()
         self.assignments: dict[str, dict[int, list]] = {}    # topic -> partition -> replicas
         self.topic_ids: dict[str, uuid.UUID] = {}
+        # Partitions of replica lists Kafka would not have written (zd.TopicAssignment's
+        # unreadable): not managed, but written back as found with their topic's assignment.
+        self.unreadable: dict[str, dict] = {}                # topic -> {partition: (raw, why)}
         self.states: dict[tuple, zd.LeaderAndIsr] = {}       # (topic, partition) -> state
         self.topics_to_delete: set[str] = set()
         self.deletion_started: dict[str, set] = {}           # topic -> {(broker, partition)}
@@ -123,6 +126,7 @@ class ControllerContext:
             self.removing.pop((topic, p), None)
             self.offline_replicas.pop((topic, p), None)
         self.topic_ids.pop(topic, None)
+        self.unreadable.pop(topic, None)
         self.topics_to_delete.discard(topic)
         self.deletion_started.pop(topic, None)
 

@@ -308,6 +308,10 @@ class KafkaController:
             assignment.topic_id = topic_id_text(topic_id)
             await self.kzk.set_topic(topic, assignment, version, self.ctx.epoch_zk_version)
         self.ctx.assignments[topic] = dict(assignment.partitions)
+        if assignment.unreadable:
+            self.ctx.unreadable[topic] = dict(assignment.unreadable)
+        else:
+            self.ctx.unreadable.pop(topic, None)
         for p in assignment.partitions:
             adding, removing = assignment.adding.get(p, []), assignment.removing.get(p, [])
             if adding or removing:
@@ -639,9 +643,19 @@ class KafkaController:
             await self._init_new_partitions(new_partitions)
 
     async def _on_partition_modifications(self, topic: str) -> None:
-        if not self.is_active or topic not in self.ctx.assignments:
+        if not self.is_active:
             return
         ctx = self.ctx
+        if topic not in ctx.assignments:
+            # A topic ignored as unreadable (_load_topic left its watch), mended since: taken
+            # on now as a new one (existing partition states are kept), rather than at the
+            # next controller failover. Kafka's controller would keep it unmanaged.
+            if await self._load_topic(topic):
+                log.info("%s Topic %s is readable again, partition replica assignment %s",
+                         self.log_prefix, topic, ctx.assignments[topic])
+                await self._init_new_partitions([(topic, p)
+                                                 for p in sorted(ctx.assignments[topic])])
+            return
         try:
             found = await self.kzk.get_topic(
                 topic, watch=self._watch(self._on_partition_modifications, topic))
@@ -651,6 +665,12 @@ class KafkaController:
         if found is None:
             return
         assignment, _ = found
+        unreadable = {p: u for p, u in assignment.unreadable.items()
+                      if p not in ctx.assignments[topic]}
+        if unreadable:
+            ctx.unreadable[topic] = unreadable
+        else:
+            ctx.unreadable.pop(topic, None)
         added = {p: r for p, r in assignment.partitions.items()
                  if p not in ctx.assignments[topic]}
         if not added:
@@ -1086,7 +1106,10 @@ class KafkaController:
         assignment = zd.TopicAssignment(
             dict(parts), topic_id_text(ctx.topic_ids[topic]) if topic in ctx.topic_ids else None,
             {p: list(ctx.adding[(topic, p)]) for p in parts if ctx.adding.get((topic, p))},
-            {p: list(ctx.removing[(topic, p)]) for p in parts if ctx.removing.get((topic, p))})
+            {p: list(ctx.removing[(topic, p)]) for p in parts if ctx.removing.get((topic, p))},
+            # not managed, not dropped: a hand-broken partition keeps its data reachable once
+            # its replica list is mended (Kafka's controller keeps and writes back even "[]")
+            {p: u for p, u in ctx.unreadable.get(topic, {}).items() if p not in parts})
         await self.kzk.set_topic(topic, assignment, -1, ctx.epoch_zk_version)
 
     async def _resume_reassignments(self, skip=()) -> None:

@@ -929,6 +929,65 @@ async def test_reassignment_adds_catches_up_moves_the_leader_and_removes():
         await shutdown(nodes)
 
 
+async def test_a_hand_broken_partition_is_written_back_as_found_not_dropped():
+    """A new controller found partition 0's replica list emptied by hand (it cannot manage
+    it); a reassignment of partition 1 then rewrote the topic znode without partition 0, whose
+    acknowledged data was unreachable for good. Kafka's controller writes "0": [] back; so
+    do we, and mending the list by hand brings the partition back."""
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1], 1: [1, 0]})
+        await settle(nodes)
+        path = "/brokers/topics/t"
+        znode = topic_znode(server, "t")
+        znode["partitions"]["0"] = []
+        await nodes[0].zk.set(path, json.dumps(znode).encode())
+        old = active(nodes)
+        server.expire(old.zk)                           # a new controller reads it
+        await settle(nodes)
+        node = active([n for n in nodes if n is not old])
+        c = node.controller
+        got = await c.enqueue(c.alter_partition_reassignments, {("t", 1): [1, 2]})
+        assert got == {("t", 1): (ErrorCode.NONE, None)}
+        await settle(nodes)
+        znode = topic_znode(server, "t")
+        assert znode["partitions"]["0"] == [] and znode["partitions"]["1"] == [1, 2, 0]
+        znode["partitions"]["0"] = [0, 1]               # mended
+        await node.zk.set(path, json.dumps(znode).encode())
+        await settle(nodes)
+        assert c.ctx.replicas(("t", 0)) == [0, 1] and "t" not in c.ctx.unreadable
+    finally:
+        await shutdown(nodes)
+
+
+async def test_a_topic_unreadable_at_failover_is_taken_on_once_mended():
+    """A topic znode a new controller could not read was left unmanaged until the next
+    failover, mended or not: its leaders could not change their ISR (UNKNOWN_TOPIC_ID) and a
+    restarted replica never got it back."""
+    server, nodes = await cluster(3)
+    try:
+        await create_topic(nodes[0], "t", {0: [0, 1], 1: [1, 2]})
+        await settle(nodes)
+        path = "/brokers/topics/t"
+        good = server.nodes[path].data
+        await nodes[0].zk.set(path, b"{garbage")
+        old = active(nodes)
+        server.expire(old.zk)
+        await settle(nodes)
+        node = active([n for n in nodes if n is not old])
+        c = node.controller
+        assert "t" not in c.ctx.assignments
+        node.sender.take()
+        await node.zk.set(path, good)                   # mended
+        await settle(nodes)
+        assert c.ctx.assignments["t"] == {0: [0, 1], 1: [1, 2]}
+        assert set(c.ctx.states) >= {("t", 0), ("t", 1)}
+        sent = {b for b, api, r, _ in node.sender.take("LeaderAndIsr")}
+        assert sent >= {1, 2}
+    finally:
+        await shutdown(nodes)
+
+
 async def test_reassignment_refusals_and_cancellation():
     server, nodes = await cluster(3)
     try:
