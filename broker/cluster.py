@@ -90,8 +90,11 @@ class ClusterMembership:
         self.kzk = KafkaZk(self.zk, self.config.get("zookeeper.max.in.flight.requests"))
         self.zk.add_session_listener(self._session_event)
         await self.kzk.create_top_level_paths()
-        cluster_id = await self.kzk.get_or_create_cluster_id(stored_cluster_id
-                                                              or new_cluster_id())
+        try:
+            cluster_id = await self.kzk.get_or_create_cluster_id(stored_cluster_id
+                                                                  or new_cluster_id())
+        except zd.ZNodeDataError as exc:    # Kafka: "Failed to parse the cluster id json"
+            raise ClusterJoinError(f"Failed to parse the cluster id json: {exc}") from None
         if stored_cluster_id is not None and stored_cluster_id != cluster_id:
             raise ClusterJoinError(
                 f"The Cluster ID {cluster_id} doesn't match stored clusterId "

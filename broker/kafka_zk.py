@@ -181,6 +181,10 @@ class KafkaZk:
     async def get_all_topics(self, watch=None) -> list:
         return await self.zk.children(zd.BROKER_TOPICS, watch) or []
 
+    async def topic_exists(self, topic: str) -> bool:
+        """Whether /brokers/topics/<topic> exists, readable or not (Kafka's topicExists)."""
+        return await self.zk.exists(zd.topic_path(topic)) is not None
+
     async def get_topic(self, topic: str, watch=None):
         """(TopicAssignment, zk version) or None; raises ZNodeDataError if malformed."""
         if watch is not None:

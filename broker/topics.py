@@ -573,7 +573,7 @@ class ClusterTopicManager(TopicManager):
                              f"Topic '{name}' is marked for deletion.")
         if validate_only:
             return None
-        if await self.kzk.get_topic(name) is not None:
+        if await self.kzk.topic_exists(name):     # a hand-broken znode counts too, as Kafka's
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         topic_id = topic_id or uuid.uuid4()
         try:
@@ -611,11 +611,17 @@ class ClusterTopicManager(TopicManager):
         self._require_controller()
         from broker.controller.placement import (RackAwareMode, broker_metadatas,
                                                  new_partitions_assignment)
+        from broker.zk_data import ZNodeDataError
         if await self.kzk.is_marked_for_deletion(name):
             # Kafka's handleCreatePartitionsRequest, before the admin manager
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
         topic = self.store.get_topic(name)
-        found = await self.kzk.get_topic(name)
+        try:
+            found = await self.kzk.get_topic(name)
+        except ZNodeDataError as exc:
+            # Kafka reads a znode it cannot parse as no assignment: the topic does not exist
+            log.error("Cannot add partitions to %s: %s", name, exc)
+            found = None
         if topic is None or found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"The topic '{name}' does not exist.")

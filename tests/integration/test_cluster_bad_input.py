@@ -215,6 +215,23 @@ def test_malformed_znodes_are_logged_and_skipped(kafka_cluster):
     output = cluster.output(new)
     assert "Ignoring topic garbage" in output
     assert any("/config/topics/good" in cluster.output(b) for b in survivors)
+    # A Metadata request naming the unreadable topic (auto-creation on) failed as a whole with
+    # UNKNOWN_SERVER_ERROR: its creation check decoded the znode. Kafka only asks whether it
+    # exists; the other topics of the request are answered.
+    from protocol.messages.metadata import MetadataRequest
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)
+                                      for name in ("garbage", "after-garbage")],
+                              allow_auto_topic_creation=True)
+    answer = send(cluster.brokers[survivors[0]].port, request, 12)
+    errors = {t.name: t.error_code for t in answer.topics}
+    assert errors == {"garbage": ErrorCode.LEADER_NOT_AVAILABLE, "after-garbage": 0}, errors
+    # A /cluster/id Kafka cannot parse: a broker refuses to start with one line, no traceback.
+    zk_write(cluster, "/cluster/id", b"{garbage")
+    result = subprocess.run([sys.executable, "-m", "broker", str(cluster.brokers[old].properties)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "Failed to parse the cluster id json" in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
 
 
 def describe_topic_config(cluster, topic, name):
