@@ -30,7 +30,7 @@ ones afterwards. `build_message_set` writes legacy messages (tests and down-conv
 v0-3, broker/handlers/fetch.py): each v2 batch becomes one wrapper message (compressed batches,
 same codec) or one message per record from the fetch offset on, keeping offsets; control batches
 are dropped and headers lost, as in Kafka; zstd has no legacy form (Kafka answers
-UNSUPPORTED_COMPRESSION_TYPE), which raises ValueError here.
+UNSUPPORTED_COMPRESSION_TYPE), which raises DownConversionUnsupported here.
 """
 import struct
 import zlib
@@ -184,24 +184,38 @@ def build_message_set(messages, magic=MAGIC_V1, codec=Codec.NONE, base_offset=0,
     return encode_message(base_offset + len(messages) - 1, magic, None, value, max_ts, attributes)
 
 
-def convert_from_v2(buf, magic, first_offset=-1):
+class DownConversionUnsupported(ValueError):
+    """zstd data has no magic 0/1 form (Kafka: UNSUPPORTED_COMPRESSION_TYPE)."""
+
+
+def convert_from_v2(buf, magic, first_offset=-1, max_bytes=None):
     """Down-convert the complete batches of `buf` to magic `magic` (0 or 1) bytes, as Kafka's
     RecordsUtil.downConvert: entries already at that magic or below pass as they are; a
     compressed batch (v2, or a magic 1 wrapper going to 0) becomes one wrapper message with the
     same codec, an uncompressed one a message per record, dropping those below `first_offset`
     (the fetch offset: the batch holding it starts earlier, and librdkafka counts on not seeing
-    them again)."""
+    them again). Stops once the output holds `max_bytes` (at least one batch: Kafka's
+    LazyDownConversionRecordsSend sends no more than was read), and before a zstd batch, which
+    raises DownConversionUnsupported only when nothing comes before it (the fetcher then gets
+    the error when it asks from there)."""
     out = []
+    size = 0
     for batch in iter_batches(buf):
+        if out and max_bytes is not None and size >= max_bytes:
+            break
         if batch.magic <= magic:
             out.append(bytes(batch.raw()))
+            size += len(out[-1])
             continue
         if batch.magic == MAGIC_V2:
             if batch.is_control:
                 continue
             codec = batch.compression
             if codec == Codec.ZSTD:
-                raise ValueError("zstd batches cannot be down-converted to magic 0/1")
+                if out:
+                    break
+                raise DownConversionUnsupported("zstd batches cannot be down-converted to "
+                                                "magic 0/1")
             records = batch.records()
             ts_type, max_timestamp = batch.timestamp_type, batch.max_timestamp
         else:                                   # a magic 1 message set going to magic 0
@@ -214,10 +228,12 @@ def convert_from_v2(buf, magic, first_offset=-1):
             continue
         if codec == Codec.NONE:
             attributes = TIMESTAMP_TYPE_MASK if magic == MAGIC_V1 and ts_type else 0
-            out.extend(encode_message(r.offset, magic, r.key, r.value, r.timestamp,
-                                      attributes) for r in records)
+            pieces = [encode_message(r.offset, magic, r.key, r.value, r.timestamp, attributes)
+                      for r in records]
         else:
-            out.append(_wrapper(records, magic, codec, ts_type, max_timestamp))
+            pieces = [_wrapper(records, magic, codec, ts_type, max_timestamp)]
+        out.extend(pieces)
+        size += sum(len(piece) for piece in pieces)
     return b"".join(out)
 
 

@@ -22,7 +22,8 @@ Behaviour:
 - Per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (current_leader_epoch, v9+), with high_watermark,
   last_stable_offset and log_start_offset filled in.
-- Records are `FileRegion`s pointing into segment files; the connection sends them with sendfile.
+- Records are `FileRegion`s pointing into segment files; the connection sends them with sendfile
+  (except for versions 0-3, below).
 - Client quotas (consumers only, not replicas): max_bytes is capped at what the
   consumer_byte_rate quota allows in one window; a response that takes the client over its
   quota is answered empty with throttle_time_ms (its bytes are not counted), and the connection
@@ -30,13 +31,17 @@ Behaviour:
   as Kafka 3.9: broker/connection.py).
 - Versions 0-3 (clients before 0.11, and kafka-python told `api_version=(0, 10, 1)` or older)
   get their records down-converted to magic 0 (v0-1) or 1 (v2-3) as Kafka's
-  maybeConvertFetchedData does (storage/legacy.py `convert_from_v2`): read into memory, control
-  batches dropped, records below the fetch offset left out; UNSUPPORTED_VERSION for a topic with
-  message.downconversion.enable=false, UNSUPPORTED_COMPRESSION_TYPE for zstd batches. Before
+  maybeConvertFetchedData does (storage/legacy.py `convert_from_v2`): read into memory and
+  converted on a worker thread, no more bytes than were read, control batches dropped, records
+  below the fetch offset left out; UNSUPPORTED_VERSION for a topic with
+  message.downconversion.enable=false, UNSUPPORTED_COMPRESSION_TYPE when the data starts with a
+  zstd batch (the batches before one are sent). The first batch comes whole even for v0-2
+  (Kafka's hard size limit there would send an old client a partial message it cannot use). Before
   v10 a consumer gets UNSUPPORTED_COMPRESSION_TYPE for a topic with compression.type=zstd, and
   up to v5 KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER (which those clients retry),
   as Kafka does.
 """
+import asyncio
 import uuid
 
 from protocol.api import ApiKey
@@ -44,7 +49,7 @@ from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchResponse
 
 from storage.compression import CorruptRecordError
-from storage.legacy import convert_from_v2
+from storage.legacy import DownConversionUnsupported, convert_from_v2
 
 from broker.fetch_session import INVALID_SESSION_ID, CachedPartition
 from broker.partition import ReadResult
@@ -143,8 +148,6 @@ async def handle(broker, ctx, request):
 
     if version < 10 and replica_id < 0:
         _refuse_zstd_topics(replica_manager, results)
-    if version <= 3:
-        _down_convert(replica_manager, partitions, results, version, replica_id)
     if quotas is not None and quotas.fetch.overrides:
         size = sum(r.records_size for r in results.values())
         ctx.throttle_time_ms = quotas.fetch_throttle(ctx, size, broker.time.ms())
@@ -152,6 +155,8 @@ async def handle(broker, ctx, request):
             return FetchResponse(throttle_time_ms=ctx.throttle_time_ms, error_code=0,
                                  session_id=context.session_id, responses=[])
 
+    if version <= 3:        # after the client quota, as Kafka: a throttled fetch converts nothing
+        await _down_convert(replica_manager, partitions, results, version, replica_id)
     quota = replica_manager.leader_quota if replica_id >= 0 else None
     if quota is not None:
         # Every throttled partition's bytes count, in sync or not (Kafka's
@@ -205,11 +210,15 @@ def _refuse_zstd_topics(replica_manager, results) -> None:
                 result.last_stable_offset, result.log_start_offset)
 
 
-def _down_convert(replica_manager, partitions, results, version, replica_id) -> None:
+async def _down_convert(replica_manager, partitions, results, version, replica_id) -> None:
     """Fetch v0-3 read messages of magic 0 or 1: each partition's records are converted (Kafka's
-    maybeConvertFetchedData, eagerly rather than lazily), or refused when its topic has
-    message.downconversion.enable=false (consumers only) or the data is zstd."""
+    maybeConvertFetchedData), or refused when its topic has message.downconversion.enable=false
+    (consumers only) or its data starts with zstd. The conversion (decompressing and
+    compressing again, ~0.5 s per MiB of gzip) runs on a worker thread so other connections
+    are served meanwhile, and stops once it has as many bytes as were read (Kafka's lazy
+    conversion sends no more)."""
     magic = 0 if version <= LAST_MAGIC_0_VERSION else 1
+    loop = asyncio.get_running_loop()
     for fp in partitions:
         key = (fp.topic, fp.partition)
         result = results.get(key)
@@ -223,20 +232,28 @@ def _down_convert(replica_manager, partitions, results, version, replica_id) -> 
         records = result.records
         if records is None or not len(records):
             continue
-        data = records.read_bytes() if hasattr(records, "read_bytes") else bytes(records)
         try:
-            converted = convert_from_v2(data, magic, fp.fetch_offset)
-        except ValueError:
-            results[key] = ReadResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-            continue
+            converted = await loop.run_in_executor(None, _convert, records, magic,
+                                                   fp.fetch_offset)
         except CorruptRecordError:
             results[key] = ReadResult(ErrorCode.CORRUPT_MESSAGE)
+            continue
+        except DownConversionUnsupported:
+            results[key] = ReadResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+            continue
+        except OSError:             # the segment went meanwhile: the client asks again
+            results[key] = ReadResult(ErrorCode.KAFKA_STORAGE_ERROR)
             continue
         converted_result = ReadResult(ErrorCode.NONE, result.high_watermark,
                                       result.last_stable_offset, result.log_start_offset,
                                       converted)
         converted_result.aborted_transactions = result.aborted_transactions
         results[key] = converted_result
+
+
+def _convert(records, magic: int, fetch_offset: int) -> bytes:
+    data = records.read_bytes() if hasattr(records, "read_bytes") else bytes(records)
+    return convert_from_v2(data, magic, fetch_offset, max_bytes=len(data))
 
 
 def _must_wait(request, min_bytes, results) -> bool:
