@@ -387,9 +387,9 @@ class LeaderAndIsr:
 
 def next_leader_epoch(epoch: int) -> int:
     """epoch + 1 as a Java int: past 2147483647 (only a hand-edited state gets there) it wraps
-    to -2147483648, as Kafka's LeaderAndIsr does, so the state still encodes (brokers then
-    ignore that one partition as stale) instead of every controller request that names it
-    failing to encode."""
+    to -2147483648, as Kafka's LeaderAndIsr does, so the state still encodes (the brokers
+    hosting the partition then ignore it as stale) instead of every controller request that
+    names it failing to encode."""
     return (epoch + 1 + 2 ** 31) % 2 ** 32 - 2 ** 31
 
 

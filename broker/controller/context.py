@@ -41,6 +41,7 @@ class ControllerContext:
         # Partitions of replica lists Kafka would not have written (zd.TopicAssignment's
         # unreadable): not managed, but written back as found with their topic's assignment.
         self.unreadable: dict[str, dict] = {}                # topic -> {partition: (raw, why)}
+        self.ignored_topics: set[str] = set()                # topic znodes that cannot be read
         self.states: dict[tuple, zd.LeaderAndIsr] = {}       # (topic, partition) -> state
         self.topics_to_delete: set[str] = set()
         self.deletion_started: dict[str, set] = {}           # topic -> {(broker, partition)}

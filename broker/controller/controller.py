@@ -272,6 +272,27 @@ class KafkaController:
                  "topics, %d partitions)", self.log_prefix, ctx.epoch, len(ctx.live_brokers),
                  len(ctx.assignments), len(ctx.states))
 
+    async def _take_on_topic(self, topic: str) -> None:
+        """What a failover does, for one topic read late: its partitions' states loaded and
+        sent to every replica, dead replicas out of the ISRs, partitions without a state or a
+        live leader given one, a reassignment in the znode carried on."""
+        ctx = self.ctx
+        partitions = [(topic, p) for p in sorted(ctx.assignments[topic])]
+        await self._load_partition_states(partitions)
+        batch = self._batch()
+        for tp in partitions:
+            if tp in ctx.states:
+                batch.add_leader_and_isr(ctx.replicas(tp), tp)
+        dead = sorted({r for tp in partitions for r in ctx.replicas(tp)} - set(ctx.live_brokers))
+        for broker in dead:
+            await self._remove_replica_from_isr(
+                broker, [tp for tp in partitions if broker in ctx.replicas(tp)], batch)
+        self._send(batch)
+        await self._trigger_online_partition_state_change(topic)
+        for tp in partitions:
+            if ctx.is_reassigning(tp):
+                await self._on_partition_reassignment(tp, ctx.target_replicas(tp))
+
     async def _load_brokers(self) -> dict:
         brokers = await self.kzk.get_all_brokers(watch=self._watch(self._on_broker_change))
         for broker_id, (info, epoch) in brokers.items():
@@ -288,6 +309,7 @@ class KafkaController:
                 topic, watch=self._watch(self._on_partition_modifications, topic))
         except ZNodeDataError as exc:
             log.error("%s Ignoring topic %s: %s", self.log_prefix, topic, exc)
+            self.ctx.ignored_topics.add(topic)
             return False
         if found is None:
             return False
@@ -302,7 +324,9 @@ class KafkaController:
             # topic off from its logs (their partition.metadata names the old one).
             log.error("%s Ignoring topic %s: unreadable topic_id %r", self.log_prefix, topic,
                       assignment.topic_id)
+            self.ctx.ignored_topics.add(topic)
             return False
+        self.ctx.ignored_topics.discard(topic)
         if topic_id is None:
             topic_id = uuid.uuid4()
             assignment.topic_id = topic_id_text(topic_id)
@@ -632,6 +656,7 @@ class KafkaController:
         for gone in set(ctx.assignments) - topics:
             ctx.remove_topic(gone)
             self._forget_watch(self._on_partition_modifications, gone)
+        ctx.ignored_topics &= topics
         added = sorted(topics - set(ctx.assignments))
         new_partitions = []
         for topic in added:
@@ -648,13 +673,12 @@ class KafkaController:
         ctx = self.ctx
         if topic not in ctx.assignments:
             # A topic ignored as unreadable (_load_topic left its watch), mended since: taken
-            # on now as a new one (existing partition states are kept), rather than at the
-            # next controller failover. Kafka's controller would keep it unmanaged.
-            if await self._load_topic(topic):
+            # on now rather than at the next controller failover (Kafka's controller would
+            # keep it unmanaged). Any other topic unknown here is being created or is gone.
+            if topic in ctx.ignored_topics and await self._load_topic(topic):
                 log.info("%s Topic %s is readable again, partition replica assignment %s",
                          self.log_prefix, topic, ctx.assignments[topic])
-                await self._init_new_partitions([(topic, p)
-                                                 for p in sorted(ctx.assignments[topic])])
+                await self._take_on_topic(topic)
             return
         try:
             found = await self.kzk.get_topic(
