@@ -323,10 +323,11 @@ class ClientQuotaManager:
         num, window_ms = self.window_num, self.window_ms
         rate.record(value, now_ms, num, window_ms)
         measured, size = rate.measure_with_window(now_ms, num, window_ms)
-        if measured <= bound:
+        if measured <= bound or bound <= 0:
+            # A bound of 0 or below only comes from a hand-edited znode (the tools refuse it).
+            # Kafka's formula then gives Infinity, or a negative time, which its toInt turns
+            # into no throttle at all; it raised here, after the Produce was appended.
             return 0
-        if bound == 0:          # Kafka's division gives Infinity: the longest throttle
-            return THROTTLE_MAX_MS
         return min(int(round((measured - bound) / bound * size)), THROTTLE_MAX_MS)
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:

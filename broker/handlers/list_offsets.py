@@ -10,8 +10,8 @@ Behaviour, per partition:
 - leader_epoch (v4+) is the epoch of the batch found (the current epoch for latest);
   current_leader_epoch is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 - Errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (any replica answers the
-  debugging replica id -2, from its own log end, as Kafka); a partition listed twice in one
-  request -> INVALID_REQUEST for both, as Kafka does; from v1 a special timestamp the version
+  debugging replica id -2, from its own log end, as Kafka); from v1 a partition listed twice
+  in one request -> INVALID_REQUEST for both, as Kafka does; from v1 a special timestamp the version
   does not know (-3 before v7, -4 before v8, -5 before v9) or any other negative one ->
   UNSUPPORTED_VERSION.
 - Version 0 is Kafka's legacy lookup by segment: old_style_offsets holds up to max_num_offsets
@@ -57,10 +57,10 @@ async def handle(broker, ctx, request):
         for p in topic.partitions:
             answer = Partition(partition_index=p.partition_index, error_code=0,
                                timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=[])
-            if seen[(topic.name, p.partition_index)] > 1:
-                answer.error_code = ErrorCode.INVALID_REQUEST
-            elif version == 0:
+            if version == 0:            # Kafka's V0 path answers a repeated partition too
                 _legacy_offsets(broker, request, topic.name, p, answer)
+            elif seen[(topic.name, p.partition_index)] > 1:
+                answer.error_code = ErrorCode.INVALID_REQUEST
             elif version >= 1 and p.timestamp < 0 and \
                     version < _SPECIAL_TIMESTAMP_VERSIONS.get(p.timestamp, MAX_VERSION + 1):
                 # A special timestamp this version does not know, or no special timestamp.

@@ -121,6 +121,11 @@ async def test_list_offsets_v0_is_kafkas_lookup_by_segment_modification_time(bro
     assert await v0(2_500_000, 10) == [3, 0]        # segments last written by 2,500 s
     assert await v0(500_000, 10) == []
     assert await v0(-3, 1) == ErrorCode.UNSUPPORTED_VERSION
+    # a partition named twice is answered twice (only v1+ refuse it), as Kafka's V0 path
+    response = await call(list_offsets, broker, list_request([(0, -1), (0, -2)], topic="seg"),
+                          0, ListOffsetsRequest, ListOffsetsResponse)
+    assert [(p.error_code, p.old_style_offsets) for p in response.topics[0].partitions] == \
+        [(0, [9]), (0, [0])]
 
 
 async def test_list_offsets_errors(broker):

@@ -190,12 +190,14 @@ def test_throttle_fits_the_int32_field():
     assert m.record("u", "c1", 1e12, 0) == 2**31 - 1
 
 
-def test_a_zero_quota_throttles_longest_instead_of_failing_the_request():
-    """A hand-edited znode may hold producer_byte_rate=0 (the tools refuse it): Kafka's formula
-    divides by the bound, giving Infinity, the longest throttle. It raised here, after the
-    Produce had been appended: every request failed while its records were stored."""
-    m = manager({C1: 0.0})
-    assert m.record("u", "c1", 100, 0) == 2**31 - 1
+def test_a_zero_or_negative_quota_does_not_fail_the_request():
+    """A hand-edited znode may hold producer_byte_rate=0 or -5 (the tools refuse both): Kafka's
+    formula divides by the bound, giving Infinity or a negative time, which its toInt makes no
+    throttle. It raised here (0), after the Produce had been appended: every request failed
+    while its records were stored; a negative bound gave a negative throttle_time_ms."""
+    for bound in (0.0, -5.0):
+        m = manager({C1: bound})
+        assert m.record("u", "c1", 100, 0) == 0
 
 
 def test_a_steady_overload_is_measured_over_eleven_windows_as_kafkas_sampled_stat():
