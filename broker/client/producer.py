@@ -14,10 +14,18 @@ requests are pipelined on the connection). Each record's future resolves to its 
 metadata and re-queues the batch until ``delivery.timeout.ms``; any other error fails the futures.
 With ``acks=0`` nothing comes back and offsets are reported as -1, like Kafka.
 
-This producer is not idempotent (no producer id or sequences): retries may duplicate. A batch to
-retry goes back at the head of the queue and its partition's later batches wait behind it; with
-``max.in.flight.requests.per.connection=1`` a partition has one batch in flight at a time, so, as
-with Java's producer, order is kept (with more in flight, a retry may land after later batches).
+By default this producer is not idempotent (no producer id or sequences): retries may
+duplicate. A batch to retry goes back at the head of the queue and its partition's later batches
+wait behind it; with ``max.in.flight.requests.per.connection=1`` a partition has one batch in
+flight at a time, so, as with Java's producer, order is kept (with more in flight, a retry may
+land after later batches).
+
+With ``enable.idempotence`` or a ``transactional.id`` (broker/client/transaction_manager.py), each
+batch carries the producer id, epoch and its partition's next sequence, and a partition has one
+batch in flight at a time (batches of other partitions go meanwhile), so a retry is never
+written twice and never overtaken. A transactional producer also registers each partition with
+the transaction coordinator before its first batch of the transaction goes out, and
+``commit_transaction()`` flushes, then ends the transaction (Java's ``KafkaProducer`` calls).
 """
 from __future__ import annotations
 
@@ -33,6 +41,7 @@ from storage.record_batch import RecordBatchBuilder
 
 from broker.client.errors import ClientError, KafkaTimeoutError
 from broker.client.partitioner import StickyPartitionCache, partition_for_key
+from broker.client.transaction_manager import TransactionError, TransactionManager
 from broker.client.types import TopicPartition
 
 CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
@@ -49,7 +58,7 @@ class RecordMetadata(NamedTuple):
 
 
 class _Batch:
-    __slots__ = ("tp", "builder", "futures", "created", "attempts", "sizes")
+    __slots__ = ("tp", "builder", "futures", "created", "attempts", "sizes", "encoded")
 
     def __init__(self, tp, compression):
         self.tp = tp
@@ -58,18 +67,24 @@ class _Batch:
         self.sizes = []
         self.created = time.monotonic()
         self.attempts = 0
+        self.encoded = None     # the bytes sent, kept for retries (an idempotent batch's sequence)
 
 
 class Producer:
     def __init__(self, cluster, *, acks: int = -1, linger_ms: int = 5, batch_size: int = 16384,
                  compression_type: str = "none", max_request_size: int = 1048576,
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
-                 max_in_flight: int = 5, retry_backoff_ms: int = 100, auto_create_topics: bool = True):
+                 max_in_flight: int = 5, retry_backoff_ms: int = 100, auto_create_topics: bool = True,
+                 enable_idempotence: bool = False, transactional_id: str | None = None,
+                 transaction_timeout_ms: int = 60000, max_block_ms: int = 60000):
         if compression_type not in CODECS:
             raise ValueError(f"Invalid value {compression_type} for configuration compression.type: "
                              f"String must be one of: {', '.join(CODECS)}")
         if acks not in (-1, 0, 1):
             raise ValueError(f"Invalid value {acks} for configuration acks: String must be one of: all, -1, 0, 1")
+        if (enable_idempotence or transactional_id is not None) and acks != -1:
+            raise ValueError("Must set acks to all in order to use the idempotent producer. "
+                             "Otherwise we cannot guarantee idempotence.")
         self.cluster = cluster
         self.acks = acks
         self.linger = linger_ms / 1000
@@ -86,9 +101,15 @@ class Producer:
         self._in_flight: set[asyncio.Task] = set()
         self._node_slots: dict[int, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(max_in_flight))
         self._max_in_flight = max_in_flight
+        self._txn = (TransactionManager(cluster, transactional_id,
+                                        transaction_timeout_ms=transaction_timeout_ms,
+                                        request_timeout_ms=request_timeout_ms,
+                                        retry_backoff_ms=retry_backoff_ms, max_block_ms=max_block_ms)
+                     if enable_idempotence or transactional_id is not None else None)
         # Partitions whose next batch must wait (Java's Sender muting): one with a batch in
         # retry backoff (so later batches do not overtake it), and, with
-        # max.in.flight.requests.per.connection=1, one with a batch in flight.
+        # max.in.flight.requests.per.connection=1 or idempotence, one with a batch in flight.
+        self._one_per_partition = max_in_flight == 1 or self._txn is not None
         self._muted: dict[TopicPartition, int] = defaultdict(int)
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task | None = None
@@ -105,6 +126,8 @@ class Producer:
             raise ClientError("Cannot send after the producer is closed")
         if self._sender_error is not None:
             raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
+        if self._txn is not None:
+            self._txn.check_send()
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._run())
         meta = await self.cluster.topic_metadata(topic, auto_create=self.auto_create_topics)
@@ -151,6 +174,46 @@ class Producer:
 
     async def send_and_wait(self, topic, value, key=None, headers=(), partition=None, timestamp_ms=None):
         return await (await self.send(topic, value, key, headers, partition, timestamp_ms))
+
+    # --- transactions (Java's KafkaProducer calls) ---------------------------------------------
+
+    async def init_transactions(self) -> None:
+        """Get the producer id and epoch from the transaction coordinator, fencing an older
+        producer with the same transactional.id and ending what it left open."""
+        if self._txn is None or not self._txn.transactional:
+            raise TransactionError("Cannot use initTransactions without a transactional.id")
+        await self._txn.init()
+
+    def begin_transaction(self) -> None:
+        self._require_transactional().begin()
+
+    async def commit_transaction(self) -> None:
+        """Send what is queued, then commit; raises the first failure of the transaction's
+        records instead (then only abort_transaction() may follow)."""
+        txn = self._require_transactional()
+        await self.flush()
+        if txn.last_error is not None:
+            raise TransactionError(f"Cannot commit transaction: a record failed "
+                                   f"({txn.last_error}); abort it")
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Drop what is not sent yet (its records fail), wait for what is in flight, abort."""
+        txn = self._require_transactional()
+        aborted = TransactionError("Failing batch since transaction was aborted")
+        for batch in self._ready + list(self._open.values()):
+            self._fail(batch, aborted, aborted=True)
+        self._ready.clear()
+        self._open.clear()
+        while self._outstanding and self._sender_error is None:
+            await asyncio.wait(list(self._outstanding))
+        await txn.end(commit=False)
+
+    def _require_transactional(self) -> TransactionManager:
+        if self._txn is None or not self._txn.transactional:
+            raise TransactionError("Cannot use transactional methods without enabling "
+                                   "transactions by setting the transactional.id")
+        return self._txn
 
     async def flush(self) -> None:
         """Send everything queued and wait for every answer (errors stay in the record futures)."""
@@ -225,7 +288,7 @@ class Producer:
         """The ready batches that may go now, in order; the others stay queued."""
         out, held, picked = [], [], set()
         for batch in self._ready:
-            if batch.tp in self._muted or (self._max_in_flight == 1 and batch.tp in picked):
+            if batch.tp in self._muted or (self._one_per_partition and batch.tp in picked):
                 held.append(batch)
             else:
                 out.append(batch)
@@ -274,7 +337,7 @@ class Producer:
                     break
                 await slots.acquire()
                 sent += 1
-                if self._max_in_flight == 1:
+                if self._one_per_partition:
                     for batch in requests_batches:
                         self._mute(batch.tp)
                 task = asyncio.get_running_loop().create_task(self._send(node, requests_batches))
@@ -289,18 +352,27 @@ class Producer:
         self._in_flight.discard(task)
         slots.release()
         self._wakeup.set()
-        if self._max_in_flight == 1:
+        if self._one_per_partition:
             for batch in batches:
                 self._unmute(batch.tp)
 
     async def _send(self, node: int, batches: list) -> None:
+        if self._txn is not None:
+            try:
+                await self._txn.ensure_producer_id()
+                await self._txn.add_partitions([b.tp for b in batches])
+            except (KafkaError, ClientError) as e:
+                for batch in batches:
+                    self._retry_or_fail(batch, e)
+                return
         by_topic = defaultdict(list)
         for batch in batches:
             by_topic[batch.tp.topic].append(batch)
         R = ProduceRequest
-        request = R(acks=self.acks, timeout_ms=self.request_timeout_ms, topic_data=[
+        request = R(acks=self.acks, timeout_ms=self.request_timeout_ms,
+                    transactional_id=self._txn.transactional_id if self._txn else None, topic_data=[
             R.TopicProduceData(name=topic, partition_data=[
-                R.PartitionProduceData(index=b.tp.partition, records=b.builder.build()) for b in group])
+                R.PartitionProduceData(index=b.tp.partition, records=self._encoded(b)) for b in group])
             for topic, group in by_topic.items()])
         try:
             response = await self.cluster.send(node, request, expect_response=self.acks != 0,
@@ -318,6 +390,9 @@ class Producer:
             p = results.get(batch.tp)
             if p is None:
                 self._fail(batch, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {batch.tp}"))
+            elif p.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and self._txn is not None:
+                # written before (a retry of a batch whose answer was lost): Java's success
+                self._complete(batch, p.base_offset, getattr(p, "log_append_time_ms", -1))
             elif p.error_code:
                 message = getattr(p, "error_message", None) or ErrorCode(p.error_code).name
                 self._retry_or_fail(batch, KafkaError(p.error_code, message))
@@ -331,10 +406,26 @@ class Producer:
                 future.set_result(RecordMetadata(batch.tp.topic, batch.tp.partition,
                                                  base_offset + i if base_offset >= 0 else -1, ts, ks, vs))
 
-    def _fail(self, batch: _Batch, error: Exception) -> None:
+    def _encoded(self, batch: _Batch) -> bytes:
+        """The batch's bytes, made on its first send and sent as they are on a retry: an
+        idempotent batch gets the producer id, epoch and its partition's next sequence then."""
+        if batch.encoded is None:
+            builder = batch.builder
+            txn = self._txn
+            if txn is not None:
+                txn.maybe_bump_epoch()
+                builder.producer_id, builder.producer_epoch = txn.producer_id, txn.epoch
+                builder.base_sequence = txn.next_sequence(batch.tp, len(builder))
+                builder.is_transactional = txn.transactional
+            batch.encoded = builder.build()
+        return batch.encoded
+
+    def _fail(self, batch: _Batch, error: Exception, *, aborted: bool = False) -> None:
         for future, _ in batch.futures:
             if not future.done():
                 future.set_exception(error)
+        if self._txn is not None:
+            self._txn.batch_failed(error, sequenced=batch.encoded is not None, aborted=aborted)
 
     def _retry_or_fail(self, batch: _Batch, error: Exception) -> None:
         retriable = (isinstance(error, KafkaError) and int(error.error_code) in RETRIABLE) or \

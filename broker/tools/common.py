@@ -236,6 +236,14 @@ def _acks(value: str) -> int:
     return -1 if value == "all" else int(value)
 
 
+def _boolean(value: str) -> bool:
+    """Kafka's BOOLEAN config type: true or false, any case."""
+    value = value.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(value)
+    return value == "true"
+
+
 def _codec(value: str) -> str:
     if value not in CODECS:
         raise ToolError(f"Invalid value {value} for configuration compression.type: "
@@ -254,6 +262,10 @@ PRODUCER_PROPERTIES = {
     "delivery.timeout.ms": ("delivery_timeout_ms", int),
     "max.in.flight.requests.per.connection": ("max_in_flight", int),
     "retry.backoff.ms": ("retry_backoff_ms", int),
+    "enable.idempotence": ("enable_idempotence", _boolean),
+    "transactional.id": ("transactional_id", str),
+    "transaction.timeout.ms": ("transaction_timeout_ms", int),
+    "max.block.ms": ("max_block_ms", int),
 }
 
 

@@ -22,6 +22,7 @@ from broker.tools.common import (ToolError, ToolParser, client_kwargs, main_entr
                                  read_properties)
 
 MB = 1024 * 1024
+DEFAULT_TRANSACTIONAL_ID = "performance-producer-default-transactional-id"
 
 
 def build_parser() -> ToolParser:
@@ -49,10 +50,13 @@ def build_parser() -> ToolParser:
     p.add_argument("--bootstrap-server", metavar="BOOTSTRAP-SERVERS",
                    help="The server(s) to connect to (overrides bootstrap.servers in the producer properties).")
     p.add_argument("--print-metrics", action="store_true", help="print out metrics at the end of the test.")
-    p.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID",
-                   help="Not supported by this client (transactions); rejected.")
+    p.add_argument("--transactional-id", default=DEFAULT_TRANSACTIONAL_ID, metavar="TRANSACTIONAL-ID",
+                   help="The transactionalId to use if transaction-duration-ms is > 0. Useful when testing the "
+                        "performance of concurrent transactions. (default: "
+                        f"{DEFAULT_TRANSACTIONAL_ID})")
     p.add_argument("--transaction-duration-ms", type=int, default=0, metavar="TRANSACTION-DURATION",
-                   help="Not supported by this client (transactions); rejected when positive.")
+                   help="The max age of each transaction. The commitTransaction will be called after this time "
+                        "has elapsed. Transactions are only enabled if this value is positive. (default: 0)")
     return p
 
 
@@ -136,10 +140,13 @@ def payloads(opts) -> list | None:
 
 
 async def run(opts) -> int:
-    if opts.transactional_id or opts.transaction_duration_ms > 0:
-        raise ToolError("Transactions are not supported by this producer-perf-test")
     props = read_properties(opts.producer_config) if opts.producer_config else {}
     props.update(parse_key_values(opts.producer_props, "producer property"))
+    # As Kafka's: transactions when the duration is positive, with --transactional-id (over a
+    # transactional.id of the properties), each committed once it is that old.
+    transactions = opts.transaction_duration_ms > 0
+    if transactions:
+        props["transactional.id"] = opts.transactional_id
     bootstrap = opts.bootstrap_server or props.get("bootstrap.servers")
     if not bootstrap:
         raise ToolError("Either --bootstrap-server or --producer-props bootstrap.servers must be specified")
@@ -150,9 +157,13 @@ async def run(opts) -> int:
     rng = random.Random()
     async with ClusterClient(bootstrap, **client_kwargs(props)) as cluster:
         producer = Producer(cluster, **settings)
+        if transactions:
+            await producer.init_transactions()
         start = time.monotonic()
         pending = set()
         failures = []
+        in_transaction = 0                  # records sent in the open transaction
+        transaction_start = 0.0
 
         def done(future, sent_at, size):
             pending.discard(future)
@@ -169,10 +180,17 @@ async def run(opts) -> int:
                 payload = items[i % len(items)]
             else:
                 payload = items[0] if len(items) == 1 else items[rng.randrange(len(items))]
+            if transactions and not in_transaction:
+                producer.begin_transaction()
+                transaction_start = time.monotonic()
             sent_at = time.monotonic()
             future = await producer.send(opts.topic, payload)
             pending.add(future)
             future.add_done_callback(lambda f, t=sent_at, n=len(payload): done(f, t, n))
+            in_transaction += 1
+            if transactions and opts.transaction_duration_ms <= (sent_at - transaction_start) * 1000:
+                await producer.commit_transaction()
+                in_transaction = 0
             if opts.throughput > 0:
                 ahead = (i + 1) / opts.throughput - (time.monotonic() - start)
                 if ahead > 0.001:
@@ -181,6 +199,8 @@ async def run(opts) -> int:
                 await asyncio.sleep(0)   # let the sender run
             if len(pending) > 20000:
                 await asyncio.wait(list(pending)[:1000])
+        if transactions and in_transaction:
+            await producer.commit_transaction()
         await producer.close()
     stats.print_total()
     return 0

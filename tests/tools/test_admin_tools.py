@@ -224,6 +224,34 @@ def test_perf_tests(tools_broker, tool):
     assert (r.code, r.err) == (1, "Error: Reporting interval must be greater than 0.\n")
 
 
+def test_producer_perf_test_with_transactions(tools_broker, tool):
+    """Kafka 3.9's --transaction-duration-ms: transactions of that age, committed; a
+    --transactional-id without it changes nothing."""
+    b = tools_broker.bootstrap
+    assert tool("topics", "--bootstrap-server", b, "--create", "--topic", "perf-tx",
+                "--partitions", 1).code == 0
+    r = tool("producer_perf_test", "--topic", "perf-tx", "--num-records", 3000, "--record-size", 20,
+             "--throughput", 10000, "--producer-props", f"bootstrap.servers={b}",
+             "--transaction-duration-ms", 40, "--transactional-id", "perf-tx-id")
+    assert r.code == 0, r
+    assert r.lines[-1].startswith("3000 records sent, ")
+    r = tool("transactions", "--bootstrap-server", b, "list")
+    states = {row.split()[0]: row.split()[3] for row in r.lines[1:]}
+    assert states["perf-tx-id"] == "CompleteCommit"
+    r = tool("console_consumer", "--bootstrap-server", b, "--topic", "perf-tx", "--from-beginning",
+             "--isolation-level", "read_committed", "--max-messages", 3000, "--timeout-ms", 10000)
+    assert len(r.lines) == 3000
+    r = tool("dump_log", "--files", f"{tools_broker.log_dir}/perf-tx-0/00000000000000000000.log")
+    markers = [line for line in r.lines if "isControl: true" in line]
+    assert len(markers) >= 3, r.out                 # 300 ms of sending: about seven
+    r = tool("producer_perf_test", "--topic", "perf-notx", "--num-records", 10, "--record-size", 20,
+             "--throughput", -1, "--producer-props", f"bootstrap.servers={b}",
+             "--transactional-id", "perf-notx-id")
+    assert r.code == 0, r
+    r = tool("transactions", "--bootstrap-server", b, "list")
+    assert "perf-notx-id" not in r.out
+
+
 @pytest.mark.parametrize("code,name", [
     (ErrorCode.KAFKA_STORAGE_ERROR, "KafkaStorageException"),
     (ErrorCode.UNKNOWN_SERVER_ERROR, "UnknownServerException"),
