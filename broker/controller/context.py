@@ -114,6 +114,13 @@ class ControllerContext:
             self.adding.pop(tp, None)
             self.removing.pop(tp, None)
 
+    def set_unreadable(self, topic: str, unreadable: dict) -> None:
+        """The partitions of `topic` whose replica lists could not be read ({} when none)."""
+        if unreadable:
+            self.unreadable[topic] = dict(unreadable)
+        else:
+            self.unreadable.pop(topic, None)
+
     def partitions_on_broker(self, broker_id: int) -> list:
         return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
 

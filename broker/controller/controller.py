@@ -248,16 +248,7 @@ class KafkaController:
         batch = self._batch()
         batch.add_update_metadata(ctx.live_or_shutting_down_ids())
         self._send(batch)
-        batch = self._batch()
-        for tp, state in ctx.states.items():
-            batch.add_leader_and_isr(ctx.replicas(tp), tp)
-        # Replicas on brokers that are not alive go offline: out of every ISR (Kafka's
-        # replica state machine start-up), so the elections below and the ISR agree.
-        dead = sorted({r for tp in ctx.all_partitions() for r in ctx.replicas(tp)}
-                      - set(ctx.live_brokers))
-        for broker in dead:
-            await self._remove_replica_from_isr(broker, ctx.partitions_on_broker(broker), batch)
-        self._send(batch)
+        await self._start_replicas(list(ctx.all_partitions()))
         await self._trigger_online_partition_state_change()
         self._zk_reassignment_czxid = None
         from_zk = await self._on_zk_reassignment()
@@ -279,6 +270,17 @@ class KafkaController:
         ctx = self.ctx
         partitions = [(topic, p) for p in sorted(ctx.assignments[topic])]
         await self._load_partition_states(partitions)
+        await self._start_replicas(partitions)
+        await self._trigger_online_partition_state_change(topic)
+        for tp in partitions:
+            if ctx.is_reassigning(tp):
+                await self._on_partition_reassignment(tp, ctx.target_replicas(tp))
+
+    async def _start_replicas(self, partitions: list) -> None:
+        """Kafka's replica state machine start-up for `partitions`: every replica told its
+        partition's state (those that have one), and the replicas on brokers that are not
+        alive taken out of every ISR, so the elections that follow and the ISRs agree."""
+        ctx = self.ctx
         batch = self._batch()
         for tp in partitions:
             if tp in ctx.states:
@@ -288,10 +290,6 @@ class KafkaController:
             await self._remove_replica_from_isr(
                 broker, [tp for tp in partitions if broker in ctx.replicas(tp)], batch)
         self._send(batch)
-        await self._trigger_online_partition_state_change(topic)
-        for tp in partitions:
-            if ctx.is_reassigning(tp):
-                await self._on_partition_reassignment(tp, ctx.target_replicas(tp))
 
     async def _load_brokers(self) -> dict:
         brokers = await self.kzk.get_all_brokers(watch=self._watch(self._on_broker_change))
@@ -332,10 +330,7 @@ class KafkaController:
             assignment.topic_id = topic_id_text(topic_id)
             await self.kzk.set_topic(topic, assignment, version, self.ctx.epoch_zk_version)
         self.ctx.assignments[topic] = dict(assignment.partitions)
-        if assignment.unreadable:
-            self.ctx.unreadable[topic] = dict(assignment.unreadable)
-        else:
-            self.ctx.unreadable.pop(topic, None)
+        self.ctx.set_unreadable(topic, assignment.unreadable)
         for p in assignment.partitions:
             adding, removing = assignment.adding.get(p, []), assignment.removing.get(p, [])
             if adding or removing:
@@ -689,12 +684,8 @@ class KafkaController:
         if found is None:
             return
         assignment, _ = found
-        unreadable = {p: u for p, u in assignment.unreadable.items()
-                      if p not in ctx.assignments[topic]}
-        if unreadable:
-            ctx.unreadable[topic] = unreadable
-        else:
-            ctx.unreadable.pop(topic, None)
+        ctx.set_unreadable(topic, {p: u for p, u in assignment.unreadable.items()
+                                   if p not in ctx.assignments[topic]})
         added = {p: r for p, r in assignment.partitions.items()
                  if p not in ctx.assignments[topic]}
         if not added:
