@@ -734,7 +734,7 @@ class Log:
         data; up to `max_num_offsets` of those last modified at or before `timestamp` (-1:
         from the end, -2: from the start), newest first."""
         segments = self._view[0]
-        pairs = [(max(s.base_offset, self._log_start_offset), _last_modified_ms(s))
+        pairs = [(max(s.base_offset, self._log_start_offset), s.last_modified_ms)
                  for s in segments]
         if segments[-1].size > 0:
             pairs.append((self._log_end_offset, now_ms))
@@ -1043,15 +1043,6 @@ class Log:
         return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
                 f"hw={self._high_watermark}, end={self._log_end_offset}, "
                 f"segments={len(self._segments)})")
-
-
-def _last_modified_ms(segment) -> int:
-    """A segment file's modification time; 0 for one deleted meanwhile (Java's
-    File.lastModified)."""
-    try:
-        return segment.last_modified_ms
-    except OSError:
-        return 0
 
 
 def _epoch_or_none(epoch):

@@ -282,7 +282,11 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return int(os.stat(self.path).st_mtime * 1000)
+        """The log file's modification time; 0 once it is gone (Java's File.lastModified)."""
+        try:
+            return int(os.stat(self.path).st_mtime * 1000)
+        except OSError:
+            return 0
 
     def _load_tail(self) -> None:
         """Next offset and max timestamp from the last index entries plus a header walk.
