@@ -14,14 +14,15 @@ requests are pipelined on the connection). Each record's future resolves to its 
 metadata and re-queues the batch until ``delivery.timeout.ms``; any other error fails the futures.
 With ``acks=0`` nothing comes back and offsets are reported as -1, like Kafka.
 
-By default this producer is not idempotent (no producer id or sequences): retries may
-duplicate. A batch to retry goes back at the head of the queue and its partition's later batches
-wait behind it; with ``max.in.flight.requests.per.connection=1`` a partition has one batch in
-flight at a time, so, as with Java's producer, order is kept (with more in flight, a retry may
-land after later batches).
+Without idempotence (``enable.idempotence=false``, or acks other than all: Java's rule) the
+batches carry no producer id or sequences and retries may duplicate. A batch to retry goes back
+at the head of the queue and its partition's later batches wait behind it; with
+``max.in.flight.requests.per.connection=1`` a partition has one batch in flight at a time, so,
+as with Java's producer, order is kept (with more in flight, a retry may land after later
+batches).
 
-With ``enable.idempotence`` or a ``transactional.id`` (broker/client/transaction_manager.py), each
-batch carries the producer id, epoch and its partition's next sequence, and a partition has one
+With idempotence (Java's default) or a ``transactional.id``
+(broker/client/transaction_manager.py), each batch carries the producer id, epoch and its partition's next sequence, and a partition has one
 batch in flight at a time (batches of other partitions go meanwhile), so a retry is never
 written twice and never overtaken. A transactional producer also registers each partition with
 the transaction coordinator before its first batch of the transaction goes out, and
@@ -57,6 +58,28 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int
 
 
+def _idempotence(asked: bool | None, transactional_id, acks: int, max_in_flight: int) -> bool:
+    """enable.idempotence as Java's producer settles it (ProducerConfig, Kafka 3.x): on unless
+    set false; when not set, off with acks other than all or more than 5 in flight; when set
+    true with those, or false with a transactional.id, a config error."""
+    if asked is False:
+        if transactional_id is not None:
+            raise ValueError("Cannot set a transactional.id without also enabling idempotence.")
+        return False
+    conflict = None
+    if acks != -1:
+        conflict = ("Must set acks to all in order to use the idempotent producer. "
+                    "Otherwise we cannot guarantee idempotence.")
+    elif max_in_flight > 5:
+        conflict = ("Must set max.in.flight.requests.per.connection to at most 5 when using "
+                    "the idempotent producer.")
+    if conflict is None:
+        return True
+    if asked or transactional_id is not None:
+        raise ValueError(conflict)
+    return False
+
+
 class _Batch:
     __slots__ = ("tp", "builder", "futures", "created", "attempts", "sizes", "encoded")
 
@@ -75,16 +98,14 @@ class Producer:
                  compression_type: str = "none", max_request_size: int = 1048576,
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
                  max_in_flight: int = 5, retry_backoff_ms: int = 100, auto_create_topics: bool = True,
-                 enable_idempotence: bool = False, transactional_id: str | None = None,
+                 enable_idempotence: bool | None = None, transactional_id: str | None = None,
                  transaction_timeout_ms: int = 60000, max_block_ms: int = 60000):
         if compression_type not in CODECS:
             raise ValueError(f"Invalid value {compression_type} for configuration compression.type: "
                              f"String must be one of: {', '.join(CODECS)}")
         if acks not in (-1, 0, 1):
             raise ValueError(f"Invalid value {acks} for configuration acks: String must be one of: all, -1, 0, 1")
-        if (enable_idempotence or transactional_id is not None) and acks != -1:
-            raise ValueError("Must set acks to all in order to use the idempotent producer. "
-                             "Otherwise we cannot guarantee idempotence.")
+        enable_idempotence = _idempotence(enable_idempotence, transactional_id, acks, max_in_flight)
         self.cluster = cluster
         self.acks = acks
         self.linger = linger_ms / 1000
@@ -105,7 +126,7 @@ class Producer:
                                         transaction_timeout_ms=transaction_timeout_ms,
                                         request_timeout_ms=request_timeout_ms,
                                         retry_backoff_ms=retry_backoff_ms, max_block_ms=max_block_ms)
-                     if enable_idempotence or transactional_id is not None else None)
+                     if enable_idempotence else None)
         # Partitions whose next batch must wait (Java's Sender muting): one with a batch in
         # retry backoff (so later batches do not overtake it), and, with
         # max.in.flight.requests.per.connection=1 or idempotence, one with a batch in flight.

@@ -186,3 +186,33 @@ def test_calls_in_the_wrong_state_are_refused(client_broker):
             with pytest.raises(ValueError, match="acks to all"):
                 Producer(cluster, enable_idempotence=True, acks=1)
     run(go())
+
+
+def test_idempotence_is_settled_as_javas_producer_settles_it():
+    from broker.client.producer import _idempotence
+    assert _idempotence(None, None, -1, 5) is True           # Java 3.x's default
+    assert _idempotence(None, None, 1, 5) is False           # acks=1 not set together with it
+    assert _idempotence(None, None, -1, 6) is False
+    assert _idempotence(False, None, -1, 5) is False
+    assert _idempotence(None, "tx", -1, 5) is True
+    with pytest.raises(ValueError, match="acks to all"):
+        _idempotence(True, None, 0, 5)
+    with pytest.raises(ValueError, match="at most 5"):
+        _idempotence(True, None, -1, 6)
+    with pytest.raises(ValueError, match="acks to all"):
+        _idempotence(None, "tx", 1, 5)
+    with pytest.raises(ValueError, match="without also enabling idempotence"):
+        _idempotence(False, "tx", -1, 5)
+
+
+def test_the_default_producer_is_idempotent_and_acks_1_is_not(client_broker):
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            for topic, settings in (("idem-default", {}), ("idem-acks1", {"acks": 1})):
+                await create(cluster, topic, 1)
+                producer = Producer(cluster, linger_ms=0, **settings)
+                await (await producer.send(topic, b"v", partition=0))
+                await producer.close()
+    run(go())
+    assert batches_on_disk(client_broker, "idem-default")[0].producer_id >= 0
+    assert batches_on_disk(client_broker, "idem-acks1")[0].producer_id == -1

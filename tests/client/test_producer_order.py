@@ -43,7 +43,8 @@ class FlakyBroker:
 
 
 async def produce(broker, count, **settings):
-    producer = Producer(broker, batch_size=100, linger_ms=0, retry_backoff_ms=10, **settings)
+    producer = Producer(broker, batch_size=100, linger_ms=0, retry_backoff_ms=10,
+                        enable_idempotence=False, **settings)
     futures = [await producer.send("t", b"m%d" % i, partition=0) for i in range(count)]
     await producer.flush()
     await producer.close()
@@ -65,7 +66,7 @@ def test_a_batch_in_backoff_holds_its_partitions_later_batches():
 
     async def go():
         producer = Producer(broker, batch_size=100, linger_ms=0, retry_backoff_ms=50,
-                            max_in_flight=5)
+                            max_in_flight=5, enable_idempotence=False)
         first = await producer.send("t", b"m0", partition=0)
         while broker.calls < 1:
             await asyncio.sleep(0.001)
@@ -95,7 +96,8 @@ def test_a_slow_broker_does_not_hold_up_the_others():
 
     async def go():
         broker = TwoBrokers(fail_on=())
-        producer = Producer(broker, batch_size=100, linger_ms=0, max_in_flight=1)
+        producer = Producer(broker, batch_size=100, linger_ms=0, max_in_flight=1,
+                            enable_idempotence=False)
         slow = [await producer.send("t", b"s0", partition=0)]
         await asyncio.sleep(0.05)                 # node 0's one request is in flight
         loop = asyncio.get_running_loop()
