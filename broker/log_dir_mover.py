@@ -24,6 +24,8 @@ import concurrent.futures
 import logging
 import os
 
+from storage.errors import OffsetOutOfRange
+
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 4 * 1024 * 1024        # copied per executor call
@@ -81,10 +83,12 @@ def _agreeing_end(current, future) -> int:
     """How far `future` holds the current log's records, by their leader epochs (both came
     from the same leaders, so an epoch that starts at the same offset in both holds the same
     records as far as both reach): the end of the latest such epoch, else -1 (copy again from
-    the current log's start). An epoch the current log no longer has (truncated away), or one
-    that starts elsewhere in it (truncated and written again), ends the agreement at its
-    start. Epoch starts below the copy's first offset count as that offset. Records without
-    epochs (old message formats): the future log's end, if the current log reaches it."""
+    the current log's start). An epoch may start later in the copy than in the current log,
+    inside the current log's range of it: the records between are gone (compacted away, or
+    below the copy's first offset). An epoch the current log no longer has (truncated away),
+    or one that starts outside that range (truncated and written again), ends the agreement at
+    its start. Records without epochs (old message formats): the future log's end, if the
+    current log reaches it."""
     end = future.log_end_offset
     f_entries = future.leader_epoch_cache.entries()
     if not f_entries:
@@ -99,13 +103,34 @@ def _agreeing_end(current, future) -> int:
         epoch, f_start = f_entries[i]
         j = c_index.get(epoch)
         c_start = c_entries[j][1] if j is not None else None
-        if j is None or max(c_start, first) != max(f_start, first):
+        c_end = (c_entries[j + 1][1] if j + 1 < len(c_entries) else current.log_end_offset) \
+            if j is not None else None
+        if j is None or not _same_start(current, max(c_start, first), max(f_start, first),
+                                        max(c_end, first)):
             cap = min(cap, max(f_start, first), max(c_start, first) if j is not None else cap)
             continue
         f_end = f_entries[i + 1][1] if i + 1 < len(f_entries) else end
-        c_end = c_entries[j + 1][1] if j + 1 < len(c_entries) else current.log_end_offset
         return min(cap, f_end, c_end)
     return -1
+
+
+def _same_start(current, c_start: int, f_start: int, c_end: int) -> bool:
+    """An epoch recorded at `c_start` in the current log and at `f_start` in the copy began
+    with the same records: the same offset, or a later one in the copy with no record of the
+    current log in between (compacted away), inside the current log's range of the epoch."""
+    if f_start == c_start:
+        return True
+    if not c_start < f_start < c_end:
+        return False
+    try:
+        info = current.read(c_start, 1)
+    except OffsetOutOfRange:
+        return False
+    region = info.records
+    if not len(region):
+        return False
+    base = int.from_bytes(os.pread(region.file.fileno(), 8, region.position), "big", signed=True)
+    return base >= f_start
 
 
 class LogDirMover:

@@ -4,7 +4,7 @@ import os
 
 from broker.log_dir_mover import _agreeing_end
 
-from tests.broker.test_replication_state import no_fsync, open_log, replica_batch
+from tests.broker.test_replication_state import T0, no_fsync, open_log, replica_batch
 
 __all__ = ["no_fsync"]          # the autouse fixture, imported to apply here too
 
@@ -244,3 +244,25 @@ def test_a_throttled_move_speeds_up_as_soon_as_the_rate_is_raised(tmp_path, monk
         lm.shutdown()
         return moved
     assert asyncio.run(scenario())
+
+
+def test_a_copy_of_a_compacted_log_agrees_across_what_cleaning_removed(tmp_path):
+    """Cleaning emptied the current log's first segments: the copy's epoch 0 begins at its
+    first batch, the current log's at 0, with no record between. The same epoch: the copy
+    goes on (it was started again for ever, on the event loop thread once near the end)."""
+    from broker.log_dir_mover import _copy_chunk
+    from storage.cleaner import Cleaner
+    config = dict(segment_bytes=1000, cleanup_policy="compact")
+    current = open_log(tmp_path / "c-0", **config)
+    for offset in range(0, 200, 10):
+        current.append_as_follower(replica_batch(offset, 10, 0))   # every record key b"k"
+    current.update_high_watermark(200)
+    Cleaner(dedupe_memory=1 << 20).clean(current, 0, current.segments[-1].base_offset, T0)
+    first = current.read(0, 1).records.read_bytes()
+    assert int.from_bytes(first[:8], "big") > 0           # the first records are gone
+    future = open_log(tmp_path / "f-0", **config)
+    for _ in range(50):
+        if _copy_chunk(current, future, 300) == 0:
+            break
+    assert future.log_end_offset == current.log_end_offset == 200
+    assert _agreeing_end(current, future) == 200
