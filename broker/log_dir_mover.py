@@ -5,9 +5,10 @@ ReplicaAlterLogDirsThread does it.
 (``<topic>-<partition>.<uuid>-future``, storage/log_manager.py) and copies the current log into
 it batch by batch, byte for byte (`append_as_follower`), in an executor of its own, all moves
 together at most `replica.alter.log.dirs.io.max.bytes.per.second`. The partition stays served
-from its current log meanwhile. When the future log is within FINAL_BYTES of the end, the last
-batches are copied and the logs swapped on the event loop thread, where appends run, so none
-can slip in between; the old log is then deleted as a deleted partition's is.
+from its current log meanwhile, and its cleaning is paused (a clean under way ends first).
+When the future log is within FINAL_BYTES of the end, the last batches are copied and the logs
+swapped on the event loop thread, where appends run, so none can slip in between; the old log
+is then deleted as a deleted partition's is.
 
 Before each chunk the future log is cut back to where it still agrees with the current log,
 judged by leader epochs as a follower truncates against its leader (`_align`): a current log
@@ -33,6 +34,7 @@ FINAL_BYTES = 1024 * 1024            # what is left for the loop thread to copy 
 LONG_MAX = 2**63 - 1
 RETRY = -1                           # _copy_chunk: nothing copied, try again
 THROTTLE_CHECK_S = 0.1               # a throttled move looks again at the latest after this
+CLEAN_WAIT_S = 0.1                   # how often a move looks whether a clean of its log ended
 
 
 def _copy_chunk(current, future, max_bytes: int) -> int:
@@ -240,7 +242,15 @@ class LogDirMover:
     async def _run(self, tp, log_dir: str, current, future) -> None:
         rm = self.rm
         lm = rm.log_manager
+        # Kafka's abortAndPauseCleaning for a future replica: no clean of the current log
+        # while it is copied (the copy would keep records a clean drops, in a range its
+        # checkpoint then calls clean, so never cleaned again); one under way finishes first.
+        cleaner = lm.cleaner
+        if cleaner is not None:
+            cleaner.pause(*tp)
         try:
+            while cleaner is not None and cleaner.is_cleaning(*tp):
+                await asyncio.sleep(CLEAN_WAIT_S)
             log.info("Moving %s-%d to log dir %s", tp[0], tp[1], log_dir)
             while True:
                 while True:
@@ -275,6 +285,8 @@ class LogDirMover:
             log.exception("Moving %s-%d to %s failed", tp[0], tp[1], log_dir)
             lm.abandon_future_log(tp, only=future)
         finally:
+            if cleaner is not None:
+                cleaner.resume(*tp)
             self._keep.discard(tp)
             found = self._tasks.get(tp)
             if found is not None and found[1] is asyncio.current_task():

@@ -709,7 +709,7 @@ def clean_in_worker(request: CleanRequest, dedupe_memory: int, load_factor: floa
     view = LogView(request)
     try:
         cleaner = Cleaner(dedupe_memory=dedupe_memory, load_factor=load_factor,
-                          io_buffer_size=io_buffer_size, throttler=Throttler(io_rate),
+                          io_buffer_size=io_buffer_size, throttler=_worker_throttler(io_rate),
                           check_abort=_check_worker_abort)
         stats = cleaner.clean(view, request.first_dirty, request.first_uncleanable,
                               request.now_ms)
@@ -726,6 +726,19 @@ def clean_in_worker(request: CleanRequest, dedupe_memory: int, load_factor: floa
         raise
     finally:
         view.close()
+
+
+_throttler: Throttler | None = None
+
+
+def _worker_throttler(rate: float) -> Throttler:
+    """The worker process's throttler, kept from one clean to the next as Kafka's one
+    throttler is: a run of short cleans is held to the rate too (a new one per clean never
+    reached its first check)."""
+    global _throttler
+    if _throttler is None or _throttler.rate != rate:
+        _throttler = Throttler(rate)
+    return _throttler
 
 
 class WorkerError(Exception):

@@ -23,6 +23,12 @@ it is deleted or the broker restarts; the other logs carry on. Deleting or trunc
 during its clean makes the swap refuse (Log.generation); stopping the cleaner aborts a clean
 between two batches.
 
+Others pause a log's cleaning (Kafka's LogCleaningPaused): the broker's retention of a
+non-compacted log (`try_pause`: skipped while a clean of it, begun before its cleanup.policy
+changed, runs), and a move to another log dir (`pause`, from the future log's creation to the
+swap: the copy must not hold records a clean then drops from the current log and its
+checkpoint counts as clean). A paused log is neither cleaned nor given retention here.
+
 Threads: the cleaner's own (``kafka-log-cleaner-thread-N``); `grab_filthiest` and the
 checkpoint writes hold `_lock`; the logs are read without their lock except for the swap.
 """
@@ -142,6 +148,7 @@ class LogCleaner:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._in_progress: set = set()
+        self._paused: dict = {}                  # (topic, partition) -> pauses not resumed
         self._uncleanable: set = set()
         self._checkpoints: dict = {}            # (topic, partition) -> first dirty offset
         self.throttler = Throttler(config.io_max_bytes_per_second)
@@ -259,7 +266,7 @@ class LogCleaner:
         with self._lock:
             candidates = []
             for key, log_ in self._compacted_logs():
-                if key in self._in_progress or key in self._uncleanable:
+                if key in self._in_progress or key in self._uncleanable or key in self._paused:
                     continue
                 if log_.size_in_bytes == 0:
                     continue
@@ -349,7 +356,7 @@ class LogCleaner:
     def _delete_old_segments(self, now_ms: int) -> None:
         for key, log_ in self._compacted_logs():
             with self._lock:
-                if key in self._in_progress or key in self._uncleanable:
+                if key in self._in_progress or key in self._uncleanable or key in self._paused:
                     continue
                 self._in_progress.add(key)
             try:
@@ -372,6 +379,30 @@ class LogCleaner:
         with self._lock:
             return (topic, partition) in self._in_progress
 
+    def pause(self, topic: str, partition: int) -> None:
+        """No clean of the partition starts until as many `resume` calls (one in progress
+        goes on: see `is_cleaning`)."""
+        with self._lock:
+            key = (topic, partition)
+            self._paused[key] = self._paused.get(key, 0) + 1
+
+    def try_pause(self, topic: str, partition: int) -> bool:
+        """`pause` unless a clean of the partition is in progress (then False)."""
+        with self._lock:
+            if (topic, partition) in self._in_progress:
+                return False
+            self.pause(topic, partition)
+            return True
+
+    def resume(self, topic: str, partition: int) -> None:
+        with self._lock:
+            key = (topic, partition)
+            left = self._paused.get(key, 0) - 1
+            if left > 0:
+                self._paused[key] = left
+            else:
+                self._paused.pop(key, None)
+
     def uncleanable_partitions(self) -> set:
         with self._lock:
             return set(self._uncleanable)
@@ -389,12 +420,17 @@ class LogCleaner:
     # -- checkpoints ---------------------------------------------------------------------------
 
     def _load_checkpoints(self) -> None:
+        """Each dir's entries for the partitions it holds: one deleted before a crash kept its
+        entry, which must not apply to a topic created again under its name."""
         for log_dir in self.log_manager.online_dirs():
             path = os.path.join(log_dir, files.CLEANER_CHECKPOINT)
             try:
-                self._checkpoints.update(checkpoints.read_offsets(path))
+                found = checkpoints.read_offsets(path)
             except ValueError as exc:
                 log.warning("Ignoring unreadable cleaner checkpoint %s: %s", path, exc)
+                continue
+            held = self.log_manager.keys_in(log_dir)
+            self._checkpoints.update({k: v for k, v in found.items() if k in held})
 
     def _write_checkpoint_of(self, key) -> None:
         log_dir = self.log_manager.log_dir_of(*key)
@@ -402,10 +438,12 @@ class LogCleaner:
             self._write_dir(log_dir)
 
     def _write_dir(self, log_dir: str) -> None:
+        """Under the lock: the log manager's checkpoint writes and the cleaner threads' must
+        not share the temporary file."""
         with self._lock:
             keys = self.log_manager.keys_in(log_dir)
             offsets = {k: v for k, v in self._checkpoints.items() if k in keys}
-        checkpoints.write_offsets(os.path.join(log_dir, files.CLEANER_CHECKPOINT), offsets)
+            checkpoints.write_offsets(os.path.join(log_dir, files.CLEANER_CHECKPOINT), offsets)
 
     def write_checkpoints(self) -> None:
         for log_dir in self.log_manager.online_dirs():

@@ -584,8 +584,13 @@ class LogManager:
         deleted."""
         now_ms = self._time_ms() if now_ms is None else now_ms
         deleted = 0
+        cleaner = self.cleaner
         for log_ in self.logs():
             if log_.config.compact:
+                continue
+            # Kafka's pauseCleaningForNonCompactedPartitions: a log still being cleaned (its
+            # policy changed from compact meanwhile) waits for the next pass.
+            if cleaner is not None and not cleaner.try_pause(log_.topic, log_.partition):
                 continue
             try:
                 deleted += log_.delete_old_segments(now_ms)
@@ -593,6 +598,9 @@ class LogManager:
                 # Kafka's maybeHandleIOException: the dir goes offline and the other logs
                 # still get their retention (the same log failed first every pass).
                 self.report_dir_failure(log_.dir, exc)
+            finally:
+                if cleaner is not None:
+                    cleaner.resume(log_.topic, log_.partition)
         return deleted
 
     def remove_expired_producers(self, expiration_ms: int, now_ms: int | None = None) -> int:
@@ -643,6 +651,8 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
+        if self.cleaner is not None:
+            self.cleaner.write_checkpoints()
 
     def checkpoint_recovery_points(self) -> None:
         """Blocking (fsync)."""

@@ -246,6 +246,69 @@ def test_a_throttled_move_speeds_up_as_soon_as_the_rate_is_raised(tmp_path, monk
     assert asyncio.run(scenario())
 
 
+def test_a_move_pauses_the_cleaning_of_its_log(tmp_path, monkeypatch):
+    """Kafka's abortAndPauseCleaning for a future replica: no clean of the current log while
+    it is copied (the copy would keep records the clean drops, in a range the cleaner's
+    checkpoint then calls clean, never compacted again); a clean under way ends before the
+    copy begins; cleaning resumes after the swap."""
+    import asyncio
+    import time
+
+    from broker import log_dir_mover
+    from broker.replica_manager import ReplicaManager
+    from storage.log_cleaner import CleanerConfig
+    from storage.log_config import LogConfig
+    from storage.log_manager import LogManager
+    monkeypatch.setattr(log_dir_mover, "CHUNK_BYTES", 300)     # one batch a chunk
+    monkeypatch.setattr(log_dir_mover, "FINAL_BYTES", 200)
+    monkeypatch.setattr(log_dir_mover, "CLEAN_WAIT_S", 0.005)
+    config = LogConfig(segment_bytes=1000, segment_ms=10**12, cleanup_policy="compact")
+
+    def fill(log_, batches):
+        for _ in range(batches):
+            log_.append_as_follower(replica_batch(log_.log_end_offset, 10, 0))
+        log_.update_high_watermark(log_.log_end_offset)
+
+    async def settle(rounds=20):
+        for _ in range(rounds):
+            await asyncio.sleep(0.01)
+
+    async def scenario():
+        dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+        lm = LogManager(dirs, config)
+        lm.startup("cluster", 0)
+        lm.start_cleaner(CleanerConfig(threads=0, worker_process=False))
+        cleaner = lm.cleaner
+        rm = ReplicaManager(lm, broker_id=0)
+        rm.config = {"replica.alter.log.dirs.io.max.bytes.per.second": 1}
+        lm.preferred_dirs[("t", 0)] = dirs[0]
+        part = rm.become_leader("t", 0, None, 0, [0], config)
+        fill(part.log, 20)
+        now = int(time.time() * 1000)
+        under_way = cleaner.grab_filthiest(now)
+        assert under_way.key == ("t", 0)
+        rm.alter_replica_log_dirs({("t", 0): dirs[1]})
+        await settle()
+        _, future = lm.future_logs[("t", 0)]
+        assert future.log_end_offset == 0                   # waiting for the clean
+        cleaner._clean(cleaner.new_cleaner(), under_way, now, "0")
+        await settle()
+        assert future.log_end_offset > 0                    # copying, throttled
+        fill(part.log, 20)
+        assert cleaner.grab_filthiest(now) is None          # paused while copied
+        rm.config = {"replica.alter.log.dirs.io.max.bytes.per.second": 10**9}
+        for _ in range(200):
+            if not rm.log_dir_mover.moving():
+                break
+            await asyncio.sleep(0.01)
+        assert lm.log_dir_of("t", 0) == dirs[1]
+        assert cleaner.grab_filthiest(now).key == ("t", 0)  # resumed after the swap
+        rm.shutdown()
+        await rm.log_dir_mover.drain()
+        lm.shutdown()
+    asyncio.run(scenario())
+
+
 def test_a_copy_of_a_compacted_log_agrees_across_what_cleaning_removed(tmp_path):
     """Cleaning emptied the current log's first segments: the copy's epoch 0 begins at its
     first batch, the current log's at 0, with no record between. The same epoch: the copy

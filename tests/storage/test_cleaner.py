@@ -725,3 +725,77 @@ def test_an_emptied_marker_replays_and_goes_once_the_producer_moves_on(tmp_path)
     log_.roll()
     clean(log_, now=NOW + 3 + RETENTION)
     assert not [v for v in log_.read_batches() if v.is_control]
+
+
+def test_retention_waits_for_a_clean_begun_before_the_policy_changed(tmp_path):
+    """Kafka's pauseCleaningForNonCompactedPartitions: cleanup.policy set to delete while the
+    log is being cleaned; the broker's retention must not delete segments under the clean (it
+    took the whole log dir offline), and gets its turn after."""
+    now = [int(time.time() * 1000)]
+    manager = _manager(tmp_path, now)
+    log_ = manager.get_or_create_log("t", 0, CONFIG)
+    _fill(log_, 60)
+    manager.start_cleaner(CleanerConfig(threads=0, worker_process=False))
+    cleaner = manager.cleaner
+    chosen = cleaner.grab_filthiest(now[0])             # a clean begins
+    assert chosen.key == ("t", 0)
+    log_.config = LogConfig(**{**CONFIG.__dict__, "cleanup_policy": "delete",
+                               "retention_ms": 1})
+    now[0] += 10_000
+    segments = list(log_.segments)
+    assert manager.run_retention() == 0
+    assert log_.segments == segments
+    cleaner._clean(cleaner.new_cleaner(), chosen, now[0], "0")
+    assert manager.run_retention() > 0                  # the clean is over
+    assert cleaner.grab_filthiest(now[0]) is None       # a delete log: never cleaned
+    manager.shutdown()
+
+
+def test_a_paused_log_is_neither_cleaned_nor_given_retention_until_resumed(tmp_path):
+    now = [NOW]
+    manager = _manager(tmp_path, now)
+    _fill(manager.get_or_create_log("t", 0, CONFIG), 60)
+    cleaner = LogCleaner(manager, CleanerConfig(backoff_ms=10, worker_process=False))
+    cleaner.pause("t", 0)
+    cleaner.pause("t", 0)
+    assert cleaner.grab_filthiest(now[0]) is None
+    cleaner.resume("t", 0)
+    assert cleaner.grab_filthiest(now[0]) is None       # paused twice, resumed once
+    cleaner.resume("t", 0)
+    assert cleaner.grab_filthiest(now[0]).key == ("t", 0)
+    assert cleaner.try_pause("t", 0) is False           # being cleaned
+    manager.shutdown()
+
+
+def test_a_deleted_partitions_checkpoint_does_not_reach_a_topic_created_again(tmp_path):
+    """Kafka's asyncDelete rewrites the cleaner checkpoint at once: an entry left by a
+    partition deleted before a crash must not apply to a log created again under its name
+    (its range below the old offset would count as clean, never compacted)."""
+    now = [NOW]
+    manager = _manager(tmp_path, now)
+    log_ = manager.get_or_create_log("t", 0, CONFIG)
+    _fill(log_, 60)
+    manager.start_cleaner(CleanerConfig(threads=0, worker_process=False))
+    assert manager.cleaner.run_once()
+    path = tmp_path / "logs" / files.CLEANER_CHECKPOINT
+    assert ("t", 0) in checkpoints.read_offsets(str(path))
+    manager.delete_log("t", 0)
+    manager.get_or_create_log("t", 0, CONFIG)            # created again: the file rewritten
+    assert ("t", 0) not in checkpoints.read_offsets(str(path))
+    manager.shutdown()
+    # The state a crash right after a deletion leaves: the file still names the partition.
+    checkpoints.write_offsets(str(path), {("t", 0): 300, ("gone", 0): 7})
+    again = _manager(tmp_path, now)
+    cleaner = LogCleaner(again, CleanerConfig(worker_process=False))
+    assert cleaner.checkpoint_of("gone", 0) is None
+    assert cleaner.checkpoint_of("t", 0) == 300          # still held by the dir
+    again.shutdown()
+
+
+def test_the_worker_throttle_carries_over_from_one_clean_to_the_next():
+    """Kafka's one throttler for the cleaner's life: a run of cleans each shorter than the
+    check interval is held to the rate too."""
+    from storage import cleaner as cleaner_module
+    first = cleaner_module._worker_throttler(1000.0)
+    assert cleaner_module._worker_throttler(1000.0) is first
+    assert cleaner_module._worker_throttler(2000.0) is not first     # the rate changed
