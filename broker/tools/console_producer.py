@@ -20,6 +20,7 @@ from protocol.errors import KafkaError
 from broker.client.cluster import ClusterClient
 from broker.client.errors import ClientError
 from broker.client.producer import Producer
+from broker.client.transaction_manager import TransactionError
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, main_entry, parse_key_values, producer_kwargs,
                                  read_properties)
 from broker.tools.javautil import java_split
@@ -214,6 +215,8 @@ async def run(opts) -> int:
                 key, value, headers = reader.parse(line)
                 try:
                     future = await producer.send(opts.topic, value, key, headers)
+                except TransactionError:
+                    raise       # Java's IllegalStateException (a transactional.id): exit 1
                 except (KafkaError, ClientError) as exc:
                     # refused before it was sent (too large, no such topic): Kafka's doSend
                     # returns a failed future, so the same as a failed send

@@ -55,6 +55,22 @@ def test_partition_and_offset_selection(tools_broker, script):
     assert r.lines == [f"m{i}" for i in range(10)], r
 
 
+def test_producer_properties_for_idempotence_and_transactions(tools_broker, script):
+    """enable.idempotence as Java's producer takes it; a transactional.id makes the console
+    producer fail at the first line, as Kafka's (it never calls initTransactions): exit 1."""
+    b = tools_broker.bootstrap
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "idem-flags",
+               "--producer-property", "enable.idempotence=maybe", stdin=b"x\n")
+    assert (r.code, r.err) == (1, "Error: Invalid value maybe for configuration enable.idempotence\n")
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "idem-flags",
+               "--producer-property", "enable.idempotence=true", "--request-required-acks", "1",
+               stdin=b"x\n")
+    assert r.code == 1 and "acks to all" in r.err and len(r.err.splitlines()) == 1, r
+    r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "idem-flags",
+               "--producer-property", "transactional.id=console", stdin=b"x\ny\n")
+    assert r.code == 1 and "initTransactions" in r.err and len(r.err.splitlines()) == 1, r
+
+
 def test_missing_key_separator_and_bad_flags(tools_broker, script):
     b = tools_broker.bootstrap
     # Its own topic, so the test does not depend on others having run first.
