@@ -28,13 +28,17 @@ class TerseError(ToolError):
 
 
 class ToolParser(argparse.ArgumentParser):
-    """argparse with Kafka's conventions: no abbreviated flags, ``--version`` on every tool, and a
-    one-line error (exit 1) for a bad flag or value."""
+    """argparse with Kafka's conventions: no abbreviated flags, ``--version`` on every tool, a
+    one-line error (exit 1) for a bad flag or value, and the description and every option on
+    stderr, exit 1, when run with no argument at all (Kafka's printUsageAndExit through
+    maybePrintHelpOrVersion; `no_args_help_exit` 0: the help on stdout, exit 0, as
+    ProducerPerformance prints it; None: no such rule)."""
 
     def __init__(self, prog, description, *, version_flags=("--version",),
-                 version_help="Display the version of these tools.", **kw):
+                 version_help="Display the version of these tools.", no_args_help_exit=1, **kw):
         super().__init__(prog=prog, description=description, allow_abbrev=False, **kw)
         self.add_argument(*version_flags, action="version", version=CLIENT_SOFTWARE_VERSION, help=version_help)
+        self.no_args_help_exit = no_args_help_exit
 
     zookeeper_refusal = ""               # set below: ZOOKEEPER_REMOVED
 
@@ -44,6 +48,10 @@ class ToolParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         args = sys.argv[1:] if args is None else list(args)
+        if not args and self.no_args_help_exit is not None:
+            out = sys.stdout if self.no_args_help_exit == 0 else sys.stderr
+            out.write(self.format_help())
+            sys.exit(self.no_args_help_exit)
         if any(a == "--zookeeper" or a.startswith("--zookeeper=") for a in args):
             self.error(self.zookeeper_refusal)
         return super().parse_known_args(args, namespace)

@@ -26,7 +26,8 @@ DEFAULT_TRANSACTIONAL_ID = "performance-producer-default-transactional-id"
 
 
 def build_parser() -> ToolParser:
-    p = ToolParser("kafka-producer-perf-test.sh", "This tool is used to verify the producer performance.")
+    p = ToolParser("kafka-producer-perf-test.sh", "This tool is used to verify the producer performance.",
+                   no_args_help_exit=0)
     p.add_argument("--topic", required=True, metavar="TOPIC", help="produce messages to this topic")
     p.add_argument("--num-records", type=int, required=True, metavar="NUM-RECORDS",
                    help="number of messages to produce")

@@ -172,7 +172,8 @@ def build_parser() -> TransactionsParser:
     p = TransactionsParser(PROG, "This tool is used to analyze the transactional state of producers in the "
                            "cluster. It can be used to detect and recover from hanging transactions.",
                            version_flags=("-v", "--version"),
-                           version_help="show the version of this Kafka distribution and exit")
+                           version_help="show the version of this Kafka distribution and exit",
+                           no_args_help_exit=None)     # argparse4j: "too few arguments"
     p._optionals.title = "optional arguments"          # argparse4j's heading (Python 3.10 says "options")
     # argparse4j's words for these two, not add_bootstrap's (joptsimple's, as Kafka's other tools)
     p.add_argument("--command-config", metavar="FILE",

@@ -154,3 +154,18 @@ def test_zookeeper_flag_says_it_was_removed(name, script):
     assert r.err == (f"{name}: error: zookeeper is not a recognized option: Kafka 3.0 removed "
                      f"--zookeeper from its tools, which talk to a broker instead; use "
                      f"--bootstrap-server HOST:PORT\n"), r
+
+
+@pytest.mark.parametrize("script_name", sorted(set(TOOLS) - {"kafka-transactions.sh",
+                                                           "kafka-producer-perf-test.sh"}
+                                                | {"kafka-leader-election.sh"}))
+def test_no_arguments_print_every_option_and_exit_1(script, script_name):
+    """Kafka's maybePrintHelpOrVersion / printUsageAndExit: the usage on stderr, exit 1."""
+    r = script(script_name)
+    assert r.code == 1 and r.out == "", r
+    assert r.err.startswith("usage: ") and "--version" in r.err and len(r.err.splitlines()) > 5
+
+
+def test_producer_perf_test_without_arguments_prints_its_help(script):
+    r = script("kafka-producer-perf-test.sh")          # argparse4j's printHelp, exit 0
+    assert r.code == 0 and r.out.startswith("usage: ") and "--transaction-duration-ms" in r.out
