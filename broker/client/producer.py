@@ -58,26 +58,27 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int
 
 
-def _idempotence(asked: bool | None, transactional_id, acks: int, max_in_flight: int) -> bool:
-    """enable.idempotence as Java's producer settles it (ProducerConfig, Kafka 3.x): on unless
-    set false; when not set, off with acks other than all or more than 5 in flight; when set
-    true with those, or false with a transactional.id, a config error."""
-    if asked is False:
-        if transactional_id is not None:
-            raise ValueError("Cannot set a transactional.id without also enabling idempotence.")
-        return False
+def _idempotence(asked: bool | None, transactional_id, acks: int, max_in_flight: int,
+                 retries: int = 2**31 - 1) -> bool:
+    """enable.idempotence as Java's producer settles it (ProducerConfig, Kafka 3.9): on unless
+    set false; when not set, off with retries 0, acks other than all or more than 5 in flight;
+    set true with one of those, a config error; off with a transactional.id, a config error."""
     conflict = None
-    if acks != -1:
-        conflict = ("Must set acks to all in order to use the idempotent producer. "
-                    "Otherwise we cannot guarantee idempotence.")
-    elif max_in_flight > 5:
-        conflict = ("Must set max.in.flight.requests.per.connection to at most 5 when using "
-                    "the idempotent producer.")
-    if conflict is None:
-        return True
-    if asked or transactional_id is not None:
-        raise ValueError(conflict)
-    return False
+    if asked is not False:
+        if retries == 0:
+            conflict = "Must set retries to non-zero when using the idempotent producer."
+        elif acks != -1:
+            conflict = ("Must set acks to all in order to use the idempotent producer. "
+                        "Otherwise we cannot guarantee idempotence.")
+        elif max_in_flight > 5:
+            conflict = ("Must set max.in.flight.requests.per.connection to at most 5 to use the "
+                        "idempotent producer.")
+        if conflict is not None and asked:
+            raise ValueError(conflict)
+    enabled = asked is not False and conflict is None
+    if not enabled and transactional_id is not None:
+        raise ValueError("Cannot set a transactional.id without also enabling idempotence.")
+    return enabled
 
 
 class _Batch:
@@ -98,6 +99,7 @@ class Producer:
                  compression_type: str = "none", max_request_size: int = 1048576,
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
                  max_in_flight: int = 5, retry_backoff_ms: int = 100, auto_create_topics: bool = True,
+                 retries: int = 2**31 - 1,
                  enable_idempotence: bool | None = None, transactional_id: str | None = None,
                  transaction_timeout_ms: int = 60000, max_block_ms: int = 60000):
         if compression_type not in CODECS:
@@ -105,7 +107,9 @@ class Producer:
                              f"String must be one of: {', '.join(CODECS)}")
         if acks not in (-1, 0, 1):
             raise ValueError(f"Invalid value {acks} for configuration acks: String must be one of: all, -1, 0, 1")
-        enable_idempotence = _idempotence(enable_idempotence, transactional_id, acks, max_in_flight)
+        enable_idempotence = _idempotence(enable_idempotence, transactional_id, acks, max_in_flight,
+                                          retries)
+        self.retries = retries
         self.cluster = cluster
         self.acks = acks
         self.linger = linger_ms / 1000
@@ -212,23 +216,25 @@ class Producer:
         """Send what is queued, then commit; raises the first failure of the transaction's
         records instead (then only abort_transaction() may follow)."""
         txn = self._require_transactional()
+        txn.begin_completing(commit=True)           # no send from here on
         await self.flush()
-        if txn.last_error is not None:
-            raise TransactionError(f"Cannot commit transaction: a record failed "
-                                   f"({txn.last_error}); abort it")
         await txn.end(commit=True)
 
     async def abort_transaction(self) -> None:
         """Drop what is not sent yet (its records fail), wait for what is in flight, abort."""
         txn = self._require_transactional()
-        aborted = TransactionError("Failing batch since transaction was aborted")
-        for batch in self._ready + list(self._open.values()):
-            self._fail(batch, aborted, aborted=True)
-        self._ready.clear()
-        self._open.clear()
+        txn.begin_completing(commit=False)          # no send from here on
+        self._fail_unsent(TransactionError("Failing batch since transaction was aborted"))
         while self._outstanding and self._sender_error is None:
             await asyncio.wait(list(self._outstanding))
         await txn.end(commit=False)
+
+    def _fail_unsent(self, error: Exception) -> None:
+        """Every batch not sent yet fails with `error` (Java's abortUndrainedBatches)."""
+        for batch in self._ready + list(self._open.values()):
+            self._fail(batch, error, aborted=True)
+        self._ready.clear()
+        self._open.clear()
 
     def _require_transactional(self) -> TransactionManager:
         if self._txn is None or not self._txn.transactional:
@@ -251,6 +257,13 @@ class Producer:
             return
         try:
             await self.flush()
+            if self._txn is not None and self._txn.open:
+                # Java's Sender on a graceful close: "Aborting incomplete transaction due to
+                # shutdown", so read_committed consumers need not wait for its timeout
+                try:
+                    await self.abort_transaction()
+                except (KafkaError, ClientError):
+                    pass
         finally:
             self._closed = True
             if self._sender is not None:
@@ -378,6 +391,15 @@ class Producer:
                 self._unmute(batch.tp)
 
     async def _send(self, node: int, batches: list) -> None:
+        if self._txn is not None and self._txn.failed is not None:
+            # the transaction can only abort now: what was not sent fails with its error
+            # (Java's abortUndrainedBatches), not as later sequences the broker refuses
+            error = TransactionError(f"Failing batch since transaction was aborted: "
+                                     f"{self._txn.failed}")
+            for batch in batches:
+                self._fail(batch, error, aborted=True)
+            self._fail_unsent(error)
+            return
         if self._txn is not None:
             try:
                 await self._txn.ensure_producer_id()
@@ -451,8 +473,9 @@ class Producer:
     def _retry_or_fail(self, batch: _Batch, error: Exception) -> None:
         retriable = (isinstance(error, KafkaError) and int(error.error_code) in RETRIABLE) or \
                     (isinstance(error, ClientError) and error.retriable)
-        if not retriable or time.monotonic() - batch.created > self.delivery_timeout:
-            if retriable:
+        if not retriable or time.monotonic() - batch.created > self.delivery_timeout \
+                or batch.attempts >= self.retries:
+            if retriable and batch.attempts < self.retries:
                 error = KafkaTimeoutError(f"Expiring {len(batch.builder)} record(s) for {batch.tp}: "
                                           f"delivery timeout elapsed ({error})")
             self._fail(batch, error)

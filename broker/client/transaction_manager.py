@@ -17,8 +17,11 @@ acknowledged, and the coordinator writes the markers. A transaction that added n
 ends without asking the coordinator, as Java's does.
 
 States, as Java's: UNINITIALIZED until `init`, then READY; IN_TRANSACTION after `begin`;
-ABORTABLE_ERROR when a record of the transaction failed (only an abort gets out of it); FATAL
-when the producer was fenced by a newer one with its id (nothing more can be done with it).
+COMMITTING_TRANSACTION / ABORTING_TRANSACTION from the commit or abort call (no more sends)
+until EndTxn is answered, then READY (a commit or abort that failed on its way may be called
+again); ABORTABLE_ERROR when a record of the transaction failed (only an abort gets out of it:
+the batches not sent yet fail with it); FATAL when the producer was fenced by a newer one with
+its id (nothing more can be done with it).
 """
 from __future__ import annotations
 
@@ -44,8 +47,9 @@ FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 
-UNINITIALIZED, READY, IN_TRANSACTION, ABORTABLE_ERROR, FATAL = (
-    "UNINITIALIZED", "READY", "IN_TRANSACTION", "ABORTABLE_ERROR", "FATAL_ERROR")
+UNINITIALIZED, READY, IN_TRANSACTION, COMMITTING, ABORTING, ABORTABLE_ERROR, FATAL = (
+    "UNINITIALIZED", "READY", "IN_TRANSACTION", "COMMITTING_TRANSACTION",
+    "ABORTING_TRANSACTION", "ABORTABLE_ERROR", "FATAL_ERROR")
 
 
 class TransactionError(ClientError):
@@ -87,6 +91,10 @@ class TransactionManager:
         async with self._init_lock:
             if self.producer_id >= 0 and not self.transactional:
                 return
+            if self.transactional and self.state != UNINITIALIZED:
+                raise TransactionError(f"TransactionalId {self.transactional_id}: Invalid "
+                                       f"transition attempted from state {self.state} to state "
+                                       f"INITIALIZING")
             request = InitProducerIdRequest(transactional_id=self.transactional_id,
                                             transaction_timeout_ms=self.transaction_timeout_ms,
                                             producer_id=-1, producer_epoch=-1)
@@ -139,6 +147,37 @@ class TransactionManager:
         self.state = IN_TRANSACTION
         self._partitions.clear()
 
+    @property
+    def open(self) -> bool:
+        """A transaction begun and not ended (a close aborts it)."""
+        return self.transactional and self.state in (IN_TRANSACTION, COMMITTING, ABORTING,
+                                                     ABORTABLE_ERROR)
+
+    @property
+    def failed(self) -> Exception | None:
+        """The error that leaves only an abort (or nothing) to do, if any."""
+        return self.last_error if self.state in (ABORTABLE_ERROR, FATAL) or (
+            self.state == ABORTING and self.last_error is not None) else None
+
+    def begin_completing(self, commit: bool) -> None:
+        """commitTransaction / abortTransaction called: no send from now on. A commit of a
+        transaction with a failed record raises (abort it); an abort is allowed from every
+        state of an open transaction."""
+        what = "commitTransaction" if commit else "abortTransaction"
+        if self.state == FATAL:
+            raise TransactionError(f"Cannot call {what}: the producer failed ({self.last_error})")
+        if commit:
+            if self.state == ABORTABLE_ERROR:
+                raise TransactionError(f"Cannot commit transaction: a record failed "
+                                       f"({self.last_error}); abort it")
+            if self.state not in (IN_TRANSACTION, COMMITTING):
+                self._require(IN_TRANSACTION, what)
+            self.state = COMMITTING
+        else:
+            if self.state not in (IN_TRANSACTION, ABORTABLE_ERROR, ABORTING, COMMITTING):
+                self._require(IN_TRANSACTION, what)
+            self.state = ABORTING
+
     def batch_failed(self, error: Exception, *, sequenced: bool, aborted: bool) -> None:
         """A batch's records failed (`aborted`: dropped by abort_transaction); `sequenced`: it
         had been sent, so its sequence numbers were used."""
@@ -148,12 +187,13 @@ class TransactionManager:
             self.fail(error)
 
     def fail(self, error: Exception) -> None:
-        """A record of the transaction failed: only an abort is possible now (fenced: nothing)."""
+        """A record of the transaction failed: only an abort is possible now (fenced: nothing).
+        During a commit the commit then fails; during an abort nothing changes."""
         if not self.transactional or self.state == FATAL:
             return
         if isinstance(error, KafkaError) and int(error.error_code) in FENCED:
             self.state, self.last_error = FATAL, error
-        elif self.state == IN_TRANSACTION:
+        elif self.state in (IN_TRANSACTION, COMMITTING):
             self.state, self.last_error = ABORTABLE_ERROR, error
 
     async def add_partitions(self, tps) -> None:
@@ -174,12 +214,13 @@ class TransactionManager:
         self._partitions.update(new)
 
     async def end(self, commit: bool) -> None:
-        """EndTxn, when the transaction registered a partition; READY after it."""
-        what = "commitTransaction" if commit else "abortTransaction"
-        if commit:
-            self._require(IN_TRANSACTION, what)
-        elif self.state not in (IN_TRANSACTION, ABORTABLE_ERROR):
-            self._require(IN_TRANSACTION, what)
+        """EndTxn, when the transaction registered a partition; READY after it. Called after
+        `begin_completing` and the flush (a record failed meanwhile: the commit raises)."""
+        if commit and self.state == ABORTABLE_ERROR:
+            raise TransactionError(f"Cannot commit transaction: a record failed "
+                                   f"({self.last_error}); abort it")
+        if self.state == FATAL:
+            raise TransactionError(f"The producer failed ({self.last_error})")
         if self._partitions:
             request = EndTxnRequest(transactional_id=self.transactional_id,
                                     producer_id=self.producer_id, producer_epoch=self.epoch,

@@ -244,11 +244,16 @@ def _acks(value: str) -> int:
     return -1 if value == "all" else int(value)
 
 
+class _Explained(ValueError):
+    """A bad property value whose message follows Kafka's "Invalid value V for configuration
+    P" after a colon (ConfigException(name, value, message))."""
+
+
 def _boolean(value: str) -> bool:
     """Kafka's BOOLEAN config type: true or false, any case."""
     value = value.strip().lower()
     if value not in ("true", "false"):
-        raise ValueError(value)
+        raise _Explained("Expected value to be either true or false")
     return value == "true"
 
 
@@ -270,6 +275,7 @@ PRODUCER_PROPERTIES = {
     "delivery.timeout.ms": ("delivery_timeout_ms", int),
     "max.in.flight.requests.per.connection": ("max_in_flight", int),
     "retry.backoff.ms": ("retry_backoff_ms", int),
+    "retries": ("retries", int),
     "enable.idempotence": ("enable_idempotence", _boolean),
     "transactional.id": ("transactional_id", str),
     "transaction.timeout.ms": ("transaction_timeout_ms", int),
@@ -288,8 +294,9 @@ def _kwargs(props: dict, table: dict) -> dict:
         if prop in props:
             try:
                 out[keyword] = parse(str(props[prop]))
-            except ValueError:
-                raise ToolError(f"Invalid value {props[prop]} for configuration {prop}") from None
+            except ValueError as exc:
+                why = f": {exc}" if isinstance(exc, _Explained) else ""
+                raise ToolError(f"Invalid value {props[prop]} for configuration {prop}{why}") from None
     return out
 
 

@@ -199,10 +199,13 @@ def test_idempotence_is_settled_as_javas_producer_settles_it():
         _idempotence(True, None, 0, 5)
     with pytest.raises(ValueError, match="at most 5"):
         _idempotence(True, None, -1, 6)
-    with pytest.raises(ValueError, match="acks to all"):
-        _idempotence(None, "tx", 1, 5)
+    with pytest.raises(ValueError, match="without also enabling idempotence"):
+        _idempotence(None, "tx", 1, 5)                   # idempotence off first, then this
     with pytest.raises(ValueError, match="without also enabling idempotence"):
         _idempotence(False, "tx", -1, 5)
+    assert _idempotence(None, None, -1, 5, retries=0) is False
+    with pytest.raises(ValueError, match="retries to non-zero"):
+        _idempotence(True, None, -1, 5, retries=0)
 
 
 def test_the_default_producer_is_idempotent_and_acks_1_is_not(client_broker):
@@ -216,3 +219,66 @@ def test_the_default_producer_is_idempotent_and_acks_1_is_not(client_broker):
     run(go())
     assert batches_on_disk(client_broker, "idem-default")[0].producer_id >= 0
     assert batches_on_disk(client_broker, "idem-acks1")[0].producer_id == -1
+
+
+def test_no_send_during_a_commit_and_close_aborts_an_open_transaction(client_broker):
+    """Java's COMMITTING_TRANSACTION state refuses sends (one slipping in was committed, or
+    failed after the commit returned); a close aborts a transaction left open, as Java's
+    Sender does, so read_committed consumers do not wait for its timeout."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "tx-close", 1)
+            producer = Producer(cluster, transactional_id="tx-close", linger_ms=0)
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send("tx-close", b"committed", partition=0)
+            commit = asyncio.ensure_future(producer.commit_transaction())
+            await asyncio.sleep(0)
+            with pytest.raises(TransactionError, match="COMMITTING_TRANSACTION"):
+                await producer.send("tx-close", b"during the commit", partition=0)
+            await commit
+            with pytest.raises(TransactionError, match="INITIALIZING"):
+                await producer.init_transactions()
+            producer.begin_transaction()
+            await (await producer.send("tx-close", b"left open", partition=0))
+            await producer.close()
+        return ()
+    run(go())
+    assert read_all(client_broker.bootstrap, "tx-close", "read_committed", 1) == [b"committed"]
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": client_broker.bootstrap,
+                                         "group.id": "tx-close-lso", "isolation.level": "read_committed"})
+    try:
+        low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition("tx-close", 0),
+                                                   timeout=10)
+    finally:
+        consumer.close()
+    assert high == 4          # committed, its marker, left open, its abort marker: no open txn
+
+
+def test_after_a_failed_record_the_queued_ones_fail_as_aborted(client_broker):
+    """Java's abortUndrainedBatches: once the transaction can only abort, batches not sent yet
+    fail with that error instead of going out with a sequence gap the broker refuses
+    (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            await create(cluster, "tx-undrained", 1, {"max.message.bytes": "2000"})
+            producer = Producer(cluster, transactional_id="tx-undrained", linger_ms=0,
+                                batch_size=100)
+            await producer.init_transactions()
+            producer.begin_transaction()
+            big = await producer.send("tx-undrained", b"x" * 5000, partition=0)
+            small = [await producer.send("tx-undrained", b"s%d" % i, partition=0)
+                     for i in range(3)]
+            await asyncio.wait([big, *small])
+            errors = [f.exception() for f in small]
+            await producer.abort_transaction()
+            producer.begin_transaction()
+            await producer.send("tx-undrained", b"after", partition=0)
+            await producer.commit_transaction()
+            await producer.close()
+            return big.exception(), errors
+    big_error, errors = run(go())
+    assert big_error.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    for error in errors:
+        assert isinstance(error, TransactionError) and "aborted" in str(error), errors
+    assert read_all(client_broker.bootstrap, "tx-undrained", "read_committed", 1) == [b"after"]

@@ -61,7 +61,8 @@ def test_producer_properties_for_idempotence_and_transactions(tools_broker, scri
     b = tools_broker.bootstrap
     r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "idem-flags",
                "--producer-property", "enable.idempotence=maybe", stdin=b"x\n")
-    assert (r.code, r.err) == (1, "Error: Invalid value maybe for configuration enable.idempotence\n")
+    assert (r.code, r.err) == (1, "Error: Invalid value maybe for configuration enable.idempotence: "
+                                  "Expected value to be either true or false\n")
     r = script("kafka-console-producer.sh", "--bootstrap-server", b, "--topic", "idem-flags",
                "--producer-property", "enable.idempotence=true", "--request-required-acks", "1",
                stdin=b"x\n")
