@@ -242,9 +242,10 @@ class LogDirMover:
     async def _run(self, tp, log_dir: str, current, future) -> None:
         rm = self.rm
         lm = rm.log_manager
-        # Kafka's abortAndPauseCleaning for a future replica: no clean of the current log
+        # As Kafka's abortAndPauseCleaning for a future replica, no clean of the current log
         # while it is copied (the copy would keep records a clean drops, in a range its
-        # checkpoint then calls clean, so never cleaned again); one under way finishes first.
+        # checkpoint then calls clean, so never cleaned again); where Kafka aborts a clean
+        # under way, the move waits for it to end.
         cleaner = lm.cleaner
         if cleaner is not None:
             cleaner.pause(*tp)

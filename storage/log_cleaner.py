@@ -376,8 +376,9 @@ class LogCleaner:
     # -- state for other components ------------------------------------------------------------
 
     def is_cleaning(self, topic: str, partition: int) -> bool:
-        with self._lock:
-            return (topic, partition) in self._in_progress
+        """Without the lock (a set lookup), so the event loop polling it never waits for a
+        scan of every compacted log."""
+        return (topic, partition) in self._in_progress
 
     def pause(self, topic: str, partition: int) -> None:
         """No clean of the partition starts until as many `resume` calls (one in progress
@@ -387,9 +388,11 @@ class LogCleaner:
             self._paused[key] = self._paused.get(key, 0) + 1
 
     def try_pause(self, topic: str, partition: int) -> bool:
-        """`pause` unless a clean of the partition is in progress (then False)."""
+        """`pause` unless a clean of the partition is in progress or it is paused already, by
+        a log dir move (then False: Kafka's pauseCleaningForNonCompactedPartitions skips
+        both)."""
         with self._lock:
-            if (topic, partition) in self._in_progress:
+            if (topic, partition) in self._in_progress or (topic, partition) in self._paused:
                 return False
             self.pause(topic, partition)
             return True
@@ -443,7 +446,12 @@ class LogCleaner:
         with self._lock:
             keys = self.log_manager.keys_in(log_dir)
             offsets = {k: v for k, v in self._checkpoints.items() if k in keys}
-            checkpoints.write_offsets(os.path.join(log_dir, files.CLEANER_CHECKPOINT), offsets)
+            try:
+                checkpoints.write_offsets(os.path.join(log_dir, files.CLEANER_CHECKPOINT),
+                                          offsets)
+            except OSError as exc:             # the dir goes offline, as the other checkpoints'
+                log.error("Failed to write the cleaner checkpoint of %s: %s", log_dir, exc)
+                self.log_manager.report_dir_failure(log_dir, exc)
 
     def write_checkpoints(self) -> None:
         for log_dir in self.log_manager.online_dirs():

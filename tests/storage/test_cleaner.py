@@ -767,6 +767,33 @@ def test_a_paused_log_is_neither_cleaned_nor_given_retention_until_resumed(tmp_p
     manager.shutdown()
 
 
+def test_a_paused_log_gets_no_retention_from_either_side(tmp_path):
+    """Kafka's paused cleaning (a log dir move): the cleaner threads give a paused compacted
+    log no retention, and the broker's retention skips a paused delete log."""
+    now = [int(time.time() * 1000)]
+    manager = _manager(tmp_path, now)
+    compacted = _expired_compact_delete_log(manager, now)
+    plain = manager.get_or_create_log("plain", 0, LogConfig(segment_ms=10**12, retention_ms=1000))
+    for i in range(30):
+        plain.append_as_leader(batch([(None, b"v%d" % i)], ts=now[0]), 0)
+    plain.roll()
+    plain.update_high_watermark(plain.log_end_offset)
+    manager.start_cleaner(CleanerConfig(threads=0, worker_process=False))
+    cleaner = manager.cleaner
+    cleaner.pause("cd", 0)
+    cleaner.pause("plain", 0)
+    now[0] += 10_000
+    cleaner.run_once()
+    assert manager.run_retention() == 0
+    assert compacted.log_start_offset == 0 and plain.log_start_offset == 0
+    cleaner.resume("cd", 0)
+    cleaner.resume("plain", 0)
+    cleaner.run_once()
+    assert manager.run_retention() > 0
+    assert compacted.log_start_offset == 30 and plain.log_start_offset == 30
+    manager.shutdown()
+
+
 def test_a_deleted_partitions_checkpoint_does_not_reach_a_topic_created_again(tmp_path):
     """Kafka's asyncDelete rewrites the cleaner checkpoint at once: an entry left by a
     partition deleted before a crash must not apply to a log created again under its name
@@ -792,10 +819,22 @@ def test_a_deleted_partitions_checkpoint_does_not_reach_a_topic_created_again(tm
     again.shutdown()
 
 
-def test_the_worker_throttle_carries_over_from_one_clean_to_the_next():
+def test_the_worker_throttle_carries_over_from_one_clean_to_the_next(tmp_path, monkeypatch):
     """Kafka's one throttler for the cleaner's life: a run of cleans each shorter than the
-    check interval is held to the rate too."""
+    check interval is held to the rate too (a new one per clean never reached a check)."""
     from storage import cleaner as cleaner_module
-    first = cleaner_module._worker_throttler(1000.0)
-    assert cleaner_module._worker_throttler(1000.0) is first
-    assert cleaner_module._worker_throttler(2000.0) is not first     # the rate changed
+    used = []
+    real_init = cleaner_module.Cleaner.__init__
+
+    def init(self, *args, **kwargs):
+        used.append(kwargs["throttler"])
+        real_init(self, *args, **kwargs)
+    monkeypatch.setattr(cleaner_module.Cleaner, "__init__", init)
+    for name in ("a-0", "b-0", "c-0"):
+        log_ = open_log(tmp_path / name)
+        _fill(log_, 60)
+        request = cleaner_module.clean_request(log_, 0, log_.segments[-1].base_offset, NOW)
+        cleaner_module.clean_in_worker(request, 1 << 20, 0.9, 65536, 1000.0)
+    cleaner_module.clean_in_worker(request, 1 << 20, 0.9, 65536, 2000.0)
+    assert used[0] is used[1] is used[2]
+    assert used[3] is not used[0] and used[3].rate == 2000.0       # the rate changed
