@@ -155,10 +155,12 @@ class LineReader:
         return self._null(key), self._null(value), headers
 
 
-# Flag -> the producer property it sets (Kafka's ConsoleProducer merges them this way).
+# Flag -> the producer property it sets (Kafka's ConsoleProducer merges them this way; in this
+# order, so --max-partition-memory-bytes given wins over --batch-size).
 FLAG_PROPERTIES = {"request_required_acks": "acks", "compression_codec": "compression.type", "timeout": "linger.ms",
-                   "batch_size": "batch.size", "request_timeout_ms": "request.timeout.ms",
-                   "retry_backoff_ms": "retry.backoff.ms"}
+                   "batch_size": "batch.size", "max_partition_memory_bytes": "batch.size",
+                   "request_timeout_ms": "request.timeout.ms", "retry_backoff_ms": "retry.backoff.ms",
+                   "message_send_max_retries": "retries", "max_block_ms": "max.block.ms"}
 
 
 def producer_settings(opts) -> tuple[dict, dict]:

@@ -180,6 +180,14 @@ def test_producer_settings_merge_like_kafka(tmp_path):
     s = settings("--compression-codec", "zstd", "--producer-property", "compression.type=lz4",
                  "--producer-property", "max.in.flight.requests.per.connection=1")
     assert (s["compression_type"], s["max_in_flight"]) == ("zstd", 1)
+    # --message-send-max-retries is `retries` (default 3), --max-block-ms `max.block.ms`,
+    # --max-partition-memory-bytes given wins over --batch-size
+    assert (settings()["retries"], settings()["max_block_ms"]) == (3, 60000)
+    s = settings("--message-send-max-retries", 0, "--max-block-ms", 5, "--batch-size", 100,
+                 "--max-partition-memory-bytes", 200)
+    assert (s["retries"], s["max_block_ms"], s["batch_size"]) == (0, 5, 200)
+    assert settings("--producer-property", "retries=9")["retries"] == 9
+    assert settings("--batch-size", 100)["batch_size"] == 100
     for bad in (["--producer-property", "batch.size=big"], ["--producer-property", "acks=2"]):
         try:
             settings(*bad)
