@@ -31,6 +31,7 @@ the transaction coordinator before its first batch of the transaction goes out, 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from typing import NamedTuple
@@ -44,6 +45,8 @@ from broker.client.errors import ClientError, KafkaTimeoutError
 from broker.client.partitioner import StickyPartitionCache, partition_for_key
 from broker.client.transaction_manager import TransactionError, TransactionManager
 from broker.client.types import TopicPartition
+
+log = logging.getLogger(__name__)
 
 CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
 RECORD_OVERHEAD = 61 + 21      # batch header plus a worst-case record header, for the size check
@@ -260,10 +263,12 @@ class Producer:
             if self._txn is not None and self._txn.open:
                 # Java's Sender on a graceful close: "Aborting incomplete transaction due to
                 # shutdown", so read_committed consumers need not wait for its timeout
+                log.info("Aborting incomplete transaction due to shutdown")
                 try:
                     await self.abort_transaction()
-                except (KafkaError, ClientError):
-                    pass
+                except (KafkaError, ClientError) as e:
+                    # the coordinator aborts it when transaction.timeout.ms passes
+                    log.warning("Aborting the incomplete transaction failed: %s", e)
         finally:
             self._closed = True
             if self._sender is not None:

@@ -24,6 +24,14 @@ async def create(cluster, name, partitions, configs=None):
     assert result[name][0] in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
 
 
+async def transactional(cluster, topic, partitions, configs=None, **settings):
+    """`topic` created and a producer of transactional.id `topic`, initialised."""
+    await create(cluster, topic, partitions, configs)
+    producer = Producer(cluster, transactional_id=topic, **{"linger_ms": 0, **settings})
+    await producer.init_transactions()
+    return producer
+
+
 def read_all(bootstrap, topic, isolation, expect=None):
     """Values a confluent-kafka consumer with `isolation` gets from the start, in order per
     partition (until `expect` of them, or 3 s without news)."""
@@ -53,9 +61,7 @@ def batches_on_disk(broker, topic, partition=0):
 def test_commit_and_abort_across_partitions(client_broker):
     async def go():
         async with ClusterClient(client_broker.bootstrap) as cluster:
-            await create(cluster, "tx-ca", 3)
-            producer = Producer(cluster, transactional_id="tx-ca", linger_ms=5)
-            await producer.init_transactions()
+            producer = await transactional(cluster, "tx-ca", 3, linger_ms=5)
             producer.begin_transaction()
             for i in range(30):
                 await producer.send("tx-ca", b"c%d" % i, partition=i % 3)
@@ -113,15 +119,32 @@ def test_a_newer_instance_fences_the_older_one(client_broker):
     assert read_all(client_broker.bootstrap, "tx-fence", "read_committed", 1) == [b"alive"]
 
 
+def test_a_fenced_producer_closing_says_its_abort_failed(client_broker, caplog):
+    """close() aborts an open transaction; when the coordinator refuses (fenced by a newer
+    instance) the close still ends, and the log says why (the coordinator aborts it)."""
+    async def go():
+        async with ClusterClient(client_broker.bootstrap) as cluster:
+            old = await transactional(cluster, "tx-fenced-close", 1)
+            old.begin_transaction()
+            await (await old.send("tx-fenced-close", b"zombie", partition=0))
+            new = Producer(cluster, transactional_id="tx-fenced-close", linger_ms=0)
+            await new.init_transactions()
+            await old.close()
+            await new.close()
+    with caplog.at_level("INFO", logger="broker.client.producer"):
+        run(go())
+    messages = [r.getMessage() for r in caplog.records if r.name == "broker.client.producer"]
+    assert messages[0] == "Aborting incomplete transaction due to shutdown", messages
+    assert messages[1].startswith("Aborting the incomplete transaction failed: "), messages
+
+
 def test_a_failed_record_means_abort_then_a_new_epoch(client_broker):
     """A record the broker refuses (too large for the topic) makes the commit fail; after the
     abort the producer goes on with a bumped epoch (KIP-360), its sequences from 0, and the
     next transaction commits."""
     async def go():
         async with ClusterClient(client_broker.bootstrap) as cluster:
-            await create(cluster, "tx-big", 1, {"max.message.bytes": "2000"})
-            producer = Producer(cluster, transactional_id="tx-big", linger_ms=0)
-            await producer.init_transactions()
+            producer = await transactional(cluster, "tx-big", 1, {"max.message.bytes": "2000"})
             producer.begin_transaction()
             await (await producer.send("tx-big", b"ok-1", partition=0))
             big = await producer.send("tx-big", b"x" * 5000, partition=0)
@@ -227,9 +250,7 @@ def test_no_send_during_a_commit_and_close_aborts_an_open_transaction(client_bro
     Sender does, so read_committed consumers do not wait for its timeout."""
     async def go():
         async with ClusterClient(client_broker.bootstrap) as cluster:
-            await create(cluster, "tx-close", 1)
-            producer = Producer(cluster, transactional_id="tx-close", linger_ms=0)
-            await producer.init_transactions()
+            producer = await transactional(cluster, "tx-close", 1)
             producer.begin_transaction()
             await producer.send("tx-close", b"committed", partition=0)
             commit = asyncio.ensure_future(producer.commit_transaction())
@@ -261,10 +282,8 @@ def test_after_a_failed_record_the_queued_ones_fail_as_aborted(client_broker):
     (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
     async def go():
         async with ClusterClient(client_broker.bootstrap) as cluster:
-            await create(cluster, "tx-undrained", 1, {"max.message.bytes": "2000"})
-            producer = Producer(cluster, transactional_id="tx-undrained", linger_ms=0,
-                                batch_size=100)
-            await producer.init_transactions()
+            producer = await transactional(cluster, "tx-undrained", 1, {"max.message.bytes": "2000"},
+                                           batch_size=100)
             producer.begin_transaction()
             big = await producer.send("tx-undrained", b"x" * 5000, partition=0)
             small = [await producer.send("tx-undrained", b"s%d" % i, partition=0)
