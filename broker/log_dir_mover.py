@@ -7,8 +7,9 @@ it batch by batch, byte for byte (`append_as_follower`), in an executor of its o
 together at most `replica.alter.log.dirs.io.max.bytes.per.second`. The partition stays served
 from its current log meanwhile, and its cleaning is paused (a clean under way ends first).
 When the future log is within FINAL_BYTES of the end, the last batches are copied and the logs
-swapped on the event loop thread, where appends run, so none can slip in between; the old log
-is then deleted as a deleted partition's is.
+swapped on the event loop thread, where appends run, so none can slip in between (a catching-up
+follower's append in its fetcher's thread is fenced first: it ends before, or never runs); the
+old log is then deleted as a deleted partition's is.
 
 Before each chunk the future log is cut back to where it still agrees with the current log,
 judged by leader epochs as a follower truncates against its leader (`_align`): a current log
@@ -271,6 +272,7 @@ class LogDirMover:
                 _align(current, future)
                 if current.size_in_bytes - future.size_in_bytes < FINAL_BYTES:
                     break
+            current.fence_appends()     # nor one in a catching-up fetcher's thread
             while _copy_chunk(current, future, CHUNK_BYTES) > 0:
                 pass
             part.log = lm.replace_with_future(tp)

@@ -109,6 +109,7 @@ class Partition:
         """Become leader at `leader_epoch`: the epoch starts at the current LEO. `isr`: the
         controller's ISR (a cluster); None on a single broker, where the ISR starts as the
         leader alone. Returns True if this is a new leadership (epoch or leader changed)."""
+        self.log.fence_appends()        # a follower append in its fetcher's thread ends first
         if topic_id is not None:
             self.topic_id = topic_id
         was_leader = self.is_leader
@@ -168,6 +169,7 @@ class Partition:
                       partition_epoch: int = -1, topic_id=None) -> bool:
         """Follow `leader_id` at `leader_epoch` (-1: no leader). Returns True if the leader or
         its epoch changed (the fetcher restarts from this replica's LEO)."""
+        self.log.fence_appends()        # as make_leader: the log is this role's from here
         if topic_id is not None:
             self.topic_id = topic_id
         changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch

@@ -45,10 +45,15 @@ of the ISR and cannot join it from there, so no high watermark, acknowledgement 
 rests on records not yet written; if the append fails, the answer to the early request is
 dropped for that partition and the next request names its real end. Still one request in
 flight per fetcher. A 1 GiB copy went from 280-390 to 440-520 MB/s on the 2-core machine.
+Those appends run in the fetcher's own thread (`_appender`), one at a time, while the loop
+reads the next answer; whatever changes the partition's role or ends its fetching fences them
+first (`Log.fence_appends`: an append under way ends before it, one not begun writes nothing).
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import logging
 import time
 import uuid
@@ -56,7 +61,7 @@ import uuid
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import FetchRequest
 from protocol.messages.list_offsets import ListOffsetsRequest
-from storage.errors import CorruptRecord
+from storage.errors import CorruptRecord, StaleAppend
 from storage.log import parse_batches
 from storage.record_batch import MAGIC_V2, RecordBatchView
 
@@ -172,6 +177,9 @@ class ReplicaFetcherManager:
         key = self._assigned.pop(tp, None)
         if key is None:
             return
+        part = self.broker.replica_manager.get_partition(*tp)
+        if part is not None and part.log is not None:
+            part.log.fence_appends()    # an append in the fetcher's thread: ends first, or never
         fetcher = self._fetchers.get(key)
         if fetcher is not None:
             fetcher.remove(tp)
@@ -210,6 +218,7 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._connection: BrokerConnection | None = None
         self._closing = None
+        self._executor = None           # the append thread (see _appender)
         self.session = FetchSession()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -225,14 +234,29 @@ class ReplicaFetcher:
         self._task.cancel()
         self._task.add_done_callback(self._stopped)
 
+    def _appender(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The thread a catching-up replica's large appends run in, one after the other, so
+        their page-cache writes (most of a copy's CPU) go on beside the loop's reading of the
+        next answer: a 1 GiB copy went from 290-313 to 365-373 MB/s on the 2-core machine, whose
+        page-cache writes into memory not touched before run at about 450 MB/s a thread."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"{self.name}-append")
+        return self._executor
+
     def _stopped(self, _task) -> None:
-        # A fetcher left without partitions is dropped unawaited: its connection goes with it.
+        # A fetcher left without partitions is dropped unawaited: its connection goes with it,
+        # and its append thread once the append under way (if any) ends.
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
         conn, self._connection = self._connection, None
         if conn is not None:
             self._closing = asyncio.get_running_loop().create_task(conn.close())
 
     async def wait_stopped(self) -> None:
         await cancel_and_wait(self._task)
+        if self._executor is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
         if self._closing is not None:
             await self._closing
         if self._connection is not None:
@@ -316,7 +340,7 @@ class ReplicaFetcher:
         next_ready = {tp: st for tp, st in self.partitions.items()
                       if not st.failed and st.delayed_until <= now}
         if self._throttled(next_ready):
-            for part, state, data in deferred:      # throttled: one step at a time, as usual
+            for part, state, data, _ in deferred:   # throttled: one step at a time, as usual
                 state.ahead = None
                 await self._process_one(part, state, data, backoff_s)
             return None
@@ -324,8 +348,8 @@ class ReplicaFetcher:
         sent = asyncio.get_running_loop().create_task(conn.send(request, version,
                                                                 timeout=timeout))
         try:
-            for part, state, data in deferred:
-                await self._process_one(part, state, data, backoff_s)
+            for part, state, data, fence in deferred:
+                await self._process_one(part, state, data, backoff_s, fence)
         except BaseException:
             sent.cancel()
             raise
@@ -499,7 +523,7 @@ class ReplicaFetcher:
                 ahead = self._deferrable(part, data)
                 if ahead is not None:
                     state.ahead = ahead
-                    deferred.append((part, state, data))
+                    deferred.append((part, state, data, (part.log, part.log.append_fence)))
                     continue
                 await self._process_one(part, state, data, backoff_s)
         return deferred
@@ -529,10 +553,12 @@ class ReplicaFetcher:
         epoch = RecordBatchView(records, batches[-1].position).partition_leader_epoch
         return end, epoch
 
-    async def _process_one(self, part, state, data, backoff_s: float) -> None:
+    async def _process_one(self, part, state, data, backoff_s: float, fence=None) -> None:
         tp = (part.topic, part.partition)
         try:
-            await self._process_partition(part, state, data, backoff_s)
+            await self._process_partition(part, state, data, backoff_s, fence)
+        except StaleAppend:
+            pass        # fenced meanwhile: whoever fenced it restarts or ends its fetching
         except CorruptRecord as exc:
             log.error("[%s] Found invalid records in %s-%d from broker %d, fetching of "
                       "this partition stops until its next LeaderAndIsr: %s",
@@ -543,8 +569,11 @@ class ReplicaFetcher:
             state.delayed_until = time.monotonic() + backoff_s
             self.broker.replica_manager._storage_failure(part, exc)
 
-    async def _process_partition(self, part, state, data, backoff_s: float) -> None:
-        log_ = part.log
+    async def _process_partition(self, part, state, data, backoff_s: float,
+                                 fence=None) -> None:
+        """`fence`: (log, its append_fence) when the append runs in this fetcher's thread
+        (a deferred one): the loop reads the next answer meanwhile."""
+        log_ = part.log if fence is None else fence[0]
         code = ErrorCode(data.error_code)
         tp = (part.topic, part.partition)
         if code == ErrorCode.NONE:
@@ -558,7 +587,14 @@ class ReplicaFetcher:
                 # (partition max bytes): nothing to append this time, as Kafka's follower.
                 records = None
             if records is not None and len(records):
-                log_.append_as_follower(records)
+                if fence is None:
+                    log_.append_as_follower(records)
+                else:
+                    await asyncio.get_running_loop().run_in_executor(
+                        self._appender(), functools.partial(log_.append_as_follower, records,
+                                                            fence=fence[1]))
+                    if self.partitions.get(tp) is not state or part.log is not log_:
+                        return          # removed, restarted or moved while it ran
                 quota = self.broker.replica_manager.follower_quota
                 if quota is not None and quota.is_throttled(*tp):
                     quota.record(len(records))

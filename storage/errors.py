@@ -31,6 +31,11 @@ class StorageError(KafkaError):
         super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
 
 
+class StaleAppend(Exception):
+    """A follower append begun before the log was fenced (`Log.fence_appends`: the replica's
+    role changed, its fetching stopped or moved, the log closed): nothing was written."""
+
+
 class CorruptIndex(Exception):
     """An index file fails its sanity check; the caller rebuilds it from the log."""
 

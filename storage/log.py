@@ -35,7 +35,11 @@ flush.messages / flush.ms make `needs_flush()` true (the broker's produce path t
 before answering, broker/replica_manager.py `flush_if_due`); an append itself never fsyncs.
 
 Concurrency contract: every method runs on the event loop thread except `flush()`, `close()`
-and loading (the constructor), which block on the disk and run in an executor.
+and loading (the constructor), which block on the disk and run in an executor, and a catching-up
+follower's `append_as_follower(..., fence=...)`, which runs in its fetcher's append thread (its
+page-cache writes beside the loop's socket reads): `fence_appends()`, called by every role
+change, the end of a partition's fetching, a log dir move's swap and the log's closing, waits
+for such an append under way (the lock) and makes one not begun yet fail with `StaleAppend`.
 """
 import bisect
 import dataclasses
@@ -47,7 +51,7 @@ import time
 
 from protocol.records import FileRegion
 from storage import checkpoints, files, legacy
-from storage.errors import CleaningAborted, CorruptIndex, CorruptRecord, OffsetOutOfRange
+from storage.errors import CleaningAborted, CorruptIndex, CorruptRecord, OffsetOutOfRange, StaleAppend
 from storage.leader_epoch import LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.producer_state import LogProducerState, ProducerStateManager
@@ -137,6 +141,7 @@ class Log:
         self._bases: list[int] = []
         self._dir_dirty = not os.path.isdir(self.dir)     # creations to fsync at next flush
         self.generation = 0            # bumped by truncation and deletion (see the docstring)
+        self._append_fence = 0         # bumped by fence_appends (see the docstring)
         self.truncated_below = None    # lowest truncation point the cleaner has not seen yet
         if self._dir_dirty:
             os.makedirs(self.dir, exist_ok=True)
@@ -440,14 +445,16 @@ class Log:
                 result.offset_of_max_timestamp, result.log_append_time, self._log_start_offset,
                 result.record_count, len(result.buffer), flush_needed=self.needs_flush(now_ms))
 
-    def append_as_follower(self, records, now_ms: int | None = None) -> LogAppendInfo:
+    def append_as_follower(self, records, now_ms: int | None = None, *,
+                           fence: int | None = None) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned (replication; recovery tools).
 
         Every batch must be CRC-valid and start past the log end offset, with one exception
         (Kafka's Partition.appendRecordsToFollowerOrFutureReplica): an empty log whose start
         offset falls inside the first batch (DeleteRecords moved the leader's log start into
         a batch, and this replica started its log there) starts again at that batch's base
-        offset, as the leader's log holds that batch whole."""
+        offset, as the leader's log holds that batch whole. `fence`: `append_fence` when the
+        append was decided; fenced since, it raises StaleAppend and writes nothing."""
         now_ms = self._time_ms() if now_ms is None else now_ms
         # A memoryview stays one: a follower's batches are slices of the Fetch response's
         # buffer, written from there (no copy).
@@ -465,6 +472,8 @@ class Log:
             if batch.max_timestamp > max_ts:
                 max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
         with self._lock:
+            if fence is not None and fence != self._append_fence:
+                raise StaleAppend(f"append to {self.topic}-{self.partition} fenced")
             first, end = batches[0].base_offset, self._log_end_offset
             if first < end and end == self._log_start_offset \
                     and batches[-1].last_offset >= end:
@@ -813,9 +822,22 @@ class Log:
         files.fs.fsync_dir(self.dir)
 
     def mark_deleted(self) -> None:
-        """The partition is being deleted: a clean in progress must not swap."""
+        """The partition is being deleted: a clean in progress must not swap, a follower
+        append not begun must not write."""
         with self._lock:
             self.generation += 1
+            self._append_fence += 1
+
+    @property
+    def append_fence(self) -> int:
+        """Pass it to a follower append decided now (see `fence_appends`)."""
+        return self._append_fence
+
+    def fence_appends(self) -> None:
+        """A follower append under way in another thread ends first (the lock); one decided
+        before this call and not begun yet raises StaleAppend (see the module docstring)."""
+        with self._lock:
+            self._append_fence += 1
 
     def take_truncation(self):
         """The lowest offset the log was truncated to since the last call, or None (the
@@ -1028,6 +1050,7 @@ class Log:
         """Close every file; without `trim`, write nothing (a deleted partition's folder may
         have moved)."""
         with self._lock:
+            self._append_fence += 1
             self.delete_expired_files(force=True)
             for segment in self._segments:
                 segment.close(trim)
@@ -1035,6 +1058,7 @@ class Log:
     def delete_files(self) -> None:
         """Close and remove every file of this log (its folder is the caller's)."""
         with self._lock:
+            self._append_fence += 1
             self.delete_expired_files(force=True)
             for segment in self._segments:
                 segment.delete_files()

@@ -113,7 +113,8 @@ def test_a_replica_out_of_the_isr_fetches_apart_until_it_caught_up():
 
     async def scenario():
         broker = types.SimpleNamespace(config=Config({
-            "num.replica.fetchers": 1, "replica.fetch.backoff.ms": 60_000}))
+            "num.replica.fetchers": 1, "replica.fetch.backoff.ms": 60_000}),
+            replica_manager=types.SimpleNamespace(get_partition=lambda topic, p: None))
         manager = ReplicaFetcherManager(broker)
         try:
             manager.add_partition(("t", 0), 1, 7, catch_up=True)
@@ -165,3 +166,50 @@ def test_session_errors_and_a_closed_session_as_kafkas_fetch_session_handler():
     assert (closed.session_id, closed.epoch) == (INVALID_SESSION_ID, INITIAL_EPOCH)
     kept = answered(ErrorCode.NONE)
     assert (kept.session_id, kept.epoch) == (5, 4)
+
+
+def test_a_deferred_append_runs_in_the_fetchers_thread_and_a_fence_drops_it(tmp_path):
+    """A catching-up replica's large append is written by its fetcher's thread while the
+    loop reads the next answer; a role change, the end of the partition's fetching or the
+    log's closing in the meantime (`fence_appends`) drops an append not begun: nothing is
+    written, no error, and the high watermark stays where the log is."""
+    import asyncio
+    import threading
+
+    part = follower(tmp_path, leo=5)
+    log_ = part.log
+    threads = []
+    append_as_follower = log_.append_as_follower
+
+    def recording(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return append_as_follower(*args, **kwargs)
+    log_.append_as_follower = recording
+    state = FetchState(3)
+    fetcher = ReplicaFetcher.__new__(ReplicaFetcher)
+    fetcher.name, fetcher._executor, fetcher.catch_up = "ReplicaFetcherThread-0-1-catch-up", None, True
+    fetcher.partitions, fetcher.lag = {("t", 0): state}, {}
+    fetcher.broker = types.SimpleNamespace(replica_manager=types.SimpleNamespace(
+        follower_quota=None, fetch_purgatory=types.SimpleNamespace(notify=lambda *tp: None)))
+
+    def data(records, end):
+        return types.SimpleNamespace(error_code=ErrorCode.NONE, records=records, high_watermark=end + 10,
+                                     diverging_epoch=None, log_start_offset=0)
+
+    async def scenario():
+        records, end = big(5)
+        await fetcher._process_one(part, state, data(records, end), 0.1, (log_, log_.append_fence))
+        assert log_.log_end_offset == end and log_.high_watermark == end
+        assert threads == ["ReplicaFetcherThread-0-1-catch-up-append_0"], threads
+        more, more_end = big(end)
+        fence = (log_, log_.append_fence)
+        log_.fence_appends()                # e.g. make_follower of a new leader meanwhile
+        await fetcher._process_one(part, state, data(more, more_end), 0.1, fence)
+        assert log_.log_end_offset == end and log_.high_watermark == end
+        assert not state.failed and fetcher.lag[("t", 0)] == 10
+        fence = (log_, log_.append_fence)
+        log_.close_files()
+        await fetcher._process_one(part, state, data(more, more_end), 0.1, fence)
+        assert log_.log_end_offset == end
+        await asyncio.get_running_loop().run_in_executor(None, fetcher._executor.shutdown)
+    asyncio.run(scenario())
