@@ -612,6 +612,32 @@ async def test_preferred_leaders_come_back_when_imbalanced():
         await shutdown(nodes)
 
 
+async def test_an_imbalance_at_or_under_the_percentage_is_left_alone():
+    """Kafka's checkAndTriggerAutoLeaderRebalance: a broker's preferred partitions led
+    elsewhere are elected back only while their share is above
+    leader.imbalance.per.broker.percentage (here 70: 3 of 3 is, 2 of 3 is not)."""
+    server, nodes = await cluster(config=Config({"leader.imbalance.per.broker.percentage": 70}))
+    try:
+        await create_topic(nodes[0], "t", {0: [1, 2, 0], 1: [1, 0, 2], 2: [1, 2, 0]})
+        await settle(nodes)
+        server.expire(nodes[1].zk)
+        await settle(nodes)
+        c = await broker_1_back_in_the_isr_of_t0(server, nodes)
+        assert set(await c.enqueue(c.rebalance_preferred_leaders)) == {("t", 0)}
+        got, version = await state(server, "t", 1)
+        assert got["leader"] == 0 and 1 not in got["isr"]
+        error, out = await c.enqueue(c.alter_partition, 0, c.ctx.broker_epochs[0],
+                                     {("t", 1): (got["leader_epoch"], got["isr"] + [1], False,
+                                                 version)})
+        assert 1 in out[("t", 1)].isr
+        # broker 1 leads 1 of its 3 partitions: 2/3 under 70 %, t-1 stays with broker 0
+        assert await c.enqueue(c.rebalance_preferred_leaders) == {}
+        got, _ = await state(server, "t", 1)
+        assert got["leader"] == 0
+    finally:
+        await shutdown(nodes)
+
+
 async def broker_1_back_in_the_isr_of_t0(server, nodes):
     """Broker 1, expired while t-0 (replicas [1, 2, 0]) moved to 2, registers again and its
     leader 2 adds it back to the ISR. Returns the active controller."""
