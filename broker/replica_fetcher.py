@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import logging
 import time
 import uuid
@@ -244,6 +243,26 @@ class ReplicaFetcher:
                 1, thread_name_prefix=f"{self.name}-append")
         return self._executor
 
+    def _append_in_thread(self, part, log_, records, fence: int) -> asyncio.Future:
+        """`log_.append_as_follower(records, fence=fence)` in the append thread. A disk error
+        there takes the log's dir offline even when this fetcher was stopped meanwhile (its
+        task cancelled while it waited: the error would reach no one)."""
+        loop = asyncio.get_running_loop()
+        done = self._appender().submit(log_.append_as_follower, records, fence=fence)
+        rm = self.broker.replica_manager
+
+        def failed(future) -> None:
+            error = None if future.cancelled() else future.exception()
+            if isinstance(error, OSError):
+                log.error("[%s] Error appending to %s-%d: %s", self.name, part.topic,
+                          part.partition, error)
+                try:
+                    loop.call_soon_threadsafe(rm._storage_failure, part, error, log_)
+                except RuntimeError:
+                    pass                # the loop is closed: the broker is gone
+        done.add_done_callback(failed)
+        return asyncio.wrap_future(done)
+
     def _stopped(self, _task) -> None:
         # A fetcher left without partitions is dropped unawaited: its connection goes with it,
         # and its append thread once the append under way (if any) ends.
@@ -340,9 +359,12 @@ class ReplicaFetcher:
         next_ready = {tp: st for tp, st in self.partitions.items()
                       if not st.failed and st.delayed_until <= now}
         if self._throttled(next_ready):
-            for part, state, data, _ in deferred:   # throttled: one step at a time, as usual
+            for part, state, data, (log_, token) in deferred:  # throttled: one step at a time
                 state.ahead = None
-                await self._process_one(part, state, data, backoff_s)
+                if self.partitions.get((part.topic, part.partition)) is state and \
+                        part.log is log_ and log_.append_fence == token:
+                    await self._process_one(part, state, data, backoff_s)
+                # else fenced during an await above: whoever fenced it restarted its fetching
             return None
         request, version, next_by_id = self._request(next_ready)
         sent = asyncio.get_running_loop().create_task(conn.send(request, version,
@@ -590,9 +612,11 @@ class ReplicaFetcher:
                 if fence is None:
                     log_.append_as_follower(records)
                 else:
-                    await asyncio.get_running_loop().run_in_executor(
-                        self._appender(), functools.partial(log_.append_as_follower, records,
-                                                            fence=fence[1]))
+                    try:
+                        await self._append_in_thread(part, log_, records, fence[1])
+                    except OSError:
+                        state.delayed_until = time.monotonic() + backoff_s
+                        return          # its dir is taken offline by _append_in_thread
                     if self.partitions.get(tp) is not state or part.log is not log_:
                         return          # removed, restarted or moved while it ran
                 quota = self.broker.replica_manager.follower_quota

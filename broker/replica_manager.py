@@ -472,8 +472,10 @@ class ReplicaManager:
                     lm.report_dir_failure(target, exc)
         return out
 
-    def _storage_failure(self, part, exc: OSError) -> None:
-        log_dir = self.log_manager.dir_of_path(part.log.dir) \
+    def _storage_failure(self, part, exc: OSError, log_=None) -> None:
+        """A disk error writing `log_` (default: the partition's log): its dir goes offline."""
+        log_ = part.log if log_ is None else log_
+        log_dir = self.log_manager.dir_of_path(log_.dir) \
             if hasattr(self.log_manager, "dir_of_path") else None
         if log_dir is not None:
             self.fail_log_dir(log_dir, exc)

@@ -828,6 +828,19 @@ class Log:
             self.generation += 1
             self._append_fence += 1
 
+    def active_producers(self) -> list:
+        """[(producer id, epoch, last sequence, last timestamp, coordinator epoch, first offset
+        of its open transaction or -1)] (DescribeProducers), read under the lock: a catching-up
+        follower's appends update the table from its fetcher's thread."""
+        with self._lock:
+            state = self.producer_state
+            if state is None:
+                return []
+            return [(e.producer_id, e.producer_epoch, e.last_seq, e.last_timestamp,
+                     e.coordinator_epoch,
+                     -1 if e.current_txn_first_offset is None else e.current_txn_first_offset)
+                    for e in state.manager.producers.values()]
+
     @property
     def append_fence(self) -> int:
         """Pass it to a follower append decided now (see `fence_appends`)."""

@@ -49,14 +49,12 @@ async def handle(broker, ctx, request):
                 continue
             try:
                 part = rm.get_partition_or_error(topic.name, index)
-                state = part.log.producer_state
-                entries = state.manager.producers.values() if state is not None else ()
                 answer.active_producers = [ProducerState(
-                    producer_id=e.producer_id, producer_epoch=e.producer_epoch,
-                    last_sequence=e.last_seq, last_timestamp=e.last_timestamp,
-                    coordinator_epoch=e.coordinator_epoch,
-                    current_txn_start_offset=-1 if e.current_txn_first_offset is None
-                    else e.current_txn_first_offset) for e in entries]
+                    producer_id=pid, producer_epoch=epoch, last_sequence=last_seq,
+                    last_timestamp=last_timestamp, coordinator_epoch=coordinator_epoch,
+                    current_txn_start_offset=txn_start)
+                    for pid, epoch, last_seq, last_timestamp, coordinator_epoch, txn_start
+                    in part.log.active_producers()]
             except KafkaError as exc:
                 answer.error_code = int(exc.error_code)     # no message, as Kafka's
             partitions.append(answer)

@@ -213,3 +213,52 @@ def test_a_deferred_append_runs_in_the_fetchers_thread_and_a_fence_drops_it(tmp_
         assert log_.log_end_offset == end
         await asyncio.get_running_loop().run_in_executor(None, fetcher._executor.shutdown)
     asyncio.run(scenario())
+
+
+def test_a_disk_error_in_the_append_thread_reaches_the_log_dir_even_after_a_stop(tmp_path):
+    """The append thread fails with an OSError while the fetcher is being stopped (its task
+    cancelled as it waits): the error still takes the dir of the log written offline, that
+    log's and not whatever the partition holds by then."""
+    import asyncio
+    import threading
+
+    part = follower(tmp_path, leo=5)
+    log_ = part.log
+    started, release = threading.Event(), threading.Event()
+
+    def failing(*args, **kwargs):
+        started.set()
+        release.wait(10)
+        raise OSError(28, "No space left on device")
+    log_.append_as_follower = failing
+    failures = []
+    state = FetchState(3)
+    fetcher = ReplicaFetcher.__new__(ReplicaFetcher)
+    fetcher.name, fetcher._executor, fetcher.catch_up = "f", None, True
+    fetcher.partitions, fetcher.lag = {("t", 0): state}, {}
+    fetcher.broker = types.SimpleNamespace(replica_manager=types.SimpleNamespace(
+        follower_quota=None, _storage_failure=lambda p, exc, written: failures.append(
+            (p, exc.errno, written))))
+    records, end = big(5)
+    data = types.SimpleNamespace(error_code=ErrorCode.NONE, records=records, high_watermark=end + 10,
+                                 diverging_epoch=None, log_start_offset=0)
+
+    async def scenario():
+        task = asyncio.get_running_loop().create_task(
+            fetcher._process_one(part, state, data, 0.1, (log_, log_.append_fence)))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        part.log = object()                 # e.g. a log dir move swapped it meanwhile
+        release.set()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        for _ in range(100):
+            if failures:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.get_running_loop().run_in_executor(None, fetcher._executor.shutdown)
+    asyncio.run(scenario())
+    assert failures == [(part, 28, log_)]
