@@ -6,6 +6,8 @@ from any broker with Kafka's placement, produce and consume through any bootstra
 controller's failover after kill -9, leaderships coming back after a restart, a group's
 coordinator moving with its committed offsets, and a taken broker.id refused."""
 import json
+import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -386,6 +388,71 @@ def test_consumers_read_from_a_replica_in_their_rack(tmp_path):
         got = poll(group_consumer(cluster.bootstrap_servers, "near", "rack-reader",
                                   **{"client.rack": racks[follower]}), 300)
         assert sorted(got) == sorted(acked)
+
+
+def test_racks_in_placement_metadata_and_the_tools(tmp_path):
+    """broker.rack end to end: topics created through a broker are placed with Kafka's
+    rack-aware algorithm (each partition over both racks), the racks are in Metadata,
+    kafka-topics.sh --describe reads as without racks, kafka-reassign-partitions.sh --generate
+    proposes rack-aware (or not, with --disable-rack-aware), and replica sets that cannot
+    cover the racks are still allowed, as Kafka allows them."""
+    from broker.testing.cluster import KafkaCluster
+    racks = {0: "a", 1: "a", 2: "b"}
+    bin_dir = pathlib.Path(__file__).resolve().parents[2] / "bin"
+
+    def script(name, *args):
+        result = subprocess.run([str(bin_dir / name), *map(str, args)], capture_output=True,
+                                text=True, timeout=90)
+        assert result.returncode == 0, (name, args, result.stdout, result.stderr)
+        return result.stdout
+
+    class Draws:
+        def __init__(self, start, shift):
+            self.values = [start, shift]
+
+        def randrange(self, n):
+            return self.values.pop(0)
+    racked = [BrokerMetadata(b, r) for b, r in racks.items()]
+    outcomes = [assign_replicas_to_brokers(racked, 6, 2, rng=Draws(start, shift))
+                for start in range(3) for shift in range(3)]
+    with KafkaCluster(3, tmp_path / "c", broker_configs={b: {"broker.rack": r}
+                                                          for b, r in racks.items()}) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        create(cluster.bootstrap(0), "racked", 6, 2)
+        znode = json.loads(cluster._read("/brokers/topics/racked"))
+        assignment = {int(p): r for p, r in znode["partitions"].items()}
+        assert assignment in outcomes
+        assert all({racks[b] for b in replicas} == {"a", "b"} for replicas in assignment.values())
+        client = admin(bootstrap)
+        nodes = client.describe_cluster(request_timeout=30).result(60).nodes
+        assert {n.id: n.rack for n in nodes} == racks
+        # More replicas than racks, and a manual assignment within one rack: allowed.
+        create(cluster.bootstrap(1), "wide", 2, 3)
+        client.create_topics([NewTopic("one-rack", 1, replica_assignment=[[0, 1]])])[
+            "one-rack"].result(60)
+        cluster.wait_until(lambda: cluster.leader("one-rack", 0) >= 0, 30, "no leader")
+        described = script("kafka-topics.sh", "--bootstrap-server", bootstrap, "--describe",
+                           "--topic", "racked")
+        lines = described.splitlines()
+        assert re.fullmatch(r"Topic: racked\tTopicId: \S{22}\tPartitionCount: 6\t"
+                            r"ReplicationFactor: 2\tConfigs: .*", lines[0]), lines[0]
+        for p, line in enumerate(lines[1:]):
+            replicas = ",".join(map(str, assignment[p]))
+            assert re.fullmatch(rf"\tTopic: racked\tPartition: {p}\tLeader: \d+\t"
+                                rf"Replicas: {replicas}\tIsr: [\d,]+\tElr: N/A\t"
+                                r"LastKnownElr: N/A", line), line
+        assert len(lines) == 7
+        moving = tmp_path / "move.json"
+        moving.write_text(json.dumps({"version": 1, "topics": [{"topic": "one-rack"}]}))
+        for flags, spans in (((), True), (("--disable-rack-aware",), False)):
+            out = script("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
+                         "--generate", "--topics-to-move-json-file", moving,
+                         "--broker-list", "0,1,2", *flags)
+            proposed = json.loads(out.split("Proposed partition reassignment configuration\n")[1])
+            (replicas,) = [p["replicas"] for p in proposed["partitions"]]
+            assert len(set(replicas)) == 2
+            if spans:
+                assert {racks[b] for b in replicas} == {"a", "b"}, out
 
 
 def test_topics_are_auto_created_from_any_broker(kafka_cluster):

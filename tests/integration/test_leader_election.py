@@ -144,6 +144,20 @@ def test_turning_unclean_election_on_elects_a_leader_at_once(kafka_cluster):
     cluster.wait_until(lambda: cluster.isr("unclean", 0) == [a], 30, f"{b} still in the ISR")
     cluster.kill(a)
     cluster.wait_until(lambda: cluster.leader("unclean", 0) == -1, 30, "a leader is left")
+    # No replica alive: neither election can elect one; the tool names why and exits 1.
+    bootstrap = cluster.bootstrap(controller)
+    for election, strategy, exception in (
+            ("preferred", "PreferredReplicaPartitionLeaderElectionStrategy",
+             "PreferredLeaderNotAvailableException"),
+            ("unclean", "OfflinePartitionLeaderElectionStrategy(true)",
+             "EligibleLeadersNotAvailableException")):
+        code, out, err = tool("--bootstrap-server", bootstrap, "--election-type", election,
+                              "--topic", "unclean", "--partition", "0")
+        assert (code, err) == (1, "1 replica(s) could not be elected\n"), (out, err)
+        assert out == (f"Error completing leader election ({election.upper()}) for partition: "
+                       f"unclean-0: org.apache.kafka.common.errors.{exception}: Failed to elect "
+                       f"leader for partition unclean-0 under strategy {strategy}\n")
+    assert cluster.leader("unclean", 0) == -1
     cluster.start(b)
     cluster.wait_for_brokers({controller, b})
     assert cluster.leader("unclean", 0) == -1          # out of sync, unclean election is off

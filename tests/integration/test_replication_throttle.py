@@ -58,6 +58,7 @@ def test_a_throttled_move_copies_at_the_rate_and_others_do_not_wait(kafka_cluste
     bootstrap = cluster.bootstrap_servers
     create(bootstrap, "big", [[0]])
     create(bootstrap, "free", [[0, 1]])
+    create(bootstrap, "listed", [[0, 1]])
     fill(bootstrap, "big", 4_000_000)
 
     async def throttle(a):
@@ -68,6 +69,10 @@ def test_a_throttled_move_copies_at_the_rate_and_others_do_not_wait(kafka_cluste
         await a.incremental_alter_configs(RESOURCE_TOPIC, "big", [
             ("leader.replication.throttled.replicas", OP_SET, "0:0"),
             ("follower.replication.throttled.replicas", OP_SET, "0:1")])
+        # Throttled too, but its replicas are in sync: counted, never held (as Kafka's)
+        await a.incremental_alter_configs(RESOURCE_TOPIC, "listed", [
+            ("leader.replication.throttled.replicas", OP_SET, "*"),
+            ("follower.replication.throttled.replicas", OP_SET, "*")])
         # Config changes reach the other brokers through ZooKeeper notifications: start the
         # move once both brokers apply the throttle (the tool has the same race in Kafka).
         request = DescribeConfigsRequest(include_synonyms=False, resources=[
@@ -85,9 +90,13 @@ def test_a_throttled_move_copies_at_the_rate_and_others_do_not_wait(kafka_cluste
         return await a.alter_partition_reassignments({TopicPartition("big", 0): [0, 1]})
     admin(bootstrap, throttle)
     started = time.monotonic()
-    fill(bootstrap, "free", 2_000_000)               # an unthrottled topic replicates freely
-    cluster.wait_until(lambda: log_size(cluster, 1, "free") >= log_size(cluster, 0, "free")
-                       > 1_900_000, 30, "the unthrottled partition was slowed")
+    # An unthrottled topic and an in-sync throttled one replicate freely: held to the rate,
+    # each 2 MB would take 19 s or more (acks=all, so the fills would wait as long).
+    fill(bootstrap, "free", 2_000_000)
+    fill(bootstrap, "listed", 2_000_000)
+    cluster.wait_until(lambda: all(log_size(cluster, 1, t) >= log_size(cluster, 0, t) > 1_900_000
+                                   for t in ("free", "listed")), 30, "not replicated")
+    assert time.monotonic() - started < 10, "replication outside the move was slowed"
     time.sleep(max(0.0, 6 - (time.monotonic() - started)))
     copied = log_size(cluster, 1, "big")
     elapsed = time.monotonic() - started

@@ -143,6 +143,15 @@ def test_alter_describe_and_restart(broker_process, script):
     (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.roll.ms=0"],
      "Invalid value 0 for configuration log.roll.ms: log.roll.ms must be greater than or "
      "equal to 1"),
+    # a replication throttle that is not a number (the reassignment runbook's rates)
+    (["--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+      "leader.replication.throttled.rate=fast"],
+     "Invalid value fast for configuration leader.replication.throttled.rate: Not a number of "
+     "type LONG"),
+    (["--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config",
+      "follower.replication.throttled.rate=10MB"],
+     "Invalid value 10MB for configuration follower.replication.throttled.rate: Not a number of "
+     "type LONG"),
 ])
 def test_errors_are_one_line(tools_broker, tool, argv, error):
     """Kafka's ConfigCommand prints the message of an argument or config error bare; a
