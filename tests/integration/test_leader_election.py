@@ -129,21 +129,27 @@ def test_a_bad_election_file_is_named(tmp_path):
 
 
 def test_turning_unclean_election_on_elects_a_leader_at_once(kafka_cluster):
-    """The usual runbook step for a partition whose whole ISR is gone: setting the topic's
+    """The usual runbook steps for a partition whose whole ISR is gone: setting the topic's
     unclean.leader.election.enable makes the controller elect an out-of-sync replica at once
-    (Kafka's TopicConfigHandler), not at the next broker change."""
+    (Kafka's TopicConfigHandler), not at the next broker change; or, for one partition,
+    kafka-leader-election.sh --election-type unclean."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
     cluster = kafka_cluster
     controller = cluster.controller()
     a, b = [x for x in sorted(cluster.brokers) if x != controller]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap(controller)})
-    admin.create_topics([NewTopic("unclean", 1, replica_assignment=[[a, b]])])[
-        "unclean"].result(60)
-    cluster.wait_for_isr("unclean", 0, [a, b])
+    futures = admin.create_topics([NewTopic(t, 1, replica_assignment=[[a, b]])
+                                   for t in ("unclean", "by-tool")])
+    for future in futures.values():
+        future.result(60)
+    for topic in ("unclean", "by-tool"):
+        cluster.wait_for_isr(topic, 0, [a, b])
     cluster.kill(b)
-    cluster.wait_until(lambda: cluster.isr("unclean", 0) == [a], 30, f"{b} still in the ISR")
+    for topic in ("unclean", "by-tool"):
+        cluster.wait_until(lambda: cluster.isr(topic, 0) == [a], 30, f"{b} still in the ISR")
     cluster.kill(a)
-    cluster.wait_until(lambda: cluster.leader("unclean", 0) == -1, 30, "a leader is left")
+    for topic in ("unclean", "by-tool"):
+        cluster.wait_until(lambda: cluster.leader(topic, 0) == -1, 30, "a leader is left")
     # No replica alive: neither election can elect one; the tool names why and exits 1.
     bootstrap = cluster.bootstrap(controller)
     for election, strategy, exception in (
@@ -167,3 +173,9 @@ def test_turning_unclean_election_on_elects_a_leader_at_once(kafka_cluster):
     admin.incremental_alter_configs([resource])[resource].result(60)
     cluster.wait_until(lambda: cluster.leader("unclean", 0) == b, 30,
                        "no leader after unclean election was enabled")
+    assert cluster.leader("by-tool", 0) == -1
+    code, out, err = tool("--bootstrap-server", bootstrap, "--election-type", "unclean",
+                          "--topic", "by-tool", "--partition", "0")
+    assert (code, out, err) == (0, "Successfully completed leader election (UNCLEAN) for "
+                                   "partitions by-tool-0\n", "")
+    assert cluster.leader("by-tool", 0) == b

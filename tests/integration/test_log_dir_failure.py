@@ -2,7 +2,10 @@
 handles it: the broker stops serving that dir's partitions, tells the controller through
 /log_dir_event_notification, leadership moves to another in-sync replica, acknowledged records
 stay readable, and the broker's other log dir serves on. Needs root to mount the tmpfs."""
+import json
 import os
+import pathlib
+import subprocess
 import time
 
 import pytest
@@ -12,6 +15,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.testing.cluster import KafkaCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+BIN = pathlib.Path(__file__).resolve().parents[2] / "bin"
 
 
 @pytest.fixture
@@ -104,6 +109,24 @@ def test_a_log_dir_unusable_at_start_up_leaves_the_broker_serving_its_other_dir(
         cluster.wait_for_isr("kept", 0, [0, 2])
         assert not (second / "lost-0").exists()
         assert "Disk error while locking directory" in cluster.output(0)
+        # kafka-log-dirs.sh over the cluster: the lost dir with Kafka's error and no replica,
+        # the other dirs with theirs
+        tool = subprocess.run([str(BIN / "kafka-log-dirs.sh"), "--bootstrap-server", bootstrap,
+                               "--describe"], capture_output=True, text=True, timeout=90)
+        assert tool.returncode == 0, tool.stderr
+        lines = tool.stdout.splitlines()
+        assert lines[:2] == ["Querying brokers for log directories information",
+                             "Received log directory information from brokers 0,1,2"], lines
+        described = {b["broker"]: {d["logDir"]: d for d in b["logDirs"]}
+                     for b in json.loads(lines[2])["brokers"]}
+        assert described[0][str(first)]["error"] == \
+            "org.apache.kafka.common.errors.KafkaStorageException"
+        assert described[0][str(first)]["partitions"] == []
+        assert described[0][str(second)]["error"] is None
+        assert [p["partition"] for p in described[0][str(second)]["partitions"]] == ["kept-0"]
+        for broker, topic in ((1, "lost-0"), (2, "kept-0")):
+            (only,) = described[broker].values()
+            assert only["error"] is None and topic in [p["partition"] for p in only["partitions"]]
         assert read_all(bootstrap, "lost", 10) == [f"lost-{i}".encode() for i in range(10)]
         cluster.stop(2)
         cluster.wait_until(lambda: cluster.leader("kept", 0) == 0, 60, "kept led by 0")
