@@ -6,6 +6,7 @@ AlterPartitionReassignments / ListPartitionReassignments answer as Kafka's."""
 import asyncio
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -138,11 +139,35 @@ def test_a_reassignment_survives_the_controllers_kill_9(kafka_cluster):
     assert got == {tp: (ErrorCode.NONE, None)}
     assert admin_call(bootstrap, "list_partition_reassignments", [tp]) == {
         tp: ([others[1], others[0]], [others[1]], [])}
-    cluster.kill(controller)
-    cluster.resume(others[1])
-    cluster.wait_until(lambda: replicas_of(cluster, "survive", 0) == [others[1], others[0]],
-                       90, "the reassignment did not complete after the failover")
-    cluster.wait_for_isr("survive", 0, [others[1], others[0]])
+    # A client keeps writing through the failover and the end of the reassignment.
     live = ",".join(cluster.bootstrap(b) for b in others)
-    assert len(read_all(live, "survive", 0, 2000)) == 2000
+    stop, acked, failed = threading.Event(), [], []
+
+    def keep_producing():
+        producer = Producer({"bootstrap.servers": live, "acks": "all",
+                             "enable.idempotence": True, "linger.ms": 5})
+        i = 0
+        while not stop.is_set():
+            producer.produce("survive", b"during-%d" % i, on_delivery=lambda err, msg:
+                             (acked if err is None else failed).append(msg.value()))
+            producer.poll(0.005)
+            i += 1
+        assert producer.flush(60) == 0
+    writer = threading.Thread(target=keep_producing)
+    writer.start()
+    try:
+        time.sleep(0.5)
+        cluster.kill(controller)
+        cluster.resume(others[1])
+        cluster.wait_until(lambda: replicas_of(cluster, "survive", 0) == [others[1], others[0]],
+                           90, "the reassignment did not complete after the failover")
+        cluster.wait_for_isr("survive", 0, [others[1], others[0]])
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        writer.join(90)
+    assert acked and not failed, failed[:3]
+    values = [v for _, v in read_all(live, "survive", 0, 2000 + len(acked))]
+    assert len(values) == 2000 + len(acked)
+    assert values[2000:] == acked                       # each once, in order
     cluster.start(controller)
