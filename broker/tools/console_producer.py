@@ -35,20 +35,20 @@ def build_parser() -> ToolParser:
                    help="DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified.")
     p.add_argument("--topic", required=True, metavar="<String: topic>",
                    help="REQUIRED: The topic id to produce messages to.")
-    p.add_argument("--batch-size", type=int, default=16384, metavar="<Integer: size>",
+    p.add_argument("--batch-size", type=int, default=None, metavar="<Integer: size>",
                    help="Number of messages to send in a single batch if they are not being sent synchronously.")
     p.add_argument("--compression-codec", nargs="?", const="gzip", metavar="[String: compression-codec]",
                    help="The compression codec: either 'none', 'gzip', 'snappy', 'lz4', or 'zstd'. If specified "
                         "without value, then it defaults to 'gzip'")
     p.add_argument("--line-reader", metavar="<String: reader_class>",
                    help="Accepted for compatibility: only kafka.tools.LineMessageReader is available.")
-    p.add_argument("--max-block-ms", type=int, default=60000, metavar="<Long: max block on send>",
+    p.add_argument("--max-block-ms", type=int, default=None, metavar="<Long: max block on send>",
                    help="The max time that the producer will block for during a send request.")
     p.add_argument("--max-memory-bytes", type=int, default=33554432, metavar="<Long: total memory in bytes>",
                    help="The total memory used by the producer to buffer records waiting to be sent to the server.")
-    p.add_argument("--max-partition-memory-bytes", type=int, default=16384, metavar="<Integer: memory in bytes per partition>",
+    p.add_argument("--max-partition-memory-bytes", type=int, default=None, metavar="<Integer: memory in bytes per partition>",
                    help="The buffer size allocated for a partition.")
-    p.add_argument("--message-send-max-retries", type=int, default=3, metavar="<Integer>",
+    p.add_argument("--message-send-max-retries", type=int, default=None, metavar="<Integer>",
                    help="Number of times a send is retried before giving up.")
     p.add_argument("--metadata-expiry-ms", type=int, default=300000, metavar="<Long: metadata expiration interval>",
                    help="The period of time in milliseconds after which we force a refresh of metadata.")
@@ -62,17 +62,17 @@ def build_parser() -> ToolParser:
                         "headers.key.separator, ignore.error, null.marker.")
     p.add_argument("--reader-config", metavar="<String: config file>",
                    help="Config properties file for the message reader. Note that [property] takes precedence.")
-    p.add_argument("--request-required-acks", default="-1", metavar="<String: request required acks>",
+    p.add_argument("--request-required-acks", default=None, metavar="<String: request required acks>",
                    help="The required acks of the producer requests (default: -1)")
-    p.add_argument("--request-timeout-ms", type=int, default=1500, metavar="<Integer: request timeout ms>",
+    p.add_argument("--request-timeout-ms", type=int, default=None, metavar="<Integer: request timeout ms>",
                    help="The ack timeout of the producer requests. Value must be non-negative and non-zero.")
-    p.add_argument("--retry-backoff-ms", type=int, default=100, metavar="<Long>",
+    p.add_argument("--retry-backoff-ms", type=int, default=None, metavar="<Long>",
                    help="Before each retry, the producer refreshes the metadata of relevant topics.")
     p.add_argument("--socket-buffer-size", type=int, default=102400, metavar="<Integer: size>",
                    help="The size of the tcp RECV size. (accepted for compatibility)")
     p.add_argument("--sync", action="store_true",
                    help="If set message send requests to the brokers are synchronously, one at a time as they arrive.")
-    p.add_argument("--timeout", type=int, default=1000, metavar="<Long: timeout_ms>",
+    p.add_argument("--timeout", type=int, default=None, metavar="<Long: timeout_ms>",
                    help="If set and the producer is running in asynchronous mode, this gives the maximum amount of "
                         "time a message will queue awaiting sufficient batch size. The value is given in ms.")
     return p
@@ -155,26 +155,29 @@ class LineReader:
         return self._null(key), self._null(value), headers
 
 
-# Flag -> the producer property it sets (Kafka's ConsoleProducer merges them this way; in this
-# order, so --max-partition-memory-bytes given wins over --batch-size).
+# Flag -> the producer property it sets, and the flag's default (Kafka's ConsoleProducer merges
+# them so, maybeMergeOptions: a flag on the command line wins, else the properties, else the
+# default; in this order, so --max-partition-memory-bytes given wins over --batch-size).
 FLAG_PROPERTIES = {"request_required_acks": "acks", "compression_codec": "compression.type", "timeout": "linger.ms",
                    "batch_size": "batch.size", "max_partition_memory_bytes": "batch.size",
                    "request_timeout_ms": "request.timeout.ms", "retry_backoff_ms": "retry.backoff.ms",
                    "message_send_max_retries": "retries", "max_block_ms": "max.block.ms"}
+# compression.type: Kafka 3.9 puts --compression-codec's value (none when not given) over any
+# compression.type property; here the property holds unless the flag is given, as for the others.
+FLAG_DEFAULTS = {"acks": "-1", "compression.type": "none", "linger.ms": 1000, "batch.size": 16384,
+                 "request.timeout.ms": 1500, "retry.backoff.ms": 100, "retries": 3, "max.block.ms": 60000}
 
 
 def producer_settings(opts) -> tuple[dict, dict]:
     """(Producer keyword arguments, all properties). As Kafka merges them: a flag given on the command
     line wins, then --producer-property, then --producer.config, then the flags' defaults."""
-    parser = build_parser()
-    props = {prop: parser.get_default(dest) for dest, prop in FLAG_PROPERTIES.items()}
-    props["compression.type"] = "none"
+    props = dict(FLAG_DEFAULTS)
     props["client.id"] = "console-producer"              # Kafka's ConsoleProducer default
     props.update(read_properties(opts.producer_config) if opts.producer_config else {})
     props.update(parse_key_values(opts.producer_property, "producer property"))
     for dest, prop in FLAG_PROPERTIES.items():
         value = getattr(opts, dest)
-        if value is not None and value != parser.get_default(dest):
+        if value is not None:               # given on the command line (no flag defaults)
             props[prop] = value
     return producer_kwargs(props), props
 

@@ -188,6 +188,11 @@ def test_producer_settings_merge_like_kafka(tmp_path):
     assert (s["retries"], s["max_block_ms"], s["batch_size"]) == (0, 5, 200)
     assert settings("--producer-property", "retries=9")["retries"] == 9
     assert settings("--batch-size", 100)["batch_size"] == 100
+    # given on the command line, a flag wins even with its default value (options.has)
+    assert settings("--batch-size", 100, "--max-partition-memory-bytes", 16384)["batch_size"] == 16384
+    s = settings("--producer-property", "retries=9", "--message-send-max-retries", 3,
+                 "--producer.config", config, "--timeout", 1000, "--request-required-acks", -1)
+    assert (s["retries"], s["linger_ms"], s["acks"]) == (3, 1000, -1)
     for bad in (["--producer-property", "batch.size=big"], ["--producer-property", "acks=2"]):
         try:
             settings(*bad)
