@@ -267,12 +267,14 @@ class LogDirMover:
                         break
                     await self._throttle(copied)
                 # The last batches and the swap, on the loop thread with no await between
-                # them: no append or truncation can run meanwhile. Unless the alignment cut
-                # the copy back by more than that (a truncation just now): executor again.
+                # them: no append or truncation can run meanwhile (a catching-up follower's
+                # append in its fetcher's thread is fenced first: it ends before, or never
+                # runs). Unless the alignment cut the copy back by more than that (a
+                # truncation just now): executor again.
+                current.fence_appends()
                 _align(current, future)
                 if current.size_in_bytes - future.size_in_bytes < FINAL_BYTES:
                     break
-            current.fence_appends()     # nor one in a catching-up fetcher's thread
             while _copy_chunk(current, future, CHUNK_BYTES) > 0:
                 pass
             part.log = lm.replace_with_future(tp)

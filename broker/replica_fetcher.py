@@ -44,10 +44,13 @@ leader takes that offset for this replica's end, but a replica below the high wa
 of the ISR and cannot join it from there, so no high watermark, acknowledgement or ISR change
 rests on records not yet written; if the append fails, the answer to the early request is
 dropped for that partition and the next request names its real end. Still one request in
-flight per fetcher. A 1 GiB copy went from 280-390 to 440-520 MB/s on the 2-core machine.
-Those appends run in the fetcher's own thread (`_appender`), one at a time, while the loop
-reads the next answer; whatever changes the partition's role or ends its fetching fences them
-first (`Log.fence_appends`: an append under way ends before it, one not begun writes nothing).
+flight per fetcher. A 1 GiB copy went from 280-390 to 440-520 MB/s on the 2-core machine, the
+day it was made (this VM's speed varies from day to day: README, Performance).
+Those deferred appends (unless the follower is throttled, then they run on the loop, one step
+at a time) run in the fetcher's own thread (`_appender`), one at a time, while the loop reads
+the next answer; whatever changes the partition's role, ends its fetching or swaps its log
+fences them first (`Log.fence_appends`: an append under way ends before it, one not begun
+writes nothing, and the next answer or `_settle_ahead` asks again from the log's real end).
 """
 from __future__ import annotations
 
@@ -236,8 +239,9 @@ class ReplicaFetcher:
     def _appender(self) -> concurrent.futures.ThreadPoolExecutor:
         """The thread a catching-up replica's large appends run in, one after the other, so
         their page-cache writes (most of a copy's CPU) go on beside the loop's reading of the
-        next answer: a 1 GiB copy went from 290-313 to 365-373 MB/s on the 2-core machine, whose
-        page-cache writes into memory not touched before run at about 450 MB/s a thread."""
+        next answer: a 1 GiB copy went from 289-313 to 343-373 MB/s on the 2-core machine the
+        same day, whose page-cache writes into memory not touched lately run at 450-800 MB/s
+        a thread."""
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix=f"{self.name}-append")
@@ -249,19 +253,23 @@ class ReplicaFetcher:
         task cancelled while it waited: the error would reach no one)."""
         loop = asyncio.get_running_loop()
         done = self._appender().submit(log_.append_as_follower, records, fence=fence)
-        rm = self.broker.replica_manager
 
         def failed(future) -> None:
             error = None if future.cancelled() else future.exception()
             if isinstance(error, OSError):
-                log.error("[%s] Error appending to %s-%d: %s", self.name, part.topic,
-                          part.partition, error)
                 try:
-                    loop.call_soon_threadsafe(rm._storage_failure, part, error, log_)
+                    loop.call_soon_threadsafe(self._append_failed, part, error, log_)
                 except RuntimeError:
                     pass                # the loop is closed: the broker is gone
         done.add_done_callback(failed)
         return asyncio.wrap_future(done)
+
+    def _append_failed(self, part, error: OSError, log_) -> None:
+        """A disk error appending to `log_`: its dir goes offline (Kafka's handling of a
+        KafkaStorageException in the fetcher thread)."""
+        log.error("[%s] Error appending to %s-%d: %s", self.name, part.topic, part.partition,
+                  error)
+        self.broker.replica_manager._storage_failure(part, error, log_)
 
     def _stopped(self, _task) -> None:
         # A fetcher left without partitions is dropped unawaited: its connection goes with it,
@@ -359,12 +367,9 @@ class ReplicaFetcher:
         next_ready = {tp: st for tp, st in self.partitions.items()
                       if not st.failed and st.delayed_until <= now}
         if self._throttled(next_ready):
-            for part, state, data, (log_, token) in deferred:  # throttled: one step at a time
+            for part, state, data, fence in deferred:   # throttled: one step at a time
                 state.ahead = None
-                if self.partitions.get((part.topic, part.partition)) is state and \
-                        part.log is log_ and log_.append_fence == token:
-                    await self._process_one(part, state, data, backoff_s)
-                # else fenced during an await above: whoever fenced it restarted its fetching
+                await self._process_one(part, state, data, backoff_s, fence, in_thread=False)
             return None
         request, version, next_by_id = self._request(next_ready)
         sent = asyncio.get_running_loop().create_task(conn.send(request, version,
@@ -575,26 +580,27 @@ class ReplicaFetcher:
         epoch = RecordBatchView(records, batches[-1].position).partition_leader_epoch
         return end, epoch
 
-    async def _process_one(self, part, state, data, backoff_s: float, fence=None) -> None:
+    async def _process_one(self, part, state, data, backoff_s: float, fence=None,
+                           in_thread: bool = True) -> None:
         tp = (part.topic, part.partition)
         try:
-            await self._process_partition(part, state, data, backoff_s, fence)
+            await self._process_partition(part, state, data, backoff_s, fence, in_thread)
         except StaleAppend:
-            pass        # fenced meanwhile: whoever fenced it restarts or ends its fetching
+            pass        # fenced meanwhile: dropped (the module docstring)
         except CorruptRecord as exc:
             log.error("[%s] Found invalid records in %s-%d from broker %d, fetching of "
                       "this partition stops until its next LeaderAndIsr: %s",
                       self.name, tp[0], tp[1], self.leader_id, exc)
             state.failed = True
         except OSError as exc:
-            log.error("[%s] Error appending to %s-%d: %s", self.name, tp[0], tp[1], exc)
             state.delayed_until = time.monotonic() + backoff_s
-            self.broker.replica_manager._storage_failure(part, exc)
+            self._append_failed(part, exc, part.log)
 
     async def _process_partition(self, part, state, data, backoff_s: float,
-                                 fence=None) -> None:
-        """`fence`: (log, its append_fence) when the append runs in this fetcher's thread
-        (a deferred one): the loop reads the next answer meanwhile."""
+                                 fence=None, in_thread: bool = True) -> None:
+        """`fence`: (log, its append_fence) of a deferred append, decided before an await:
+        fenced since, it is dropped (StaleAppend). `in_thread`: it runs in this fetcher's
+        thread while the loop reads the next answer."""
         log_ = part.log if fence is None else fence[0]
         code = ErrorCode(data.error_code)
         tp = (part.topic, part.partition)
@@ -611,6 +617,8 @@ class ReplicaFetcher:
             if records is not None and len(records):
                 if fence is None:
                     log_.append_as_follower(records)
+                elif not in_thread:
+                    log_.append_as_follower(records, fence=fence[1])
                 else:
                     try:
                         await self._append_in_thread(part, log_, records, fence[1])

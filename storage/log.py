@@ -35,11 +35,13 @@ flush.messages / flush.ms make `needs_flush()` true (the broker's produce path t
 before answering, broker/replica_manager.py `flush_if_due`); an append itself never fsyncs.
 
 Concurrency contract: every method runs on the event loop thread except `flush()`, `close()`
-and loading (the constructor), which block on the disk and run in an executor, and a catching-up
-follower's `append_as_follower(..., fence=...)`, which runs in its fetcher's append thread (its
-page-cache writes beside the loop's socket reads): `fence_appends()`, called by every role
-change, the end of a partition's fetching, a log dir move's swap and the log's closing, waits
-for such an append under way (the lock) and makes one not begun yet fail with `StaleAppend`.
+and loading (the constructor), which block on the disk and run in an executor; a log dir
+move's `append_as_follower` to the *future* log, in the mover's executor; the cleaner's
+`replace_segments`, in its thread; and a catching-up follower's large
+`append_as_follower(..., fence=...)`, in its fetcher's append thread (its page-cache writes
+beside the loop's socket reads): `fence_appends()`, called by every role change, the end of a
+partition's fetching, a log dir move's swap and the log's closing, waits for such an append
+under way (the lock) and makes one not begun yet fail with `StaleAppend`.
 """
 import bisect
 import dataclasses

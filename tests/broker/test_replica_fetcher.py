@@ -22,7 +22,7 @@ def records_of(base_offset, batches, per_batch, epoch=3):
 
 
 def answer(records, high_watermark, error=ErrorCode.NONE, diverging=None):
-    return types.SimpleNamespace(error_code=error, records=records,
+    return types.SimpleNamespace(error_code=error, records=records, log_start_offset=0,
                                  high_watermark=high_watermark, diverging_epoch=diverging)
 
 
@@ -168,11 +168,25 @@ def test_session_errors_and_a_closed_session_as_kafkas_fetch_session_handler():
     assert (kept.session_id, kept.epoch) == (5, 4)
 
 
+def catching_up_fetcher(tp=("t", 0), **replica_manager):
+    """A catching-up ReplicaFetcher of leader 1 holding `tp` (no connection, no task), over a
+    replica manager of `replica_manager`'s attributes: (fetcher, the partition's FetchState)."""
+    state = FetchState(3)
+    fetcher = ReplicaFetcher.__new__(ReplicaFetcher)
+    fetcher.name, fetcher._executor, fetcher.catch_up = "ReplicaFetcherThread-0-1-catch-up", None, True
+    fetcher.partitions, fetcher.lag = {tp: state}, {}
+    fetcher.broker = types.SimpleNamespace(replica_manager=types.SimpleNamespace(
+        follower_quota=None, fetch_purgatory=types.SimpleNamespace(notify=lambda *tp: None),
+        **replica_manager))
+    return fetcher, state
+
+
 def test_a_deferred_append_runs_in_the_fetchers_thread_and_a_fence_drops_it(tmp_path):
     """A catching-up replica's large append is written by its fetcher's thread while the
     loop reads the next answer; a role change, the end of the partition's fetching or the
     log's closing in the meantime (`fence_appends`) drops an append not begun: nothing is
-    written, no error, and the high watermark stays where the log is."""
+    written, no error, and the high watermark stays where the log is. The same for one a
+    throttled fetcher runs on the loop after an await."""
     import asyncio
     import threading
 
@@ -185,33 +199,85 @@ def test_a_deferred_append_runs_in_the_fetchers_thread_and_a_fence_drops_it(tmp_
         threads.append(threading.current_thread().name)
         return append_as_follower(*args, **kwargs)
     log_.append_as_follower = recording
-    state = FetchState(3)
-    fetcher = ReplicaFetcher.__new__(ReplicaFetcher)
-    fetcher.name, fetcher._executor, fetcher.catch_up = "ReplicaFetcherThread-0-1-catch-up", None, True
-    fetcher.partitions, fetcher.lag = {("t", 0): state}, {}
-    fetcher.broker = types.SimpleNamespace(replica_manager=types.SimpleNamespace(
-        follower_quota=None, fetch_purgatory=types.SimpleNamespace(notify=lambda *tp: None)))
-
-    def data(records, end):
-        return types.SimpleNamespace(error_code=ErrorCode.NONE, records=records, high_watermark=end + 10,
-                                     diverging_epoch=None, log_start_offset=0)
+    fetcher, state = catching_up_fetcher()
 
     async def scenario():
         records, end = big(5)
-        await fetcher._process_one(part, state, data(records, end), 0.1, (log_, log_.append_fence))
+        await fetcher._process_one(part, state, answer(records, end + 10), 0.1,
+                                   (log_, log_.append_fence))
         assert log_.log_end_offset == end and log_.high_watermark == end
         assert threads == ["ReplicaFetcherThread-0-1-catch-up-append_0"], threads
         more, more_end = big(end)
-        fence = (log_, log_.append_fence)
-        log_.fence_appends()                # e.g. make_follower of a new leader meanwhile
-        await fetcher._process_one(part, state, data(more, more_end), 0.1, fence)
-        assert log_.log_end_offset == end and log_.high_watermark == end
-        assert not state.failed and fetcher.lag[("t", 0)] == 10
+        for in_thread in (True, False):
+            fence = (log_, log_.append_fence)
+            log_.fence_appends()            # e.g. make_follower of a new leader meanwhile
+            await fetcher._process_one(part, state, answer(more, more_end + 10), 0.1, fence,
+                                       in_thread=in_thread)
+            assert log_.log_end_offset == end and log_.high_watermark == end
+            assert not state.failed and fetcher.lag[("t", 0)] == 10
         fence = (log_, log_.append_fence)
         log_.close_files()
-        await fetcher._process_one(part, state, data(more, more_end), 0.1, fence)
+        await fetcher._process_one(part, state, answer(more, more_end + 10), 0.1, fence)
         assert log_.log_end_offset == end
         await asyncio.get_running_loop().run_in_executor(None, fetcher._executor.shutdown)
+    asyncio.run(scenario())
+
+
+def test_a_fence_waits_for_an_append_under_way(tmp_path):
+    """Kafka's fetcher thread holds its partition lock while it appends: a role change waits.
+    Here the log's lock: fence_appends returns only once the thread's append is written."""
+    import threading
+
+    log_ = follower(tmp_path, leo=5).log
+    inside, release = threading.Event(), threading.Event()
+    write = log_._append
+
+    def slow(*args):
+        inside.set()
+        release.wait(10)
+        return write(*args)
+    log_._append = slow
+    records, end = big(5)
+    appending = threading.Thread(target=log_.append_as_follower, args=(records,),
+                                 kwargs={"fence": log_.append_fence})
+    appending.start()
+    assert inside.wait(10)
+    fenced = threading.Event()
+    fencing = threading.Thread(target=lambda: (log_.fence_appends(), fenced.set()))
+    fencing.start()
+    assert not fenced.wait(0.3)
+    release.set()
+    appending.join(10)
+    fencing.join(10)
+    assert fenced.is_set() and log_.log_end_offset == end
+
+
+def test_role_changes_and_the_end_of_fetching_fence_appends(tmp_path):
+    """Every place that changes what a follower's log may receive fences the appends decided
+    before: make_leader, make_follower, ReplicaFetcherManager.remove_partition."""
+    import asyncio
+
+    from broker.replica_fetcher import ReplicaFetcherManager
+
+    part = leader_partition(tmp_path, replicas=(0, 1))
+    log_ = part.log
+    before = log_.append_fence
+    part.make_follower(1, 2, [0, 1], partition_epoch=1)
+    assert log_.append_fence > before
+    before = log_.append_fence
+    part.make_leader(3, [0, 1], isr=[0, 1], partition_epoch=2)
+    assert log_.append_fence > before
+
+    async def scenario():
+        broker = types.SimpleNamespace(config=Config({
+            "num.replica.fetchers": 1, "replica.fetch.backoff.ms": 60_000}),
+            replica_manager=types.SimpleNamespace(get_partition=lambda topic, p: part))
+        manager = ReplicaFetcherManager(broker)
+        manager.add_partition(("t", 0), 1, 4, catch_up=True)
+        fence = log_.append_fence
+        manager.remove_partition(("t", 0))
+        assert log_.append_fence > fence
+        await manager.shutdown()
     asyncio.run(scenario())
 
 
@@ -232,20 +298,13 @@ def test_a_disk_error_in_the_append_thread_reaches_the_log_dir_even_after_a_stop
         raise OSError(28, "No space left on device")
     log_.append_as_follower = failing
     failures = []
-    state = FetchState(3)
-    fetcher = ReplicaFetcher.__new__(ReplicaFetcher)
-    fetcher.name, fetcher._executor, fetcher.catch_up = "f", None, True
-    fetcher.partitions, fetcher.lag = {("t", 0): state}, {}
-    fetcher.broker = types.SimpleNamespace(replica_manager=types.SimpleNamespace(
-        follower_quota=None, _storage_failure=lambda p, exc, written: failures.append(
-            (p, exc.errno, written))))
+    fetcher, state = catching_up_fetcher(_storage_failure=lambda p, exc, written: failures.append(
+        (p, exc.errno, written)))
     records, end = big(5)
-    data = types.SimpleNamespace(error_code=ErrorCode.NONE, records=records, high_watermark=end + 10,
-                                 diverging_epoch=None, log_start_offset=0)
 
     async def scenario():
-        task = asyncio.get_running_loop().create_task(
-            fetcher._process_one(part, state, data, 0.1, (log_, log_.append_fence)))
+        task = asyncio.get_running_loop().create_task(fetcher._process_one(
+            part, state, answer(records, end + 10), 0.1, (log_, log_.append_fence)))
         while not started.is_set():
             await asyncio.sleep(0.01)
         task.cancel()
