@@ -442,17 +442,20 @@ def test_racks_in_placement_metadata_and_the_tools(tmp_path):
                                 rf"Replicas: {replicas}\tIsr: [\d,]+\tElr: N/A\t"
                                 r"LastKnownElr: N/A", line), line
         assert len(lines) == 7
+        # --generate: Kafka's placement with the racks, or without them (then some partition
+        # of six always has both replicas in rack a)
         moving = tmp_path / "move.json"
-        moving.write_text(json.dumps({"version": 1, "topics": [{"topic": "one-rack"}]}))
-        for flags, spans in (((), True), (("--disable-rack-aware",), False)):
+        moving.write_text(json.dumps({"version": 1, "topics": [{"topic": "racked"}]}))
+        unaware = [assign_replicas_to_brokers([BrokerMetadata(b) for b in racks], 6, 2,
+                                              rng=Draws(start, shift))
+                   for start in range(3) for shift in range(3)]
+        assert all(any({racks[b] for b in r} == {"a"} for r in o.values()) for o in unaware)
+        for flags, expected in (((), outcomes), (("--disable-rack-aware",), unaware)):
             out = script("kafka-reassign-partitions.sh", "--bootstrap-server", bootstrap,
                          "--generate", "--topics-to-move-json-file", moving,
                          "--broker-list", "0,1,2", *flags)
             proposed = json.loads(out.split("Proposed partition reassignment configuration\n")[1])
-            (replicas,) = [p["replicas"] for p in proposed["partitions"]]
-            assert len(set(replicas)) == 2
-            if spans:
-                assert {racks[b] for b in replicas} == {"a", "b"}, out
+            assert {p["partition"]: p["replicas"] for p in proposed["partitions"]} in expected, out
 
 
 def test_topics_are_auto_created_from_any_broker(kafka_cluster):

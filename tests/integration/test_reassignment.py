@@ -141,7 +141,7 @@ def test_a_reassignment_survives_the_controllers_kill_9(kafka_cluster):
         tp: ([others[1], others[0]], [others[1]], [])}
     # A client keeps writing through the failover and the end of the reassignment.
     live = ",".join(cluster.bootstrap(b) for b in others)
-    stop, acked, failed = threading.Event(), [], []
+    stop, acked, failed, unflushed = threading.Event(), [], [], []
 
     def keep_producing():
         producer = Producer({"bootstrap.servers": live, "acks": "all",
@@ -152,7 +152,7 @@ def test_a_reassignment_survives_the_controllers_kill_9(kafka_cluster):
                              (acked if err is None else failed).append(msg.value()))
             producer.poll(0.005)
             i += 1
-        assert producer.flush(60) == 0
+        unflushed.append(producer.flush(60))
     writer = threading.Thread(target=keep_producing)
     writer.start()
     try:
@@ -166,6 +166,7 @@ def test_a_reassignment_survives_the_controllers_kill_9(kafka_cluster):
     finally:
         stop.set()
         writer.join(90)
+    assert not writer.is_alive() and unflushed == [0], unflushed
     assert acked and not failed, failed[:3]
     values = [v for _, v in read_all(live, "survive", 0, 2000 + len(acked))]
     assert len(values) == 2000 + len(acked)

@@ -812,8 +812,8 @@ def test_an_inflight_reassignment_is_listed_refused_and_cancelled(kafka_cluster,
         assert (r.code, r.out) == (1, "")
         assert r.err == rp.CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE + "\n"
         # --additional: the same reassignment submitted again is taken (Kafka's way to change
-        # the throttle of one under way; no throttle here: the paused broker is out of the
-        # metadata, and setting its rate would fail)
+        # the throttle of one under way; no throttle here: the paused broker could not answer
+        # the change of its rate)
         r = run("--execute", "--reassignment-json-file", plan, "--additional")
         assert (r.code, r.err) == (0, ""), r
         assert r.out.startswith("Current partition replica assignment\n\n")
