@@ -383,10 +383,18 @@ class ReplicaFetcher:
         return next_ready, await sent, next_by_id
 
     def _throttled(self, ready: dict) -> set:
+        """The partitions of `ready` the follower quota holds back now: throttled ones this
+        replica has not caught up on (Kafka's shouldFollowerThrottle). One not fetched yet
+        counts as caught up in a regular fetcher (the controller put this replica in its ISR)
+        and as behind in a catching-up one; Kafka counts every new one as behind, so a
+        partition added to an in-sync fetcher while a move kept the quota exceeded could wait
+        until the ISR dropped it (seen: 30 s, then held at the move's rate)."""
         quota = self.broker.replica_manager.follower_quota
         if quota is None:
             return set()
-        candidates = [tp for tp in ready if self.lag.get(tp, 1) > 0 and quota.is_throttled(*tp)]
+        unknown = 1 if self.catch_up else 0
+        candidates = [tp for tp in ready
+                      if self.lag.get(tp, unknown) > 0 and quota.is_throttled(*tp)]
         if not candidates or not quota.is_exceeded():
             return set()
         return set(candidates)

@@ -175,9 +175,9 @@ def catching_up_fetcher(tp=("t", 0), **replica_manager):
     fetcher = ReplicaFetcher.__new__(ReplicaFetcher)
     fetcher.name, fetcher._executor, fetcher.catch_up = "ReplicaFetcherThread-0-1-catch-up", None, True
     fetcher.partitions, fetcher.lag = {tp: state}, {}
-    fetcher.broker = types.SimpleNamespace(replica_manager=types.SimpleNamespace(
-        follower_quota=None, fetch_purgatory=types.SimpleNamespace(notify=lambda *tp: None),
-        **replica_manager))
+    fetcher.broker = types.SimpleNamespace(replica_manager=types.SimpleNamespace(**{
+        "follower_quota": None, "fetch_purgatory": types.SimpleNamespace(notify=lambda *tp: None),
+        **replica_manager}))
     return fetcher, state
 
 
@@ -321,3 +321,17 @@ def test_a_disk_error_in_the_append_thread_reaches_the_log_dir_even_after_a_stop
         await asyncio.get_running_loop().run_in_executor(None, fetcher._executor.shutdown)
     asyncio.run(scenario())
     assert failures == [(part, 28, log_)]
+
+
+def test_a_partition_not_fetched_yet_is_held_only_by_a_catching_up_fetcher():
+    """The follower quota holds throttled partitions this replica is behind on. One not
+    fetched yet: in sync in a regular fetcher (the controller put this replica in its ISR; a
+    topic created and throttled while a move kept the quota exceeded was never fetched, and
+    left the ISR after 30 s), behind in a catching-up one."""
+    quota = types.SimpleNamespace(is_throttled=lambda topic, p: True, is_exceeded=lambda: True)
+    for catch_up, held in ((False, set()), (True, {("t", 0)})):
+        fetcher, state = catching_up_fetcher(follower_quota=quota)
+        fetcher.catch_up = catch_up
+        assert fetcher._throttled({("t", 0): state}) == held
+        fetcher.lag[("t", 0)] = 5           # behind, as an answer showed: held in both
+        assert fetcher._throttled({("t", 0): state}) == {("t", 0)}
