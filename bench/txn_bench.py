@@ -7,6 +7,10 @@ config/server.properties) and confluent-kafka clients in this process.
             committed back to back (begin, produce 100, commit_transaction). MB/s of values,
             first message to last acknowledgement or commit. Target: transactional >= 0.5x the
             idempotent MB/s of the same run;
+            The same transactions are then run against bench/null_broker.py, a server that
+            answers every request at once and stores nothing: the client's own ceiling,
+            whatever the broker (librdkafka's transaction manager waits for its 1 ms timer
+            before it registers a transaction's partitions);
   commit    the time each commit_transaction() call took in that run (it flushes the
             transaction's messages, then EndTxn; the coordinator writes PrepareCommit, the
             markers to the 6 partitions and CompleteCommit), p50/p99/max. Target p99 < 20 ms;
@@ -128,6 +132,24 @@ def produce_transactional(bootstrap: str, topic: str, count: int, size: int,
     return count * VALUE / elapsed / 1e6, latencies
 
 
+def client_ceiling(count: int, size: int) -> tuple:
+    """(MB/s, this process's cores) of produce_transactional against bench/null_broker.py."""
+    import subprocess
+    server = subprocess.Popen([sys.executable, "-m", "bench.null_broker",
+                               "--partitions", str(PARTITIONS)],
+                              stdout=subprocess.PIPE, text=True,
+                              cwd=pathlib.Path(__file__).resolve().parent.parent)
+    try:
+        port = int(server.stdout.readline())
+        c0, t0 = self_cpu(), time.monotonic()
+        mbs, _ = produce_transactional(f"127.0.0.1:{port}", "txn", count, size,
+                                       tid="bench-ceiling")
+        return mbs, (self_cpu() - c0) / (time.monotonic() - t0)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 def consume(bootstrap: str, topic: str, isolation: str, expect: int) -> tuple:
     """(MB/s of values delivered, messages) reading from the start until `expect` messages
     or 5 s without news."""
@@ -186,6 +208,12 @@ def main(argv=None) -> int:
                   f"{len(latencies)} commits): {txn:.1f} MB/s = {ratio:.2f}x idempotent "
                   f"[target >= 0.5x {'PASS' if met else 'MISS'}]  [{txn_cpu.text()}]",
                   flush=True)
+            ceiling, ceiling_cpu = client_ceiling(count, size)
+            print(f"  the same transactions against bench/null_broker.py (answers at once, "
+                  f"stores nothing): {ceiling:.1f} MB/s = {ceiling / idem if idem else 0:.2f}x "
+                  f"idempotent: this client's ceiling with any broker, less this Python server's "
+                  f"own decoding  [cpu clients "
+                  f"{ceiling_cpu:.2f}]", flush=True)
             p99 = pct(latencies, 0.99)
             met = p99 < 20
             ok &= met

@@ -1,0 +1,9 @@
+"""bench/null_broker.py, the transactions benchmark's ceiling: its figure means something only
+if a real transactional client (confluent-kafka) runs its whole flow against it, from
+init_transactions to commit, and every message is acknowledged."""
+from bench import txn_bench
+
+
+def test_confluent_kafka_commits_transactions_against_the_null_broker():
+    mbs, cores = txn_bench.client_ceiling(600, 100)
+    assert mbs > 0 and cores > 0
