@@ -374,6 +374,33 @@ def _settle_page_cache(drop: bool = True):
             pass
 
 
+def page_cache_write_rates(workdir, mib: int = 2048, cold_after: float = 5.0) -> tuple:
+    """(MB/s into memory freed just before, MB/s into memory left free `cold_after` s) of a
+    file of `mib` MiB written in 1 MiB pwrite calls to `workdir`, per CPU second of the
+    writing thread (the copy is all CPU). On a VM whose balloon reports free memory to its
+    host (this machine's virtio-balloon hands back memory left free for a few seconds once
+    about a GiB of it waits), the second runs several times slower: every page written for
+    the first time since costs a fault in the host, and a broker's page cache grows by all
+    it writes."""
+    path = pathlib.Path(workdir) / "page-cache-probe"
+    buf = b"\0" * (1 << 20)
+
+    def write() -> float:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            c0 = time.thread_time()
+            for i in range(mib):
+                os.pwrite(fd, buf, i << 20)
+            return mib * 1.048576 / max(time.thread_time() - c0, 1e-6)
+        finally:
+            os.close(fd)
+            path.unlink()
+    write()                                # whatever state memory is in; freed at its end
+    warm = write()
+    time.sleep(cold_after)
+    return warm, write()
+
+
 def _span(summaries) -> float:
     """Seconds from the first message of any process to the last of any."""
     return max(x["t1"] for x in summaries) - min(x["t0"] for x in summaries)

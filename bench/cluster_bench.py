@@ -1136,17 +1136,22 @@ def main(argv=None) -> int:
             load = Load(tool, workdir, pool)
             single = None
             if "produce" in opts.only:
+                warm, cold = broker_bench.page_cache_write_rates(workdir)
+                single_note = (f"Page-cache writes on this machine: {warm:.0f} MB/s per core "
+                               f"into memory just freed, {cold:.0f} into memory free for 5 s. ")
+                print(f"  {single_note.strip()}", flush=True)
                 try:
                     single, b_cores, l_cores = bench_single_broker(load, workdir,
                                                                    opts.produce_seconds)
-                    single_note = (f"Single broker (same run, same load): produce 1 KiB acks=1 "
-                                   f"{single:.0f} MB/s, cpu broker {b_cores:.2f} load "
-                                   f"{l_cores:.2f}.")
+                    single_note += (f"Single broker (same run, same load): produce 1 KiB "
+                                    f"acks=1 {single:.0f} MB/s, cpu broker {b_cores:.2f} load "
+                                    f"{l_cores:.2f}.")
                     print(f"  single broker, produce 1 KiB acks=1: {single:.1f} MB/s "
                           f"[cpu broker {b_cores:.2f}, load {l_cores:.2f}]", flush=True)
                 except Exception as exc:
-                    single_note = f"Single broker FAILED: {exc!r}"[:200]
-                    print(f"  {single_note}", flush=True)
+                    failure = f"Single broker FAILED: {exc!r}"[:200]
+                    single_note += failure
+                    print(f"  {failure}", flush=True)
             cluster = KafkaCluster(3, workdir / "cluster", session_timeout_ms=SESSION_MS,
                                    config=dict(SHIPPED))
             try:
