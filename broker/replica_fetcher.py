@@ -623,10 +623,8 @@ class ReplicaFetcher:
                 # (partition max bytes): nothing to append this time, as Kafka's follower.
                 records = None
             if records is not None and len(records):
-                if fence is None:
-                    log_.append_as_follower(records)
-                elif not in_thread:
-                    log_.append_as_follower(records, fence=fence[1])
+                if fence is None or not in_thread:
+                    log_.append_as_follower(records, fence=None if fence is None else fence[1])
                 else:
                     try:
                         await self._append_in_thread(part, log_, records, fence[1])
