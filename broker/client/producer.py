@@ -324,14 +324,20 @@ class Producer:
                 pass
 
     def _sendable(self) -> list:
-        """The ready batches that may go now, in order; the others stay queued."""
-        out, held, picked = [], [], set()
+        """The ready batches that may go now, in order; the others stay queued: a muted
+        partition's, and those past what could be in flight. A request carries one batch of
+        a partition and a broker takes max.in.flight requests, so a partition sends at most
+        that many batches at once (one with idempotence), as Java's drain takes a partition's
+        first batch for each request; a backlog of thousands was taken whole each time, and
+        sending it cost the sender time quadratic in its length."""
+        out, held, picked = [], [], defaultdict(int)
+        limit = 1 if self._one_per_partition else self._max_in_flight
         for batch in self._ready:
-            if batch.tp in self._muted or (self._one_per_partition and batch.tp in picked):
+            if batch.tp in self._muted or picked[batch.tp] >= limit:
                 held.append(batch)
             else:
                 out.append(batch)
-                picked.add(batch.tp)
+                picked[batch.tp] += 1
         self._ready = held
         return out
 
@@ -362,13 +368,13 @@ class Producer:
             # A Produce request carries at most one batch per partition (Kafka rejects more), so batches
             # of the same partition go in successive requests, in order.
             rounds: list[list] = []
-            for batch in group:
-                for r in rounds:
-                    if all(b.tp != batch.tp for b in r):
-                        r.append(batch)
-                        break
-                else:
-                    rounds.append([batch])
+            depth: dict = defaultdict(int)
+            for batch in group:                 # a partition's k-th batch goes in request k
+                k = depth[batch.tp]
+                depth[batch.tp] = k + 1
+                if k == len(rounds):
+                    rounds.append([])
+                rounds[k].append(batch)
             for i, requests_batches in enumerate(rounds):
                 slots = self._node_slots[node]
                 if slots.locked():

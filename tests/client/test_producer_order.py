@@ -111,3 +111,36 @@ def test_a_slow_broker_does_not_hold_up_the_others():
         assert all(f.result() for f in slow)
         return took
     assert asyncio.run(go()) < 0.3
+
+
+def test_a_backlog_goes_out_a_few_batches_per_partition_at_a_time():
+    """Without idempotence a partition sends at most max.in.flight batches at once (one per
+    request, as Java's drain): the sender took a backlog of thousands whole each time and
+    spent time quadratic in it (kafka-producer-perf-test.sh with acks=1 ran at 1 MB/s, its
+    CPU all in the sender)."""
+    class TwoPartitions(FlakyBroker):
+        async def topic_metadata(self, topic, auto_create=False):
+            return NS(partitions={0: None, 1: None})
+
+    async def go():
+        broker = TwoPartitions(fail_on=())
+        producer = Producer(broker, batch_size=100, linger_ms=0, max_in_flight=5,
+                            enable_idempotence=False)
+        taken = []
+        dispatch = producer._dispatch
+
+        async def counted(batches):
+            taken.append(len(batches))
+            return await dispatch(batches)
+        producer._dispatch = counted
+        futures = [await producer.send("t", b"m%d" % i, partition=i % 2) for i in range(600)]
+        await producer.flush()
+        await producer.close()
+        return broker, taken, [f.result() for f in futures]
+    broker, taken, results = asyncio.run(go())
+    assert max(taken) <= 5 * 2
+    assert sorted(broker.log) == sorted(b"m%d" % i for i in range(600))
+    for p in (0, 1):
+        mine = [v for v in broker.log if int(v[1:]) % 2 == p]
+        assert mine == [b"m%d" % i for i in range(p, 600, 2)]
+    assert [r.partition for r in results] == [i % 2 for i in range(600)]
