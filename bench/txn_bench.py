@@ -6,11 +6,10 @@ config/server.properties) and confluent-kafka clients in this process.
             idempotent without transactions, then transactional: transactions of 100 messages
             committed back to back (begin, produce 100, commit_transaction). MB/s of values,
             first message to last acknowledgement or commit. Target: transactional >= 0.5x the
-            idempotent MB/s of the same run;
-            The same transactions are then run against bench/null_broker.py, a server that
-            answers every request at once and stores nothing: the client's own ceiling,
-            whatever the broker (librdkafka's transaction manager waits for its 1 ms timer
-            before it registers a transaction's partitions);
+            idempotent MB/s of the same run; then the same transactions against
+            bench/null_broker.py, a server that answers every request at once and stores
+            nothing: the client's own ceiling, whatever the broker (librdkafka's transaction
+            manager waits for its 1 ms timer before it registers a transaction's partitions);
   commit    the time each commit_transaction() call took in that run (it flushes the
             transaction's messages, then EndTxn; the coordinator writes PrepareCommit, the
             markers to the 6 partitions and CompleteCommit), p50/p99/max. Target p99 < 20 ms;
