@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import NamedTuple
 
 from protocol.errors import RETRIABLE, ErrorCode, KafkaError
@@ -125,7 +125,9 @@ class Producer:
         self.auto_create_topics = auto_create_topics
         self._sticky = StickyPartitionCache()
         self._open: dict[TopicPartition, _Batch] = {}
-        self._ready: list[_Batch] = []
+        # closed batches waiting to be sent, per partition in order (Java's accumulator
+        # deques): a sender turn looks at each partition's head, not at the whole backlog
+        self._ready: dict[TopicPartition, deque] = {}
         self._in_flight: set[asyncio.Task] = set()
         self._node_slots: dict[int, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(max_in_flight))
         self._max_in_flight = max_in_flight
@@ -234,7 +236,7 @@ class Producer:
 
     def _fail_unsent(self, error: Exception) -> None:
         """Every batch not sent yet fails with `error` (Java's abortUndrainedBatches)."""
-        for batch in self._ready + list(self._open.values()):
+        for batch in self._queued():
             self._fail(batch, error, aborted=True)
         self._ready.clear()
         self._open.clear()
@@ -285,8 +287,12 @@ class Producer:
             del self._open[batch.tp]
         if not len(batch.builder):
             return
-        self._ready.append(batch)
+        self._ready.setdefault(batch.tp, deque()).append(batch)
         self._wakeup.set()
+
+    def _queued(self) -> list:
+        """Every batch not sent yet: ready ones, then open ones."""
+        return [b for queue in self._ready.values() for b in queue] + list(self._open.values())
 
     async def _run(self) -> None:
         try:
@@ -295,7 +301,7 @@ class Producer:
             raise
         except Exception as e:   # a bug: fail every waiting record instead of leaving flush() hanging
             self._sender_error = e
-            for batch in self._ready + list(self._open.values()):
+            for batch in self._queued():
                 self._fail(batch, e)
             self._ready.clear()
             self._open.clear()
@@ -324,21 +330,23 @@ class Producer:
                 pass
 
     def _sendable(self) -> list:
-        """The ready batches that may go now, in order; the others stay queued: a muted
-        partition's, and those past what could be in flight. A request carries one batch of
-        a partition and a broker takes max.in.flight requests, so a partition sends at most
-        that many batches at once (one with idempotence), as Java's drain takes a partition's
-        first batch for each request; a backlog of thousands was taken whole each time, and
-        sending it cost the sender time quadratic in its length."""
-        out, held, picked = [], [], defaultdict(int)
+        """The ready batches that may go now, each partition's oldest first; the others stay
+        queued: a muted partition's, and those past what could be in flight. A request carries
+        one batch of a partition and a broker takes max.in.flight requests, so a partition
+        sends at most that many batches at once (one with idempotence), as Java's drain takes
+        a partition's first batch for each request. A turn costs the number of partitions,
+        whatever the backlog (one queue of all batches, scanned and sorted at every turn, made
+        a long run quadratic)."""
+        out = []
         limit = 1 if self._one_per_partition else self._max_in_flight
-        for batch in self._ready:
-            if batch.tp in self._muted or picked[batch.tp] >= limit:
-                held.append(batch)
-            else:
-                out.append(batch)
-                picked[batch.tp] += 1
-        self._ready = held
+        for tp in list(self._ready):
+            if tp in self._muted:
+                continue
+            queue = self._ready[tp]
+            for _ in range(min(limit, len(queue))):
+                out.append(queue.popleft())
+            if not queue:
+                del self._ready[tp]
         return out
 
     def _mute(self, tp) -> None:
@@ -388,9 +396,9 @@ class Producer:
                 task = asyncio.get_running_loop().create_task(self._send(node, requests_batches))
                 self._in_flight.add(task)
                 task.add_done_callback(lambda t, s=slots, b=requests_batches: self._sent(t, s, b))
-        if held:
-            # queued again, oldest first (a partition's batches keep their order)
-            self._ready = sorted(held + self._ready, key=lambda b: b.created)
+        for batch in reversed(held):
+            # back at the head of its partition's queue, in their order
+            self._ready.setdefault(batch.tp, deque()).appendleft(batch)
         return sent
 
     def _sent(self, task, slots, batches) -> None:
@@ -502,7 +510,8 @@ class Producer:
                 except (KafkaError, ClientError):
                     pass
             finally:
-                self._ready.insert(0, batch)     # back at the head, as Java's reenqueue
+                # back at the head of its partition's queue, as Java's reenqueue
+                self._ready.setdefault(batch.tp, deque()).appendleft(batch)
                 self._unmute(batch.tp)
         task = asyncio.get_running_loop().create_task(later())
         self._in_flight.add(task)
