@@ -16,6 +16,8 @@ Line formats follow Kafka 3.x's DumpLogSegments so scripts that parse its output
 """
 from __future__ import annotations
 
+import bisect
+import mmap
 import os
 import struct
 import sys
@@ -73,6 +75,15 @@ def build_parser() -> ToolParser:
 
 def _text(data) -> str:
     return bytes(data).decode("utf-8", errors="replace")
+
+
+def _map(path: str):
+    """The file's bytes, mapped read-only (a 1 GiB segment was read into memory whole, and its
+    zero-filled preallocated tail with it); b"" for an empty file (mmap refuses those)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 class Dumper:
@@ -137,14 +148,12 @@ class Dumper:
     def dump_log(self, path: str) -> None:
         base = int(os.path.basename(path).split(".")[0])
         self.p(f"Log starting offset: {base}")
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _map(path)
         limit = min(len(data), self.opts.max_bytes)
-        view = data[:limit]
         valid_bytes = 0
         last_offset = -1
         try:
-            for batch in iter_batches(view):
+            for batch in iter_batches(data, 0, limit):
                 self.print_batch(batch, valid_bytes)
                 if self.deep:
                     last_offset = self.print_records(path, batch, last_offset)
@@ -267,13 +276,13 @@ class Dumper:
                                  f"but the last offset is {last} which is less than the base offset {base}.")
             self.p(f"{path} passed sanity check.")
             return
-        with open(self._log_path(path), "rb") as f:
-            log = f.read()
+        log = _map(self._log_path(path))
         for i, (relative, position) in enumerate(entries):
             offset = base + relative
             if relative == 0 and i > 0:
                 return  # a preallocated index: the rest is zeros
-            batch = next(iter_batches(log[position:position + self.opts.max_message_size]), None)
+            end = min(len(log), position + self.opts.max_message_size)
+            batch = next(iter_batches(log, position, end), None) if position < end else None
             found = batch.last_offset if batch is not None else -1
             if found != offset:
                 self.index_mismatches.setdefault(os.path.abspath(path), []).append((offset, found))
@@ -299,22 +308,22 @@ class Dumper:
                                      f"{base}")
             self.p(f"{path} passed sanity check.")
             return
-        with open(self._log_path(path), "rb") as f:
-            log = f.read()
+        log = _map(self._log_path(path))
         offset_index = []
         index_path = path[: -len(".timeindex")] + ".index"
         if os.path.exists(index_path):
             _, offset_index, _ = self._read_entries(index_path, _INDEX_ENTRY)
+        # the offset index's entries up to its first unused (zero) slot, searched by bisection
+        used = next((j for j, (rel, _) in enumerate(offset_index) if rel == 0 and j > 0),
+                    len(offset_index))
+        relatives = [rel for rel, _ in offset_index[:used]]
         prev_ts = -1
         for i, (timestamp, relative) in enumerate(entries):
             offset = base + relative
             if relative == 0 and i > 0:
                 return
-            position = 0
-            for j, (rel, pos) in enumerate(offset_index):
-                if (rel == 0 and j > 0) or base + rel > offset:
-                    break
-                position = pos
+            j = bisect.bisect_right(relatives, relative) - 1
+            position = offset_index[j][1] if j >= 0 else 0
             batch = next((b for b in iter_batches(log, position) if b.last_offset >= offset), None)
             if batch is None:
                 self.time_errors.setdefault(name, []).append(("notfound", offset, -1))
