@@ -85,7 +85,7 @@ def _idempotence(asked: bool | None, transactional_id, acks: int, max_in_flight:
 
 
 class _Batch:
-    __slots__ = ("tp", "builder", "futures", "created", "attempts", "sizes", "encoded")
+    __slots__ = ("tp", "builder", "futures", "created", "attempts", "sizes", "encoded", "held")
 
     def __init__(self, tp, compression):
         self.tp = tp
@@ -95,6 +95,7 @@ class _Batch:
         self.created = time.monotonic()
         self.attempts = 0
         self.encoded = None     # the bytes sent, kept for retries (an idempotent batch's sequence)
+        self.held = 0           # bytes of buffer.memory its records hold until it is answered
 
 
 class Producer:
@@ -104,7 +105,8 @@ class Producer:
                  max_in_flight: int = 5, retry_backoff_ms: int = 100, auto_create_topics: bool = True,
                  retries: int = 2**31 - 1,
                  enable_idempotence: bool | None = None, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000, max_block_ms: int = 60000):
+                 transaction_timeout_ms: int = 60000, max_block_ms: int = 60000,
+                 buffer_memory: int = 33554432):
         if compression_type not in CODECS:
             raise ValueError(f"Invalid value {compression_type} for configuration compression.type: "
                              f"String must be one of: {', '.join(CODECS)}")
@@ -123,6 +125,10 @@ class Producer:
         self.delivery_timeout = delivery_timeout_ms / 1000
         self.retry_backoff = retry_backoff_ms / 1000
         self.auto_create_topics = auto_create_topics
+        self.buffer_memory = buffer_memory
+        self.max_block = max_block_ms / 1000
+        self._buffered = 0                  # bytes of the records not answered yet
+        self._freed = asyncio.Event()
         self._sticky = StickyPartitionCache()
         self._open: dict[TopicPartition, _Batch] = {}
         # closed batches waiting to be sent, per partition in order (Java's accumulator
@@ -180,6 +186,11 @@ class Producer:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"The message is {size + RECORD_OVERHEAD} bytes when serialized which is larger than "
                              f"{self.max_request_size}, which is the value of the max.request.size configuration.")
+        if size + RECORD_OVERHEAD > self.buffer_memory:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"The message is {size + RECORD_OVERHEAD} bytes when serialized which is larger than "
+                             f"the total memory buffer you have configured with the buffer.memory configuration.")
+        await self._reserve(size + 21)
         tp = TopicPartition(topic, partition)
         batch = self._open.get(tp)
         if batch is not None and batch.builder.size_in_bytes + size + 21 > self.batch_size and len(batch.builder):
@@ -189,6 +200,7 @@ class Producer:
             batch = self._open[tp] = _Batch(tp, self.codec)
         timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         batch.builder.append(timestamp, key, value, headers)
+        batch.held += size + 21
         future = asyncio.get_running_loop().create_future()
         self._outstanding.add(future)
         future.add_done_callback(self._outstanding.discard)
@@ -279,6 +291,42 @@ class Producer:
                     await self._sender
                 except (asyncio.CancelledError, Exception):
                     pass
+
+    # --- buffer.memory ------------------------------------------------------------------------
+
+    async def _reserve(self, nbytes: int) -> None:
+        """Wait, up to max.block.ms, until `nbytes` more fit in buffer.memory (Java's BufferPool
+        blocks send() the same way); the bytes are counted as the record is added to a batch
+        and given back when the batch is answered. Meanwhile every open batch is sent, as
+        Java's accumulator drains batches at once when the pool is exhausted."""
+        if self._buffered + nbytes <= self.buffer_memory or not self._buffered:
+            self._buffered += nbytes
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_block
+        while self._buffered + nbytes > self.buffer_memory and self._buffered:
+            for batch in list(self._open.values()):
+                self._close_batch(batch)
+            remaining = deadline - loop.time()
+            self._freed.clear()
+            try:
+                async with asyncio.timeout(max(remaining, 0)):
+                    await self._freed.wait()
+            except TimeoutError:
+                raise KafkaTimeoutError(
+                    f"Failed to allocate {nbytes} bytes within the configured max blocking time "
+                    f"{self.max_block * 1000:.0f} ms. Total memory: {self.buffer_memory} bytes. "
+                    f"Available memory: {max(self.buffer_memory - self._buffered, 0)} bytes.") \
+                    from None
+            if self._sender_error is not None:
+                raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
+        self._buffered += nbytes
+
+    def _release(self, batch: _Batch) -> None:
+        if batch.held:
+            self._buffered -= batch.held
+            batch.held = 0
+            self._freed.set()
 
     # --- batching -----------------------------------------------------------------------------
 
@@ -462,6 +510,7 @@ class Producer:
                 self._complete(batch, p.base_offset, getattr(p, "log_append_time_ms", -1))
 
     def _complete(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
+        self._release(batch)
         for i, ((future, timestamp), (ks, vs)) in enumerate(zip(batch.futures, batch.sizes)):
             if not future.done():
                 ts = log_append_time if log_append_time is not None and log_append_time >= 0 else timestamp
@@ -483,6 +532,7 @@ class Producer:
         return batch.encoded
 
     def _fail(self, batch: _Batch, error: Exception, *, aborted: bool = False) -> None:
+        self._release(batch)
         for future, _ in batch.futures:
             if not future.done():
                 future.set_exception(error)

@@ -280,6 +280,7 @@ PRODUCER_PROPERTIES = {
     "transactional.id": ("transactional_id", str),
     "transaction.timeout.ms": ("transaction_timeout_ms", int),
     "max.block.ms": ("max_block_ms", int),
+    "buffer.memory": ("buffer_memory", int),
 }
 
 

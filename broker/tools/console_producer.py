@@ -44,7 +44,7 @@ def build_parser() -> ToolParser:
                    help="Accepted for compatibility: only kafka.tools.LineMessageReader is available.")
     p.add_argument("--max-block-ms", type=int, default=None, metavar="<Long: max block on send>",
                    help="The max time that the producer will block for during a send request.")
-    p.add_argument("--max-memory-bytes", type=int, default=33554432, metavar="<Long: total memory in bytes>",
+    p.add_argument("--max-memory-bytes", type=int, default=None, metavar="<Long: total memory in bytes>",
                    help="The total memory used by the producer to buffer records waiting to be sent to the server.")
     p.add_argument("--max-partition-memory-bytes", type=int, default=None, metavar="<Integer: memory in bytes per partition>",
                    help="The buffer size allocated for a partition.")
@@ -161,11 +161,13 @@ class LineReader:
 FLAG_PROPERTIES = {"request_required_acks": "acks", "compression_codec": "compression.type", "timeout": "linger.ms",
                    "batch_size": "batch.size", "max_partition_memory_bytes": "batch.size",
                    "request_timeout_ms": "request.timeout.ms", "retry_backoff_ms": "retry.backoff.ms",
-                   "message_send_max_retries": "retries", "max_block_ms": "max.block.ms"}
+                   "message_send_max_retries": "retries", "max_block_ms": "max.block.ms",
+                   "max_memory_bytes": "buffer.memory"}
 # compression.type: Kafka 3.9 puts --compression-codec's value (none when not given) over any
 # compression.type property; here the property holds unless the flag is given, as for the others.
 FLAG_DEFAULTS = {"acks": "-1", "compression.type": "none", "linger.ms": 1000, "batch.size": 16384,
-                 "request.timeout.ms": 1500, "retry.backoff.ms": 100, "retries": 3, "max.block.ms": 60000}
+                 "request.timeout.ms": 1500, "retry.backoff.ms": 100, "retries": 3, "max.block.ms": 60000,
+                 "buffer.memory": 33554432}
 
 
 def producer_settings(opts) -> tuple[dict, dict]:

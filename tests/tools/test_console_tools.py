@@ -187,6 +187,10 @@ def test_producer_settings_merge_like_kafka(tmp_path):
                  "--max-partition-memory-bytes", 200)
     assert (s["retries"], s["max_block_ms"], s["batch_size"]) == (0, 5, 200)
     assert settings("--producer-property", "retries=9")["retries"] == 9
+    # --max-memory-bytes is buffer.memory (32 MiB unless given), as Kafka's ConsoleProducer
+    assert settings()["buffer_memory"] == 33554432
+    assert settings("--max-memory-bytes", 1000000)["buffer_memory"] == 1000000
+    assert settings("--producer-property", "buffer.memory=2000000")["buffer_memory"] == 2000000
     assert settings("--batch-size", 100)["batch_size"] == 100
     # given on the command line, a flag wins even with its default value (options.has)
     assert settings("--batch-size", 100, "--max-partition-memory-bytes", 16384)["batch_size"] == 16384
