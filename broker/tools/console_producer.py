@@ -188,6 +188,34 @@ LINE_READERS = ("kafka.tools.ConsoleProducer$LineMessageReader", "kafka.tools.Li
                 "org.apache.kafka.tools.LineMessageReader")
 
 
+async def _input_lines(stream, prompt: bool):
+    """The lines of `stream` (bytes, without their newline). At a terminal, one read per line
+    after a ">" prompt, as Kafka's; from a pipe or a file, whatever one read returns (up to 64
+    KiB), split into lines, so a file of 200,000 lines is not 200,000 trips to the reading
+    thread (that was three quarters of the tool's time); a line is never held back waiting
+    for more input."""
+    loop = asyncio.get_running_loop()
+    if prompt:
+        while True:
+            sys.stdout.write(">")
+            sys.stdout.flush()
+            raw = await loop.run_in_executor(None, stream.readline)
+            if not raw:
+                return
+            yield raw[:-1] if raw.endswith(b"\n") else raw
+    pending = b""
+    while True:
+        chunk = await loop.run_in_executor(None, stream.read1, 1 << 16)
+        if not chunk:
+            if pending:
+                yield pending
+            return
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            yield line
+
+
 async def run(opts) -> int:
     if opts.line_reader is not None and opts.line_reader not in LINE_READERS:
         raise ToolError(f"Unknown line reader class {opts.line_reader}: only Kafka's LineMessageReader is available")
@@ -211,14 +239,8 @@ async def run(opts) -> int:
                                  f"{'null' if value is None else f'{len(value)} bytes'} with error: "
                                  f"{future.exception()}\n")
         try:
-            while True:
-                if prompt:
-                    sys.stdout.write(">")
-                    sys.stdout.flush()
-                raw = await loop.run_in_executor(None, sys.stdin.buffer.readline)
-                if not raw:
-                    break
-                line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
+            async for raw in _input_lines(sys.stdin.buffer, prompt):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r")
                 key, value, headers = reader.parse(line)
                 try:
                     future = await producer.send(opts.topic, value, key, headers)

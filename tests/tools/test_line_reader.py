@@ -119,3 +119,51 @@ def test_headers_separator_is_a_regular_expression():
 def test_java_split(text, expected):
     assert java_split(re.compile(","), text) == expected
     assert java_split(re.compile("|"), "abc") == ["a", "b", "c"]     # zero-width: no leading ""
+
+
+def _lines(stream, prompt=False, count=None):
+    import asyncio
+    from broker.tools.console_producer import _input_lines
+
+    async def go():
+        out = []
+        async for line in _input_lines(stream, prompt):
+            out.append(line)
+            if len(out) == count:
+                break
+        return out
+    return asyncio.run(asyncio.wait_for(go(), 10))
+
+
+def test_input_lines_split_across_reads():
+    """The console producer reads its input a chunk at a time (not a thread trip per line):
+    lines cut by the reads come out whole, empty lines stay, a last line without newline
+    counts, and a \\r before the newline is left for the caller (which strips it)."""
+    import io
+
+    class Trickle(io.RawIOBase):
+        def __init__(self, data):
+            self.data = data
+
+        def readable(self):
+            return True
+
+        def readinto(self, buf):
+            n = min(3, len(buf), len(self.data))
+            buf[:n], self.data = self.data[:n], self.data[n:]
+            return n
+    data = b"first line\n\nthird\r\n" + b"x" * 100 + b"\nlast"
+    assert _lines(io.BufferedReader(Trickle(data), buffer_size=8)) == [
+        b"first line", b"", b"third\r", b"x" * 100, b"last"]
+
+
+def test_input_lines_yield_a_line_without_waiting_for_more():
+    import os
+    r, w = os.pipe()
+    try:
+        os.write(w, b"now\n")
+        with os.fdopen(r, "rb", closefd=False) as stream:
+            assert _lines(stream, count=1) == [b"now"]
+    finally:
+        os.close(w)
+        os.close(r)
