@@ -129,6 +129,7 @@ class Producer:
         self.max_block = max_block_ms / 1000
         self._buffered = 0                  # bytes of the records not answered yet
         self._freed = asyncio.Event()
+        self._reserve_lock = asyncio.Lock()     # senders waiting for room, first come first served
         self._sticky = StickyPartitionCache()
         self._open: dict[TopicPartition, _Batch] = {}
         # closed batches waiting to be sent, per partition in order (Java's accumulator
@@ -296,31 +297,29 @@ class Producer:
 
     async def _reserve(self, nbytes: int) -> None:
         """Wait, up to max.block.ms, until `nbytes` more fit in buffer.memory (Java's BufferPool
-        blocks send() the same way); the bytes are counted as the record is added to a batch
-        and given back when the batch is answered. Meanwhile every open batch is sent, as
-        Java's accumulator drains batches at once when the pool is exhausted."""
-        if self._buffered + nbytes <= self.buffer_memory or not self._buffered:
+        blocks send() the same way, its waiters served in arrival order); the bytes are counted
+        as the record is added to a batch and given back when the batch is answered. Meanwhile
+        every open batch is sent, as Java's accumulator drains batches at once when the pool is
+        exhausted."""
+        if not self._reserve_lock.locked() and (
+                self._buffered + nbytes <= self.buffer_memory or not self._buffered):
             self._buffered += nbytes
             return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.max_block
-        while self._buffered + nbytes > self.buffer_memory and self._buffered:
-            for batch in list(self._open.values()):
-                self._close_batch(batch)
-            remaining = deadline - loop.time()
-            self._freed.clear()
-            try:
-                async with asyncio.timeout(max(remaining, 0)):
+        try:
+            async with asyncio.timeout(self.max_block), self._reserve_lock:
+                while self._buffered + nbytes > self.buffer_memory and self._buffered:
+                    for batch in list(self._open.values()):
+                        self._close_batch(batch)
+                    self._freed.clear()
                     await self._freed.wait()
-            except TimeoutError:
-                raise KafkaTimeoutError(
-                    f"Failed to allocate {nbytes} bytes within the configured max blocking time "
-                    f"{self.max_block * 1000:.0f} ms. Total memory: {self.buffer_memory} bytes. "
-                    f"Available memory: {max(self.buffer_memory - self._buffered, 0)} bytes.") \
-                    from None
-            if self._sender_error is not None:
-                raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
-        self._buffered += nbytes
+                    if self._sender_error is not None:
+                        raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
+                self._buffered += nbytes
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"Failed to allocate {nbytes} bytes within the configured max blocking time "
+                f"{self.max_block * 1000:.0f} ms. Total memory: {self.buffer_memory} bytes. "
+                f"Available memory: {max(self.buffer_memory - self._buffered, 0)} bytes.") from None
 
     def _release(self, batch: _Batch) -> None:
         if batch.held:

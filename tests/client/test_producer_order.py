@@ -198,3 +198,21 @@ def test_a_record_larger_than_buffer_memory_is_refused():
             await producer.close()
     error = asyncio.run(go())
     assert error.error_code == ErrorCode.MESSAGE_TOO_LARGE and "buffer.memory" in error.message
+
+
+def test_senders_waiting_for_buffer_memory_go_in_arrival_order():
+    """A record that would fit does not overtake one already waiting for room (Java's
+    BufferPool serves its waiters in order)."""
+    async def go():
+        broker = FlakyBroker(fail_on=())
+        producer = Producer(broker, batch_size=100_000, linger_ms=60_000,
+                            enable_idempotence=False, buffer_memory=1_000)
+        first = await producer.send("t", b"a" * 500, partition=0)
+        waiting = asyncio.ensure_future(producer.send("t", b"b" * 500, partition=0))
+        await asyncio.sleep(0)                       # it waits for room
+        small = asyncio.ensure_future(producer.send("t", b"c", partition=0))
+        futures = [first, await waiting, await small]
+        await producer.flush()
+        await producer.close()
+        return [f.result().offset for f in futures]
+    assert asyncio.run(go()) == [0, 1, 2]
