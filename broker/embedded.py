@@ -217,8 +217,17 @@ class AsyncEmbeddedBroker:
                 consumer.seek(tp, starts[tp].offset)
             out = {tp: [] for tp in tps}
             deadline = time.monotonic() + timeout
+            async def behind() -> bool:
+                # the consumer's position (its next record not yet returned), not the fetch
+                # position: a poll returns at most max.poll.records of what was fetched, and
+                # stopping at the fetch position lost the rest (a partition with more than
+                # 500 records came back short)
+                for tp in tps:
+                    if await consumer.position(tp) < ends[tp]:
+                        return True
+                return False
             try:
-                while any(consumer.positions.get(tp, 0) < ends[tp] for tp in tps):
+                while await behind():
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"read_all({topic!r}): the records below the high "
                                            f"watermarks {ends} did not arrive in {timeout} s")

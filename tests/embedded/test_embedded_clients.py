@@ -97,6 +97,17 @@ def test_helpers_produce_and_read_back(kafka_broker):
     assert kafka_broker.read_all("plain") == records      # reading does not consume
 
 
+def test_read_all_returns_every_record_past_a_poll(kafka_broker):
+    """More records than one poll returns (max.poll.records, 500) in each partition: all come
+    back, in order (only the first ~500 of a partition's fetch did)."""
+    kafka_broker.create_topic("many", partitions=2)
+    kafka_broker.produce("many", [b"%d" % i for i in range(3000)], partition=0)
+    kafka_broker.produce("many", [b"%d" % i for i in range(1200)], partition=1)
+    records = kafka_broker.read_all("many")
+    assert [(r.partition, r.value) for r in records] == (
+        [(0, b"%d" % i) for i in range(3000)] + [(1, b"%d" % i) for i in range(1200)])
+
+
 def test_wait_for_committed_times_out_with_the_last_offset(kafka_broker):
     kafka_broker.create_topic("quiet")
     with pytest.raises(TimeoutError, match="committed None"):
