@@ -84,6 +84,24 @@ def _idempotence(asked: bool | None, transactional_id, acks: int, max_in_flight:
     return enabled
 
 
+_BYTES = (bytes, bytearray, memoryview)
+
+
+def _check_types(key, value, headers) -> None:
+    """A record's key and value are bytes (or None), its headers (str, bytes or None) pairs: a
+    value of another type failed only when its batch was encoded, in the sender, and every
+    record of that batch waited for ever."""
+    for name, item in (("key", key), ("value", value)):
+        if item is not None and not isinstance(item, _BYTES):
+            raise TypeError(f"a record's {name} must be bytes or None, not "
+                            f"{type(item).__name__}")
+    for header in headers:
+        if not (isinstance(header, tuple) and len(header) == 2 and isinstance(header[0], str)
+                and (header[1] is None or isinstance(header[1], _BYTES))):
+            raise TypeError(f"a record's headers must be (str, bytes or None) pairs, not "
+                            f"{header!r:.80}")
+
+
 class _Batch:
     __slots__ = ("tp", "builder", "futures", "created", "attempts", "sizes", "encoded", "held")
 
@@ -165,6 +183,7 @@ class Producer:
             raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
         if self._txn is not None:
             self._txn.check_send()
+        _check_types(key, value, headers)
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._run())
         meta = await self.cluster.topic_metadata(topic, auto_create=self.auto_create_topics)
@@ -455,6 +474,11 @@ class Producer:
         if self._one_per_partition:
             for batch in batches:
                 self._unmute(batch.tp)
+        if not task.cancelled() and task.exception() is not None:
+            # a bug: its records fail with it rather than leave flush() waiting for ever
+            log.error("Sending %d batch(es) failed", len(batches), exc_info=task.exception())
+            for batch in batches:
+                self._fail(batch, task.exception())
 
     async def _send(self, node: int, batches: list) -> None:
         if self._txn is not None and self._txn.failed is not None:

@@ -216,3 +216,36 @@ def test_senders_waiting_for_buffer_memory_go_in_arrival_order():
         await producer.close()
         return [f.result().offset for f in futures]
     assert asyncio.run(go()) == [0, 1, 2]
+
+
+def test_a_record_of_the_wrong_type_is_refused_by_send():
+    async def go():
+        producer = Producer(FlakyBroker(), enable_idempotence=False)
+        errors = []
+        for key, value, headers in ((None, "text", ()), (b"k", 5, ()),
+                                    (None, b"v", [(b"bytes-key", b"v")]), (None, b"v", [("h",)])):
+            try:
+                await producer.send("t", value, key, headers, partition=0)
+            except TypeError as e:
+                errors.append(str(e))
+        await producer.close()
+        return errors
+    assert asyncio.run(go()) == [
+        "a record's value must be bytes or None, not str",
+        "a record's value must be bytes or None, not int",
+        "a record's headers must be (str, bytes or None) pairs, not (b'bytes-key', b'v')",
+        "a record's headers must be (str, bytes or None) pairs, not ('h',)"]
+
+
+def test_a_failure_inside_the_sender_fails_its_records_instead_of_hanging():
+    class Broken(FlakyBroker):
+        async def send(self, node, request, **kwargs):
+            raise RuntimeError("a bug")
+
+    async def go():
+        producer = Producer(Broken(), enable_idempotence=False)
+        future = await producer.send("t", b"v", partition=0)
+        await asyncio.wait_for(producer.flush(), 5)
+        await producer.close()
+        return future.exception()
+    assert str(asyncio.run(go())) == "a bug"
