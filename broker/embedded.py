@@ -188,11 +188,16 @@ class AsyncEmbeddedBroker:
         """Produce values, (key, value) or (key, value, headers) tuples (str or bytes) in order;
         -> [RecordMetadata] once every record is acknowledged (acks=all)."""
         from broker.client.producer import Producer
+        if isinstance(records, (str, bytes, bytearray, dict)):
+            # each character, byte or key would be a record of its own
+            raise TypeError(f"records must be a list of values or (key, value[, headers]) "
+                            f"tuples, not {type(records).__name__}")
+        records = [_record(item) for item in records]
         async with self._client() as cluster:
             producer = Producer(cluster, linger_ms=0)
             try:
                 futures = [await producer.send(topic, value, key, headers, partition)
-                           for key, value, headers in map(_record, records)]
+                           for key, value, headers in records]
                 await producer.flush()
                 return [f.result() for f in futures]
             finally:
@@ -399,6 +404,9 @@ class _Awaitables:
         self._owner = owner
 
     def _run(self, coro):
+        if self._owner._loop is None:
+            coro.close()
+            raise RuntimeError("the embedded broker is not running")
         return asyncio.wrap_future(self._owner._submit(coro))
 
     def create_topic(self, name: str, partitions: int = -1, config: dict | None = None):

@@ -203,8 +203,9 @@ class KafkaCluster:
         self.brokers[broker_id].paused = True
 
     def resume(self, broker_id: int) -> None:
-        self.brokers[broker_id].signal(signal.SIGCONT)
-        self.brokers[broker_id].paused = False
+        node = self._node(broker_id)
+        node.signal(signal.SIGCONT)
+        node.paused = False
 
     def stop(self, broker_id: int, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM (a controlled shutdown) and wait; returns the exit code."""
@@ -362,4 +363,4 @@ class KafkaCluster:
                                f"{timeout} s)") from None
 
     def output(self, broker_id: int) -> str:
-        return self.brokers[broker_id].output()
+        return self._node(broker_id).output()

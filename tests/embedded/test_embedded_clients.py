@@ -108,6 +108,21 @@ def test_read_all_returns_every_record_past_a_poll(kafka_broker):
         [(0, b"%d" % i) for i in range(3000)] + [(1, b"%d" % i) for i in range(1200)])
 
 
+def test_produce_refuses_what_is_not_records_at_once(kafka_broker):
+    """A string, bytes or a dict as `records` would be a record per character, byte or key; a
+    value of another type than str or bytes waited for ever (its batch failed to encode in
+    the sender, and no record of it was ever answered)."""
+    for records in ("hello", b"hello", {"k": "v"}):
+        with pytest.raises(TypeError, match="records must be a list"):
+            kafka_broker.produce("typed", records)
+    with pytest.raises(TypeError, match="a record's value must be bytes or None, not list"):
+        kafka_broker.produce("typed", [["k", "v"]])
+    with pytest.raises(TypeError, match="a record's value must be bytes or None, not int"):
+        kafka_broker.produce("typed", [1])
+    kafka_broker.produce("typed", [b"fine"])
+    assert [r.value for r in kafka_broker.read_all("typed")] == [b"fine"]
+
+
 def test_wait_for_committed_times_out_with_the_last_offset(kafka_broker):
     kafka_broker.create_topic("quiet")
     with pytest.raises(TimeoutError, match="committed None"):

@@ -162,6 +162,8 @@ def test_stop_twice_and_helpers_after_stop():
     broker.stop()
     with pytest.raises(RuntimeError, match="not running"):
         broker.produce("t", [b"x"])
+    with pytest.raises(RuntimeError, match="not running"):       # the awaitable form too
+        broker.aio.produce("t", [b"x"])
 
 
 async def test_async_form_on_the_callers_loop(tmp_path):
