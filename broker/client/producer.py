@@ -87,10 +87,13 @@ def _idempotence(asked: bool | None, transactional_id, acks: int, max_in_flight:
 _BYTES = (bytes, bytearray, memoryview)
 
 
-def _check_types(key, value, headers) -> None:
-    """A record's key and value are bytes (or None), its headers (str, bytes or None) pairs: a
-    value of another type failed only when its batch was encoded, in the sender, and every
-    record of that batch waited for ever."""
+def _check_types(key, value, headers, timestamp_ms=None) -> None:
+    """A record's key and value are bytes (or None), its headers (str, bytes or None) pairs, its
+    timestamp a non-negative int (or None): a value of another type failed only when its batch
+    was encoded, in the sender, and every record of that batch waited for ever."""
+    if timestamp_ms is not None and (type(timestamp_ms) is not int or timestamp_ms < 0):
+        raise ValueError(f"Invalid timestamp: {timestamp_ms}. Timestamp should always be "
+                         f"non-negative or null.")
     for name, item in (("key", key), ("value", value)):
         if item is not None and not isinstance(item, _BYTES):
             raise TypeError(f"a record's {name} must be bytes or None, not "
@@ -148,6 +151,7 @@ class Producer:
         self._buffered = 0                  # bytes of the records not answered yet
         self._freed = asyncio.Event()
         self._reserve_lock = asyncio.Lock()     # senders waiting for room, first come first served
+        self._reserve_waiting = 0               # ... and how many (none may overtake them)
         self._sticky = StickyPartitionCache()
         self._open: dict[TopicPartition, _Batch] = {}
         # closed batches waiting to be sent, per partition in order (Java's accumulator
@@ -169,21 +173,18 @@ class Producer:
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task | None = None
         self._closed = False
+        self._closing = False       # close() has begun: no new record (Java's accumulator.close)
         self._sender_error: Exception | None = None
         self._outstanding: set[asyncio.Future] = set()
+        self._dispatching: list = []            # taken from the queues, being handed out
 
     # --- public API ---------------------------------------------------------------------------
 
     async def send(self, topic: str, value: bytes | None, key: bytes | None = None, headers=(),
                    partition: int | None = None, timestamp_ms: int | None = None) -> asyncio.Future:
         """Queue one record; returns a future resolving to RecordMetadata (or raising KafkaError)."""
-        if self._closed:
-            raise ClientError("Cannot send after the producer is closed")
-        if self._sender_error is not None:
-            raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
-        if self._txn is not None:
-            self._txn.check_send()
-        _check_types(key, value, headers)
+        self._check_open()
+        _check_types(key, value, headers, timestamp_ms)
         if self._sender is None:
             self._sender = asyncio.get_running_loop().create_task(self._run())
         meta = await self.cluster.topic_metadata(topic, auto_create=self.auto_create_topics)
@@ -210,7 +211,12 @@ class Producer:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"The message is {size + RECORD_OVERHEAD} bytes when serialized which is larger than "
                              f"the total memory buffer you have configured with the buffer.memory configuration.")
-        await self._reserve(size + 21)
+        if await self._reserve(size + 21):
+            try:                    # it waited: closed, failed or committing meanwhile?
+                self._check_open()
+            except BaseException:
+                self._unreserve(size + 21)
+                raise
         tp = TopicPartition(topic, partition)
         batch = self._open.get(tp)
         if batch is not None and batch.builder.size_in_bytes + size + 21 > self.batch_size and len(batch.builder):
@@ -219,7 +225,11 @@ class Producer:
         if batch is None:
             batch = self._open[tp] = _Batch(tp, self.codec)
         timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        batch.builder.append(timestamp, key, value, headers)
+        try:
+            batch.builder.append(timestamp, key, value, headers)
+        except BaseException:
+            self._unreserve(size + 21)
+            raise
         batch.held += size + 21
         future = asyncio.get_running_loop().create_future()
         self._outstanding.add(future)
@@ -233,6 +243,14 @@ class Producer:
         elif len(batch.builder) == 1:
             self._wakeup.set()  # the sender must start the linger clock
         return future
+
+    def _check_open(self) -> None:
+        if self._closed or self._closing:
+            raise ClientError("Cannot send after the producer is closed")
+        if self._sender_error is not None:
+            raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
+        if self._txn is not None:
+            self._txn.check_send()
 
     async def send_and_wait(self, topic, value, key=None, headers=(), partition=None, timestamp_ms=None):
         return await (await self.send(topic, value, key, headers, partition, timestamp_ms))
@@ -281,17 +299,22 @@ class Producer:
 
     async def flush(self) -> None:
         """Send everything queued and wait for every answer (errors stay in the record futures)."""
-        for batch in list(self._open.values()):
-            self._close_batch(batch)
-        self._wakeup.set()
         # every record future not yet resolved, wherever its batch is (ready, being dispatched, in flight,
-        # waiting for a retry); each one resolves or fails, so this ends
-        while self._outstanding and self._sender_error is None:
+        # waiting for a retry); each one resolves or fails, so this ends. A record added meanwhile (a
+        # send() that waited for buffer.memory) goes too, without waiting for linger.ms (Java's flush
+        # makes every batch ready while it lasts)
+        while True:
+            for batch in list(self._open.values()):
+                self._close_batch(batch)
+            self._wakeup.set()
+            if not self._outstanding or self._sender_error is not None:
+                return
             await asyncio.wait(list(self._outstanding))
 
     async def close(self) -> None:
         if self._closed:
             return
+        self._closing = True
         try:
             await self.flush()
             if self._txn is not None and self._txn.open:
@@ -314,16 +337,17 @@ class Producer:
 
     # --- buffer.memory ------------------------------------------------------------------------
 
-    async def _reserve(self, nbytes: int) -> None:
+    async def _reserve(self, nbytes: int) -> bool:
         """Wait, up to max.block.ms, until `nbytes` more fit in buffer.memory (Java's BufferPool
         blocks send() the same way, its waiters served in arrival order); the bytes are counted
         as the record is added to a batch and given back when the batch is answered. Meanwhile
         every open batch is sent, as Java's accumulator drains batches at once when the pool is
-        exhausted."""
-        if not self._reserve_lock.locked() and (
+        exhausted. True when it had to wait."""
+        if not self._reserve_waiting and (
                 self._buffered + nbytes <= self.buffer_memory or not self._buffered):
             self._buffered += nbytes
-            return
+            return False
+        self._reserve_waiting += 1
         try:
             async with asyncio.timeout(self.max_block), self._reserve_lock:
                 while self._buffered + nbytes > self.buffer_memory and self._buffered:
@@ -334,11 +358,18 @@ class Producer:
                     if self._sender_error is not None:
                         raise ClientError(f"The producer's sender failed: {self._sender_error!r}")
                 self._buffered += nbytes
+                return True
         except TimeoutError:
             raise KafkaTimeoutError(
                 f"Failed to allocate {nbytes} bytes within the configured max blocking time "
                 f"{self.max_block * 1000:.0f} ms. Total memory: {self.buffer_memory} bytes. "
                 f"Available memory: {max(self.buffer_memory - self._buffered, 0)} bytes.") from None
+        finally:
+            self._reserve_waiting -= 1
+
+    def _unreserve(self, nbytes: int) -> None:
+        self._buffered -= nbytes
+        self._freed.set()
 
     def _release(self, batch: _Batch) -> None:
         if batch.held:
@@ -367,9 +398,10 @@ class Producer:
             raise
         except Exception as e:   # a bug: fail every waiting record instead of leaving flush() hanging
             self._sender_error = e
-            for batch in self._queued():
+            for batch in self._queued() + self._dispatching:
                 self._fail(batch, e)
             self._ready.clear()
+            self._freed.set()    # a send() waiting for room sees the failure
             self._open.clear()
             raise
 
@@ -387,7 +419,10 @@ class Producer:
                 else:
                     timeout = due - now if timeout is None else min(timeout, due - now)
             ready = self._sendable()
-            if ready and await self._dispatch(ready):
+            self._dispatching = ready
+            sent = bool(ready) and await self._dispatch(ready)
+            self._dispatching = []
+            if sent:
                 continue
             try:
                 async with asyncio.timeout(timeout):      # not wait_for: it can swallow a cancel
@@ -461,13 +496,15 @@ class Producer:
                         self._mute(batch.tp)
                 task = asyncio.get_running_loop().create_task(self._send(node, requests_batches))
                 self._in_flight.add(task)
-                task.add_done_callback(lambda t, s=slots, b=requests_batches: self._sent(t, s, b))
+                attempts = [b.attempts for b in requests_batches]
+                task.add_done_callback(lambda t, s=slots, b=requests_batches, a=attempts:
+                                       self._sent(t, s, b, a))
         for batch in reversed(held):
             # back at the head of its partition's queue, in their order
             self._ready.setdefault(batch.tp, deque()).appendleft(batch)
         return sent
 
-    def _sent(self, task, slots, batches) -> None:
+    def _sent(self, task, slots, batches, attempts) -> None:
         self._in_flight.discard(task)
         slots.release()
         self._wakeup.set()
@@ -475,10 +512,13 @@ class Producer:
             for batch in batches:
                 self._unmute(batch.tp)
         if not task.cancelled() and task.exception() is not None:
-            # a bug: its records fail with it rather than leave flush() waiting for ever
+            # a bug: its records fail with it rather than leave flush() waiting for ever (those
+            # answered or set for a retry before it are left as they are)
             log.error("Sending %d batch(es) failed", len(batches), exc_info=task.exception())
-            for batch in batches:
-                self._fail(batch, task.exception())
+            for batch, before in zip(batches, attempts):
+                answered = all(future.done() for future, _ in batch.futures)
+                if not answered and batch.attempts == before:
+                    self._fail(batch, task.exception())
 
     async def _send(self, node: int, batches: list) -> None:
         if self._txn is not None and self._txn.failed is not None:
@@ -527,8 +567,12 @@ class Producer:
                 # written before (a retry of a batch whose answer was lost): Java's success
                 self._complete(batch, p.base_offset, getattr(p, "log_append_time_ms", -1))
             elif p.error_code:
-                message = getattr(p, "error_message", None) or ErrorCode(p.error_code).name
-                self._retry_or_fail(batch, KafkaError(p.error_code, message))
+                # a code this client does not know is UNKNOWN_SERVER_ERROR, as Java's Errors
+                known = p.error_code in ErrorCode._value2member_map_
+                code = p.error_code if known else ErrorCode.UNKNOWN_SERVER_ERROR
+                message = getattr(p, "error_message", None) or (
+                    ErrorCode(code).name if known else f"unknown error code {p.error_code}")
+                self._retry_or_fail(batch, KafkaError(code, message))
             else:
                 self._complete(batch, p.base_offset, getattr(p, "log_append_time_ms", -1))
 

@@ -3,7 +3,7 @@ Produce with a retriable error (a transient ISR shrink)."""
 import asyncio
 from types import SimpleNamespace as NS
 
-from broker.client.errors import KafkaTimeoutError
+from broker.client.errors import ClientError, KafkaTimeoutError
 from broker.client.producer import Producer
 from protocol.errors import ErrorCode, KafkaError
 from storage.record_batch import iter_batches
@@ -249,3 +249,80 @@ def test_a_failure_inside_the_sender_fails_its_records_instead_of_hanging():
         await producer.close()
         return future.exception()
     assert str(asyncio.run(go())) == "a bug"
+
+
+def test_a_bad_timestamp_is_refused_and_holds_no_memory():
+    async def go():
+        producer = Producer(FlakyBroker(), enable_idempotence=False)
+        for bad in (1.5e12, -1, True):
+            try:
+                await producer.send("t", b"v", partition=0, timestamp_ms=bad)
+            except ValueError as e:
+                assert "Invalid timestamp" in str(e)
+        await producer.close()
+        return producer._buffered
+    assert asyncio.run(go()) == 0
+
+
+def test_an_unknown_error_code_fails_only_its_own_record():
+    """Java reads a code it does not know as UNKNOWN_SERVER_ERROR; the other partitions of the
+    request are answered as usual (a retriable one retried and written, reported written)."""
+    class Odd(FlakyBroker):
+        async def topic_metadata(self, topic, auto_create=False):
+            return NS(partitions={0: None, 1: None})
+
+        async def send(self, node, request, **kwargs):
+            self.calls += 1
+            out = []
+            for td in request.topic_data:
+                parts = []
+                for pd in td.partition_data:
+                    code = (19 if self.calls == 1 else 0) if pd.index == 0 else 9999
+                    parts.append(NS(index=pd.index, error_code=code, error_message=None,
+                                    base_offset=0 if code == 0 else -1, log_append_time_ms=-1))
+                out.append(NS(name=td.name, partition_responses=parts))
+            return NS(responses=out)
+
+    async def go():
+        producer = Producer(Odd(), linger_ms=50, retry_backoff_ms=10, enable_idempotence=False)
+        a = await producer.send("t", b"a", partition=0)
+        b = await producer.send("t", b"b", partition=1)
+        await asyncio.wait_for(producer.flush(), 5)
+        await producer.close()
+        return a, b
+    a, b = asyncio.run(go())
+    assert a.result().offset == 0
+    assert b.exception().error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_a_send_waiting_for_memory_learns_that_the_sender_failed():
+    class NoLeader(FlakyBroker):
+        async def leader_for(self, topic, partition):
+            raise RuntimeError("a bug")
+
+    async def go():
+        producer = Producer(NoLeader(), linger_ms=0, enable_idempotence=False,
+                            buffer_memory=1_000, max_block_ms=10_000)
+        first = await producer.send("t", b"v" * 500, partition=0)
+        try:
+            await producer.send("t", b"v" * 500, partition=0)
+        except ClientError as e:
+            return first.exception(), e
+    first, second = asyncio.run(go())
+    assert str(first) == "a bug"
+    assert not isinstance(second, KafkaTimeoutError) and "sender failed" in str(second)
+
+
+def test_a_send_that_waited_for_memory_during_close_is_refused_and_close_ends():
+    async def go():
+        producer = Producer(FlakyBroker(fail_on=()), batch_size=100_000, linger_ms=60_000,
+                            enable_idempotence=False, buffer_memory=1_000)
+        first = await producer.send("t", b"a" * 500, partition=0)
+        waiting = asyncio.ensure_future(producer.send("t", b"b" * 500, partition=0))
+        await asyncio.sleep(0)
+        await asyncio.wait_for(producer.close(), 5)
+        try:
+            await waiting
+        except ClientError as e:
+            return first.result().offset, str(e)
+    assert asyncio.run(go()) == (0, "Cannot send after the producer is closed")
