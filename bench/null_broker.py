@@ -13,7 +13,8 @@ with a broker that costs nothing: whatever the broker does, a client cannot comm
 is Python (the project's codecs), so each request still costs it some tens of microseconds;
 a server in C would put the ceiling a little higher, never lower.
 
-Not a broker and never used by a test: it answers a write it did not store.
+Not a broker: it answers a write it did not store. Its only test
+(tests/integration/test_bench_null_broker.py) checks that a real client runs against it.
 """
 from __future__ import annotations
 

@@ -187,12 +187,14 @@ class AsyncEmbeddedBroker:
     async def produce(self, topic: str, records, *, partition: int | None = None) -> list:
         """Produce values, (key, value) or (key, value, headers) tuples (str or bytes) in order;
         -> [RecordMetadata] once every record is acknowledged (acks=all)."""
-        from broker.client.producer import Producer
+        from broker.client.producer import Producer, _check_types
         if isinstance(records, (str, bytes, bytearray, dict)):
             # each character, byte or key would be a record of its own
             raise TypeError(f"records must be a list of values or (key, value[, headers]) "
                             f"tuples, not {type(records).__name__}")
         records = [_record(item) for item in records]
+        for key, value, headers in records:     # all checked before any is sent
+            _check_types(key, value, headers)
         async with self._client() as cluster:
             producer = Producer(cluster, linger_ms=0)
             try:

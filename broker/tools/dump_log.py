@@ -79,7 +79,8 @@ def _text(data) -> str:
 
 def _map(path: str):
     """The file's bytes, mapped read-only (a 1 GiB segment was read into memory whole, and its
-    zero-filled preallocated tail with it); b"" for an empty file (mmap refuses those)."""
+    zero-filled preallocated tail with it); b"" for an empty file (mmap refuses those). A file
+    a running broker shortens while it is dumped (a truncation) ends the tool with SIGBUS."""
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return b""
