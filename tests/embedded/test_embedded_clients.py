@@ -121,6 +121,9 @@ def test_produce_refuses_what_is_not_records_at_once(kafka_broker):
         kafka_broker.produce("typed", [1])
     kafka_broker.produce("typed", [b"fine"])
     assert [r.value for r in kafka_broker.read_all("typed")] == [b"fine"]
+    with pytest.raises(TypeError):              # checked before any of the list is sent
+        kafka_broker.produce("typed", [b"written?", 2])
+    assert [r.value for r in kafka_broker.read_all("typed")] == [b"fine"]
 
 
 def test_wait_for_committed_times_out_with_the_last_offset(kafka_broker):
