@@ -32,6 +32,7 @@ from protocol.messages.find_coordinator import FindCoordinatorResponse
 from protocol.messages.init_producer_id import InitProducerIdResponse
 from protocol.messages.metadata import MetadataResponse
 from protocol.messages.produce import ProduceResponse
+from storage.record_batch import iter_batches
 
 _SIZE = struct.Struct(">i")
 NODE_ID = 0
@@ -115,13 +116,7 @@ class NullBroker:
             for p in topic.partition_data:
                 key = (topic.name, p.index)
                 base = self.next_offset.get(key, 0)
-                records = p.records or b""
-                # record count of each batch: int32 at byte 57 of a v2 batch
-                pos, count = 0, 0
-                while pos + 61 <= len(records):
-                    length = _SIZE.unpack_from(records, pos + 8)[0]
-                    count += _SIZE.unpack_from(records, pos + 57)[0]
-                    pos += 12 + length
+                count = sum(b.next_offset - b.base_offset for b in iter_batches(p.records or b""))
                 self.next_offset[key] = base + count
                 parts.append(R.PartitionProduceResponse(index=p.index, base_offset=base))
             out.append(R.TopicProduceResponse(name=topic.name, partition_responses=parts))

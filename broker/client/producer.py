@@ -49,7 +49,8 @@ from broker.client.types import TopicPartition
 log = logging.getLogger(__name__)
 
 CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
-RECORD_OVERHEAD = 61 + 21      # batch header plus a worst-case record header, for the size check
+RECORD_HEADER = 21             # a worst-case record header: what a record costs beyond its bytes
+RECORD_OVERHEAD = 61 + RECORD_HEADER   # with the batch header, for the size checks
 
 
 class RecordMetadata(NamedTuple):
@@ -211,15 +212,16 @@ class Producer:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"The message is {size + RECORD_OVERHEAD} bytes when serialized which is larger than "
                              f"the total memory buffer you have configured with the buffer.memory configuration.")
-        if await self._reserve(size + 21):
+        held = size + RECORD_HEADER
+        if await self._reserve(held):
             try:                    # it waited: closed, failed or committing meanwhile?
                 self._check_open()
             except BaseException:
-                self._unreserve(size + 21)
+                self._unreserve(held)
                 raise
         tp = TopicPartition(topic, partition)
         batch = self._open.get(tp)
-        if batch is not None and batch.builder.size_in_bytes + size + 21 > self.batch_size and len(batch.builder):
+        if batch is not None and batch.builder.size_in_bytes + held > self.batch_size and len(batch.builder):
             self._close_batch(batch)
             batch = None
         if batch is None:
@@ -228,16 +230,16 @@ class Producer:
         try:
             batch.builder.append(timestamp, key, value, headers)
         except BaseException:
-            self._unreserve(size + 21)
+            self._unreserve(held)
             raise
-        batch.held += size + 21
+        batch.held += held
         future = asyncio.get_running_loop().create_future()
         self._outstanding.add(future)
         future.add_done_callback(self._outstanding.discard)
         batch.futures.append((future, timestamp))
         batch.sizes.append((len(key) if key is not None else -1, len(value) if value is not None else -1))
         if sticky:
-            self._sticky.record(topic, count, partition, size + 21, self.batch_size, available)
+            self._sticky.record(topic, count, partition, held, self.batch_size, available)
         if batch.builder.size_in_bytes >= self.batch_size:
             self._close_batch(batch)
         elif len(batch.builder) == 1:
@@ -373,9 +375,8 @@ class Producer:
 
     def _release(self, batch: _Batch) -> None:
         if batch.held:
-            self._buffered -= batch.held
+            self._unreserve(batch.held)
             batch.held = 0
-            self._freed.set()
 
     # --- batching -----------------------------------------------------------------------------
 
@@ -384,8 +385,17 @@ class Producer:
             del self._open[batch.tp]
         if not len(batch.builder):
             return
-        self._ready.setdefault(batch.tp, deque()).append(batch)
+        self._enqueue(batch)
         self._wakeup.set()
+
+    def _enqueue(self, batch: _Batch, first: bool = False) -> None:
+        """Into its partition's ready queue: at the tail, or at the head (`first`) when it was
+        taken from there and goes back."""
+        queue = self._ready.setdefault(batch.tp, deque())
+        if first:
+            queue.appendleft(batch)
+        else:
+            queue.append(batch)
 
     def _queued(self) -> list:
         """Every batch not sent yet: ready ones, then open ones."""
@@ -501,7 +511,7 @@ class Producer:
                                        self._sent(t, s, b, a))
         for batch in reversed(held):
             # back at the head of its partition's queue, in their order
-            self._ready.setdefault(batch.tp, deque()).appendleft(batch)
+            self._enqueue(batch, first=True)
         return sent
 
     def _sent(self, task, slots, batches, attempts) -> None:
@@ -568,10 +578,13 @@ class Producer:
                 self._complete(batch, p.base_offset, getattr(p, "log_append_time_ms", -1))
             elif p.error_code:
                 # a code this client does not know is UNKNOWN_SERVER_ERROR, as Java's Errors
-                known = p.error_code in ErrorCode._value2member_map_
-                code = p.error_code if known else ErrorCode.UNKNOWN_SERVER_ERROR
-                message = getattr(p, "error_message", None) or (
-                    ErrorCode(code).name if known else f"unknown error code {p.error_code}")
+                try:
+                    code = ErrorCode(p.error_code)
+                    fallback = code.name
+                except ValueError:
+                    code = ErrorCode.UNKNOWN_SERVER_ERROR
+                    fallback = f"unknown error code {p.error_code}"
+                message = getattr(p, "error_message", None) or fallback
                 self._retry_or_fail(batch, KafkaError(code, message))
             else:
                 self._complete(batch, p.base_offset, getattr(p, "log_append_time_ms", -1))
@@ -628,7 +641,7 @@ class Producer:
                     pass
             finally:
                 # back at the head of its partition's queue, as Java's reenqueue
-                self._ready.setdefault(batch.tp, deque()).appendleft(batch)
+                self._enqueue(batch, first=True)
                 self._unmute(batch.tp)
         task = asyncio.get_running_loop().create_task(later())
         self._in_flight.add(task)
