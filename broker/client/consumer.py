@@ -4,23 +4,26 @@ Theory of operation. The consumer keeps a *position* (next offset to return) per
 A partition without one is resolved before fetching: the group's committed offset if there is a
 group and one exists, else ``auto.offset.reset`` (earliest/latest through ListOffsets; "none"
 raises). ``poll()`` sends one Fetch per partition leader (all of that leader's partitions in one
-request, no fetch session: every fetch is a full one), parses the returned batches with storage's
-RecordBatchView (decompressing), drops records below the position (a compressed batch comes back
-whole), skips control batches and, under read_committed, batches of aborted transactions (the
-response's aborted_transactions list: a producer's batches are aborted from its first_offset up to
-its ABORT marker), and advances the position. OFFSET_OUT_OF_RANGE resets the position by policy;
-leadership errors refresh metadata.
+request, no fetch session: every fetch is a full one), reads the returned batch headers with
+storage's RecordBatchView, skips control batches and, under read_committed, batches of aborted
+transactions (the response's aborted_transactions list: a producer's batches are aborted from its
+first_offset up to its ABORT marker), and advances the position past them all. The batches kept
+wait in the buffer, one `_Fetched` per partition and response, and are decoded (decompressing,
+dropping records below the position: a compressed batch comes back whole) a batch at a time as
+``poll()`` takes their records; a partition is fetched again only once its buffer is used up.
+OFFSET_OUT_OF_RANGE resets the position by policy; leadership errors refresh metadata.
 
 With ``subscribe()`` a GroupMembership (group.py) decides the assignment; partitions being revoked
 get their positions committed first when auto-commit is on; partitions lost (this member was
 expelled) are dropped without a commit. Auto-commit runs inside ``poll()`` every
 ``auto.commit.interval.ms`` and on ``close()``. What is committed (and ``position()``) is the
-*consumed* position: the next record ``poll()`` has not returned, which may be behind the fetch
-position when fetched records wait in the buffer.
+*consumed* position: the offset after the last record ``poll()`` returned (the fetch position once
+the partition's buffer is used up), which is behind the fetch position while fetched records wait.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections import defaultdict
@@ -50,6 +53,53 @@ class ConsumerRecord(NamedTuple):
     value: bytes | None
     headers: list
     leader_epoch: int
+
+
+class _Fetched:
+    """One partition's records from one fetch response, decoded a batch at a time as poll()
+    takes them (Java's CompletedFetch): memory stays about the response's size, and taking
+    `n` records costs `n`. `batches` are the data batches of the response that poll() may
+    return (control batches and aborted transactions already left out); records below `start`
+    (the fetch position: a compressed batch comes back whole) are skipped. `next_offset` is the
+    consumed position: the offset after the last record taken, `start` before any."""
+
+    __slots__ = ("tp", "batches", "start", "records", "index", "next_offset")
+
+    def __init__(self, tp: TopicPartition, batches: list, start: int):
+        self.tp = tp
+        self.batches = collections.deque(batches)
+        self.start = start
+        self.records: list = []
+        self.index = 0
+        self.next_offset = start
+
+    def _fill(self) -> bool:
+        """Some record is ready at `index`; False once every batch is used up."""
+        while self.index >= len(self.records):
+            if not self.batches:
+                return False
+            batch = self.batches.popleft()
+            tp, start = self.tp, self.start
+            ts_type, epoch = batch.timestamp_type, batch.partition_leader_epoch
+            self.records = [ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, ts_type,
+                                           r.key, r.value, r.headers, epoch)
+                            for r in batch.records() if r.offset >= start]
+            self.index = 0
+        return True
+
+    def take(self, n: int) -> list:
+        out = []
+        while len(out) < n and self._fill():
+            end = min(len(self.records), self.index + n - len(out))
+            out.extend(self.records[self.index:end])
+            self.index = end
+        if out:
+            self.next_offset = out[-1].offset + 1
+        return out
+
+    @property
+    def exhausted(self) -> bool:
+        return self.index >= len(self.records) and not self.batches
 
 
 class NoOffsetForPartitionError(ClientError):
@@ -87,7 +137,7 @@ class Consumer:
         self.positions: dict[TopicPartition, int] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
         self._assigned: set = set()
-        self._buffer: list = []
+        self._buffer: collections.deque[_Fetched] = collections.deque()  # fetched, not polled
         self._last_commit = time.monotonic()
         self._committed_positions: dict = {}
         self._leaderless_refresh_at = 0.0      # when a leaderless partition may ask again
@@ -106,7 +156,7 @@ class Consumer:
         self._subscribed = False
         self._assigned = {TopicPartition(*tp) for tp in partitions}
         self.positions = {tp: o for tp, o in self.positions.items() if tp in self._assigned}
-        self._buffer = [r for r in self._buffer if (r.topic, r.partition) in self._assigned]
+        self._keep_buffered(lambda tp: tp in self._assigned)
 
     def subscribe(self, topics=None, pattern: str | None = None) -> None:
         if self.membership is None:
@@ -125,8 +175,7 @@ class Consumer:
             if tp not in self._assigned:
                 self.positions.pop(tp, None)
         self._assigned |= set(partitions)
-        self._buffer = [r for r in self._buffer
-                        if (r.topic, r.partition) in self._assigned]
+        self._keep_buffered(lambda tp: tp in self._assigned)
 
     async def _on_revoke(self, partitions) -> None:
         if self.enable_auto_commit:
@@ -144,7 +193,11 @@ class Consumer:
         for tp in partitions:
             self._assigned.discard(tp)
             self.positions.pop(tp, None)
-        self._buffer = [r for r in self._buffer if (r.topic, r.partition) in self._assigned]
+        self._keep_buffered(lambda tp: tp in self._assigned)
+
+    def _keep_buffered(self, keep) -> None:
+        """Drop the fetched records of the partitions `keep(tp)` refuses."""
+        self._buffer = collections.deque(f for f in self._buffer if keep(f.tp))
 
     def _consumed_positions(self, only=None) -> dict:
         """Per assigned partition (of `only`, when given), the offset of the next record poll()
@@ -153,10 +206,9 @@ class Consumer:
         returned)."""
         wanted = self._assigned if only is None else self._assigned & set(only)
         first: dict = {}
-        for r in self._buffer:
-            tp = TopicPartition(r.topic, r.partition)
-            if tp in wanted and tp not in first:
-                first[tp] = r.offset
+        for fetched in self._buffer:
+            if fetched.tp in wanted and fetched.tp not in first:
+                first[fetched.tp] = fetched.next_offset
         return {tp: first.get(tp, o) for tp, o in self.positions.items() if tp in wanted}
 
     # --- positions ----------------------------------------------------------------------------
@@ -164,14 +216,17 @@ class Consumer:
     def seek(self, tp, offset: int) -> None:
         tp = TopicPartition(*tp)
         self.positions[tp] = offset
-        self._buffer = [r for r in self._buffer if (r.topic, r.partition) != tp]
+        self._keep_buffered(lambda other: other != tp)
 
     def rewind_unconsumed(self, records=()) -> None:
         """Move each partition back to its first record fetched but not consumed: those in
         the buffer and `records` (returned by poll but not used), so a commit at close does
         not skip them (Kafka's ConsoleConsumer resetUnconsumedOffsets)."""
         first: dict = {}
-        for r in list(records) + self._buffer:
+        for fetched in self._buffer:
+            if fetched.tp not in first:
+                first[fetched.tp] = fetched.next_offset
+        for r in records:
             tp = TopicPartition(r.topic, r.partition)
             first[tp] = min(first.get(tp, r.offset), r.offset)
         for tp, offset in first.items():
@@ -244,8 +299,8 @@ class Consumer:
                 if not joined:
                     return []
             await self._maybe_auto_commit()
-            if self._buffer:
-                out, self._buffer = self._buffer[:max_records], self._buffer[max_records:]
+            out = self._take(max_records)
+            if out:
                 return out
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -255,6 +310,22 @@ class Consumer:
                 continue
             await self._resolve_positions(sorted(self._assigned))
             await self._fetch_once(max(0, min(self.fetch_max_wait_ms, int(remaining * 1000))))
+
+    def _take(self, max_records: int) -> list:
+        """Up to `max_records` fetched records, partition after partition in fetch order."""
+        out = []
+        buffer = self._buffer
+        while buffer and len(out) < max_records:
+            fetched = buffer[0]
+            try:
+                out.extend(fetched.take(max_records - len(out)))
+            except Exception:
+                if out:             # what came before the bad batch first; it raises next time
+                    return out
+                raise
+            if fetched.exhausted:
+                buffer.popleft()
+        return out
 
     async def _fetch_once(self, max_wait_ms: int) -> None:
         by_node = defaultdict(list)
@@ -332,7 +403,7 @@ class Consumer:
         position = self.positions[tp]
         aborted = sorted(aborted or (), key=lambda a: a.first_offset)
         aborted_pids: set = set()
-        out = self._buffer
+        start, batches = position, []
         for batch in iter_batches(records):
             if batch.next_offset <= position:
                 continue
@@ -353,14 +424,11 @@ class Consumer:
             if batch.is_transactional and batch.producer_id in aborted_pids:
                 position = batch.next_offset
                 continue
-            ts_type = batch.timestamp_type
-            epoch = batch.partition_leader_epoch
-            for r in batch.records():
-                if r.offset >= position:
-                    out.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, ts_type,
-                                              r.key, r.value, r.headers, epoch))
+            batches.append(batch)
             position = batch.next_offset
         self.positions[tp] = position
+        if batches:
+            self._buffer.append(_Fetched(tp, batches, start))
 
     # --- commits ------------------------------------------------------------------------------
 
