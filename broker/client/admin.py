@@ -46,7 +46,7 @@ COORDINATOR_TRANSACTION = 1
 # Request versions this client caps at: newer versions change addressing (topic ids, batched groups).
 OFFSET_FETCH_CAP = 7
 OFFSET_COMMIT_CAP = 8
-LIST_OFFSETS_CAP = 8
+LIST_OFFSETS_CAP = 9             # v9: latest-tiered (-5), same shape as v8
 
 
 class NewTopic(NamedTuple):
