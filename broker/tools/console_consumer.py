@@ -11,7 +11,8 @@ The default formatter prints, in this order and separated by ``key.separator`` (
 (print.offset), ``h1:v1,h2:v2`` or ``NO_HEADERS`` (print.headers), the key (print.key), the value
 (print.value, default on), then ``line.separator``; nulls print as ``null.literal`` ("null").
 ``--formatter`` also accepts Kafka's __consumer_offsets and __transaction_state formatters
-(broker/tools/formatters.py) and NoOpMessageFormatter.
+(broker/tools/formatters.py: Kafka 3.9's JSON ones, and the deprecated Scala names with their text
+and Kafka's deprecation warning) and NoOpMessageFormatter.
 """
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ from broker.tools.common import (TerseError, ToolError, ToolParser, client_kwarg
                                  consumer_kwargs, main_entry, parse_key_values, read_properties)
 from broker.tools.javautil import java_hash_order, java_string_hash
 
-DEFAULT_FORMATTERS = ("kafka.tools.DefaultMessageFormatter", "org.apache.kafka.tools.consumer.DefaultMessageFormatter")
-NOOP_FORMATTERS = ("kafka.tools.NoOpMessageFormatter", "org.apache.kafka.tools.consumer.NoOpMessageFormatter")
+DEFAULT_FORMATTERS = ("org.apache.kafka.tools.consumer.DefaultMessageFormatter", "kafka.tools.DefaultMessageFormatter")
+NOOP_FORMATTERS = ("org.apache.kafka.tools.consumer.NoOpMessageFormatter", "kafka.tools.NoOpMessageFormatter")
+# Kafka 3.9's ConsoleConsumerOptions.convertDeprecatedClass: these names still work, with a warning.
+DEPRECATED_FORMATTERS = {DEFAULT_FORMATTERS[1]: DEFAULT_FORMATTERS[0], NOOP_FORMATTERS[1]: NOOP_FORMATTERS[0],
+                         **formatters.LEGACY_FORMATTERS}
 
 
 def build_parser() -> ToolParser:
@@ -66,7 +70,7 @@ def build_parser() -> ToolParser:
                    help="Consumer config properties file. Note that [consumer-property] takes precedence.")
     p.add_argument("--formatter", default=DEFAULT_FORMATTERS[0], metavar="<String: class>",
                    help="The name of a class to use for formatting kafka messages for display. "
-                        "(default: kafka.tools.DefaultMessageFormatter)")
+                        "(default: org.apache.kafka.tools.consumer.DefaultMessageFormatter)")
     p.add_argument("--formatter-config", metavar="<String: config file>",
                    help="Config properties file to initialize the message formatter.")
     p.add_argument("--property", action="append", metavar="<String: prop>",
@@ -163,6 +167,9 @@ class DefaultFormatter:
 
 def make_formatter(opts, props: dict):
     name = opts.formatter
+    if name in DEPRECATED_FORMATTERS:
+        sys.stderr.write(f"WARNING: {name} is deprecated and will be removed in the next major release. "
+                         f"Please use {DEPRECATED_FORMATTERS[name]} instead\n")
     if name in DEFAULT_FORMATTERS:
         return DefaultFormatter(props, opts.key_deserializer, opts.value_deserializer).format
     if name in NOOP_FORMATTERS:

@@ -9,11 +9,20 @@ Two tools print these records:
     ``transaction_metadata::transactionalId=X`` -> ``producerId:N,producerEpoch:E,state=Ongoing,
                                                     partitions=[t-0],txnLastUpdateTimestamp=..,txnTimeoutMs=..``
   and ``<DELETE>`` for a tombstone.
-- kafka-console-consumer.sh ``--formatter`` (``format_*`` functions, one output line or None to skip):
-    OffsetsMessageFormatter: ``[group,topic,partition]::OffsetAndMetadata(offset=.., leaderEpoch=..,
-    metadata=.., commitTimestamp=.., expireTimestamp=..)``; GroupMetadataMessageFormatter:
-    ``group::GroupMetadata(...)``; TransactionLogMessageFormatter: ``txnId::TransactionMetadata(...)``;
-    ``NULL`` for tombstones. Java's Optional/Option toString forms are reproduced.
+- kafka-console-consumer.sh ``--formatter`` (one output line each, or None to skip the record):
+  - Kafka 3.9's ``org.apache.kafka.tools.consumer.*MessageFormatter`` classes (``json_formatter``,
+    Kafka's ApiMessageFormatter): ``{"key":{"version":V,"data":{..}},"value":{"version":V,"data":{..}}}``
+    with the record's key and value as Kafka's generated JSON converters write them; ``null`` for a
+    null key or value (a tombstone), ``"unknown"`` for data of a version the formatter does not
+    know; a record of another type (an offset commit for the group formatter, group metadata for
+    the offsets one) is skipped. Kafka 3.9 writes these with no line separator, running the records
+    together on one line; here each ends with a newline.
+  - the deprecated Scala names (``format_*`` functions, announced with Kafka's WARNING on stderr
+    by the console consumer): OffsetsMessageFormatter: ``[group,topic,partition]::OffsetAndMetadata(
+    offset=.., leaderEpoch=.., metadata=.., commitTimestamp=.., expireTimestamp=..)``;
+    GroupMetadataMessageFormatter: ``group::GroupMetadata(...)``; TransactionLogMessageFormatter:
+    ``txnId::TransactionMetadata(...)``; ``NULL`` for tombstones. Java's Optional/Option toString
+    forms are reproduced.
 """
 from __future__ import annotations
 
@@ -22,7 +31,7 @@ import json
 
 from protocol.exceptions import ProtocolError
 from protocol.internal import (OFFSETS_KEY_VERSIONS, GroupMetadataKey, GroupMetadataValue, OffsetCommitKey,
-                               TransactionLogKey)
+                               OffsetCommitValue, TransactionLogKey, TransactionLogValue)
 from protocol.message import Message
 from protocol.messages.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from protocol.internal_records import (decode_offsets_key, decode_offsets_value, decode_transaction_key,
@@ -32,12 +41,15 @@ from protocol.internal_records import (decode_offsets_key, decode_offsets_value,
 TRANSACTION_STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
                       5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
 
-OFFSETS_FORMATTERS = ("kafka.coordinator.group.GroupMetadataManager$OffsetsMessageFormatter",
-                      "org.apache.kafka.tools.consumer.OffsetsMessageFormatter")
-GROUP_FORMATTERS = ("kafka.coordinator.group.GroupMetadataManager$GroupMetadataMessageFormatter",
-                    "org.apache.kafka.tools.consumer.GroupMetadataMessageFormatter")
-TRANSACTION_FORMATTERS = ("kafka.coordinator.transaction.TransactionLog$TransactionLogMessageFormatter",
-                          "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter")
+OFFSETS_FORMATTER = "org.apache.kafka.tools.consumer.OffsetsMessageFormatter"
+GROUP_FORMATTER = "org.apache.kafka.tools.consumer.GroupMetadataMessageFormatter"
+TRANSACTION_FORMATTER = "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter"
+# The Scala formatters Kafka 3.9 still runs, with a deprecation warning, and their successors.
+LEGACY_FORMATTERS = {
+    "kafka.coordinator.group.GroupMetadataManager$OffsetsMessageFormatter": OFFSETS_FORMATTER,
+    "kafka.coordinator.group.GroupMetadataManager$GroupMetadataMessageFormatter": GROUP_FORMATTER,
+    "kafka.coordinator.transaction.TransactionLog$TransactionLogMessageFormatter": TRANSACTION_FORMATTER,
+}
 
 
 # --- kafka-dump-log.sh decoders ------------------------------------------------------------------
@@ -83,15 +95,23 @@ def _camel(attr: str) -> str:
     return first + "".join(part.capitalize() for part in rest)
 
 
+_DEFAULTS: dict = {}
+
+
 def message_json(message, version: int) -> dict:
     """A generated message as Kafka's generated JsonConverter writes it: the fields of that
-    version under their schema names, bytes in base64, nested structs and arrays as JSON."""
+    version under their schema names, a tagged field only when it differs from its default,
+    bytes in base64, nested structs and arrays as JSON."""
+    cls = type(message)
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        defaults = _DEFAULTS[cls] = cls()
     out = {}
-    for attr, _type, _is_array, (lo, hi), _nullable, tag in type(message)._SCHEMA:
+    for attr, _type, _is_array, (lo, hi), _nullable, tag in cls._SCHEMA:
         if not lo <= version <= hi:
             continue
         value = getattr(message, attr)
-        if tag is not None and value is None:
+        if tag is not None and (value is None or value == getattr(defaults, attr)):
             continue
         out[_camel(attr)] = _json_value(value, version)
     return out
@@ -215,12 +235,64 @@ def format_transaction_log(key, value) -> str | None:
             f"txnLastUpdateTimestamp={v.transaction_last_update_timestamp_ms})")
 
 
+_UNKNOWN = "unknown"
+_SKIP = object()
+
+
+def _offsets_key_json(wanted):
+    """Key reader of the __consumer_offsets formatters: JSON data of a key of type `wanted`,
+    _SKIP for the other type, "unknown" for a version that is neither (Kafka's
+    readToGroupMetadataKey + transferKeyMessageToJsonNode)."""
+    def read(key, version):
+        for cls in (OffsetCommitKey, GroupMetadataKey):
+            if cls.MIN_VERSION <= version <= cls.MAX_VERSION:
+                return message_json(cls.decode(key, version, 2), version) if cls is wanted else _SKIP
+        return _UNKNOWN
+    return read
+
+
+def _reader(cls):
+    """Reader of data of message `cls`: its JSON, or "unknown" for a version it does not have."""
+    def read(data, version):
+        if cls.MIN_VERSION <= version <= cls.MAX_VERSION:
+            return message_json(cls.decode(data, version, 2), version)
+        return _UNKNOWN
+    return read
+
+
+def json_formatter(read_key, read_value):
+    """Kafka 3.9's ApiMessageFormatter: (key, value) -> one line of JSON, or None to skip."""
+    def fmt(key, value) -> str | None:
+        doc = {}
+        for name, data, read in (("key", key, read_key), ("value", value, read_value)):
+            if data is None:
+                doc[name] = None
+                continue
+            if len(data) < 2:
+                raise ValueError(f"record {name} shorter than its int16 version")
+            version = int.from_bytes(bytes(data[:2]), "big", signed=True)
+            try:
+                json_data = read(data, version)
+            except (ProtocolError, IndexError) as e:
+                raise ValueError(f"cannot read the record {name} at version {version}: {e}") from None
+            if json_data is _SKIP:
+                return None
+            doc[name] = {"version": version, "data": json_data}
+        return _compact(doc)
+    return fmt
+
+
+_JSON_FORMATTERS = {
+    OFFSETS_FORMATTER: json_formatter(_offsets_key_json(OffsetCommitKey), _reader(OffsetCommitValue)),
+    GROUP_FORMATTER: json_formatter(_offsets_key_json(GroupMetadataKey), _reader(GroupMetadataValue)),
+    TRANSACTION_FORMATTER: json_formatter(_reader(TransactionLogKey), _reader(TransactionLogValue)),
+}
+_LEGACY_FORMATS = {OFFSETS_FORMATTER: format_offsets, GROUP_FORMATTER: format_group_metadata,
+                   TRANSACTION_FORMATTER: format_transaction_log}
+
+
 def internal_formatter(class_name: str):
     """The format function for a --formatter class name, or None when it is not an internal one."""
-    if class_name in OFFSETS_FORMATTERS:
-        return format_offsets
-    if class_name in GROUP_FORMATTERS:
-        return format_group_metadata
-    if class_name in TRANSACTION_FORMATTERS:
-        return format_transaction_log
-    return None
+    if class_name in LEGACY_FORMATTERS:
+        return _LEGACY_FORMATS[LEGACY_FORMATTERS[class_name]]
+    return _JSON_FORMATTERS.get(class_name)
