@@ -36,10 +36,14 @@ class ToolParser(argparse.ArgumentParser):
     ProducerPerformance prints it; None: no such rule)."""
 
     def __init__(self, prog, description, *, version_flags=("--version",),
-                 version_help="Display the version of these tools.", no_args_help_exit=1, **kw):
+                 version_help="Display the version of these tools.", no_args_help_exit=1,
+                 dash_values=(), **kw):
         super().__init__(prog=prog, description=description, allow_abbrev=False, **kw)
         self.add_argument(*version_flags, action="version", version=CLIENT_SOFTWARE_VERSION, help=version_help)
         self.no_args_help_exit = no_args_help_exit
+        # Options whose value may start with a dash (an ISO duration "-PT1H"): as joptsimple
+        # does for an option that requires an argument, the next word is the value.
+        self.dash_values = frozenset(dash_values)
 
     zookeeper_refusal = ""               # set below: ZOOKEEPER_REMOVED
 
@@ -55,6 +59,16 @@ class ToolParser(argparse.ArgumentParser):
             sys.exit(self.no_args_help_exit)
         if any(a == "--zookeeper" or a.startswith("--zookeeper=") for a in args):
             self.error(self.zookeeper_refusal)
+        if self.dash_values:
+            joined, i = [], 0
+            while i < len(args):
+                if args[i] in self.dash_values and i + 1 < len(args) and args[i + 1].startswith("-"):
+                    joined.append(f"{args[i]}={args[i + 1]}")
+                    i += 2
+                else:
+                    joined.append(args[i])
+                    i += 1
+            args = joined
         return super().parse_known_args(args, namespace)
 
 

@@ -38,7 +38,8 @@ MISSING = "-"
 
 def build_parser() -> ToolParser:
     p = ToolParser("kafka-consumer-groups.sh", "This tool helps to list all consumer groups, describe a consumer "
-                   "group, delete consumer group info, or reset consumer group offsets.")
+                   "group, delete consumer group info, or reset consumer group offsets.",
+                   dash_values=("--by-duration",))
     add_bootstrap(p, required=True)
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--list", action="store_true", help="List all consumer groups.")
@@ -120,15 +121,23 @@ def parse_datetime(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+# java.time.Duration.parse: an optional sign, P, days, then T with hours, minutes and seconds
+# (each signed; seconds with up to 9 fraction digits after "." or ","), at least one part.
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?"
+                       r"(?:([-+]?)(\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
 
 
 def parse_duration_ms(text: str) -> int:
-    m = _DURATION.match(text.strip().upper())
-    if not m or text.strip().upper() in ("P", "PT"):
+    """Milliseconds of an ISO-8601 duration as Java's Duration.parse reads it ("PT1H", "-PT1H",
+    "P1DT0.5S", "PT-1H"), truncated to the millisecond."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or m.group(3) == "T" or not any(m.group(i) for i in (2, 4, 5, 7)):
         raise ToolError(f"Invalid duration '{text}': expected ISO-8601 'PnDTnHnMnS'")
-    d, h, mi, s = m.groups()
-    return int(((int(d or 0) * 24 + int(h or 0)) * 60 + int(mi or 0)) * 60000 + float(s or 0) * 1000)
+    sign, days, _t, hours, minutes, s_sign, seconds, fraction = m.groups()
+    nanos = (int(seconds or 0) * 10**9 + int((fraction or "").ljust(9, "0") or 0)) * (-1 if s_sign == "-" else 1)
+    nanos += ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60 * 10**9
+    nanos *= -1 if sign == "-" else 1
+    return int(nanos / 10**6) if nanos >= 0 else -((-nanos) // 10**6)
 
 
 class GroupsTool:

@@ -215,6 +215,15 @@ def test_reset_current_duration_and_multi_group_file(tools_broker, tool, tmp_pat
     r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic", "modes",
              "--by-duration", "PT1H", "--execute")
     assert table(r.lines)[1:] == [["g-modes", "modes", "0", "0"], ["g-modes", "modes", "1", "0"]]
+    # a negative duration (Java's Duration.parse: "-PT1H", "PT-1H"; the value may start with a dash)
+    # is an hour ahead: no offset that late, so the latest
+    for duration in ("-PT1H", "PT-1H", "P-1DT0,5S"):
+        r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic",
+                 "modes:1", "--by-duration", duration)
+        assert (r.code, table(r.lines)[1:]) == (0, [["g-modes", "modes", "1", "4"]]), (duration, r)
+    r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic",
+             "modes:1", "--by-duration", "PT0.5M")     # only seconds take a fraction
+    assert r.code == 1 and "Invalid duration 'PT0.5M'" in r.err
     # --to-datetime in the future: no such offset, so Kafka falls back to the latest, with a warning
     r = tool("consumer_groups", "--bootstrap-server", b, "--reset-offsets", "--group", "g-modes", "--topic",
              "modes:1", "--to-datetime", "2999-01-01T00:00:00.000")
