@@ -3,7 +3,12 @@
 Behaviour:
 - TOPIC resources (type 2): every topic config with its effective value and source: the topic's
   own override (TOPIC_CONFIG), else the first broker synonym that is set (DYNAMIC_BROKER_CONFIG,
-  DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG), else the default (DEFAULT_CONFIG).
+  DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG), else the default (DEFAULT_CONFIG). In a
+  cluster the overrides are read from ZooKeeper's /config/topics/<topic> on each request, as
+  Kafka's ZkConfigRepository does: a broker that holds no replica of a topic created after it
+  started has no copy of them (a new topic sends no config change notification). A znode whose
+  config Kafka would refuse (hand-edited), or ZooKeeper out of reach: this broker's copy, with
+  a log line.
   Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION; illegal name -> INVALID_TOPIC_EXCEPTION.
 - BROKER resources (type 4): name = this broker's id -> every broker config with its layered
   source; name "" -> the cluster-wide dynamic defaults only (as Kafka). Another id ->
@@ -20,15 +25,20 @@ Behaviour:
 `topic_entries` is shared with CreateTopics (v5+ returns the new topic's configs).
 """
 
+import logging
+
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.describe_configs import DescribeConfigsResponse
 
+from broker import zk_data as zd
 from broker.config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER_LOGGER,
                            SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, TOPIC_CONFIGS,
-                           TYPE_IDS, format_value, java_int)
+                           TYPE_IDS, ConfigError, format_value, java_int, validate_topic_configs)
 from broker.log import logger_levels
 from broker.topics import validate_topic_name
+
+log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MIN_VERSION = 0
@@ -52,8 +62,10 @@ class ConfigEntry:
         self.type, self.doc = type_, doc
 
 
-def topic_entries(broker, name: str, keys=None) -> list:
-    overrides = broker.metadata.topic_config(name)
+def topic_entries(broker, name: str, keys=None, overrides=None) -> list:
+    """The entries of topic `name`, from `overrides` (default: this broker's copy of them)."""
+    if overrides is None:
+        overrides = broker.metadata.topic_config(name)
     out = []
     for definition in TOPIC_CONFIGS:
         if keys is not None and definition.name not in keys:
@@ -168,14 +180,15 @@ def _result_configs(entries, version, include_synonyms, include_docs) -> list:
     return out
 
 
-def describe_resource(broker, resource_type: int, resource_name: str, keys) -> list:
+def describe_resource(broker, resource_type: int, resource_name: str, keys,
+                      topic_overrides=None) -> list:
     """ConfigEntry list for one resource; raises KafkaError for a bad resource."""
     if resource_type == TOPIC:
         validate_topic_name(resource_name)
         if broker.metadata.get_topic(resource_name) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"Topic {resource_name} does not exist")
-        return topic_entries(broker, resource_name, keys)
+        return topic_entries(broker, resource_name, keys, topic_overrides)
     if resource_type == BROKER:
         if resource_name == "":
             return default_broker_entries(broker, keys)
@@ -191,6 +204,24 @@ def describe_resource(broker, resource_type: int, resource_name: str, keys) -> l
                      f"Unsupported resource type {resource_type}")
 
 
+async def _zookeeper_overrides(broker, name: str):
+    """In a cluster, topic `name`'s overrides as ZooKeeper holds them now; None elsewhere, for a
+    topic that is not there, or when they cannot be used (then this broker's copy is)."""
+    kzk = getattr(getattr(broker, "cluster", None), "kzk", None)
+    if kzk is None:
+        return None
+    validate_topic_name(name)
+    if broker.metadata.get_topic(name) is None:
+        return None
+    try:
+        configs = await kzk.get_entity_config("topics", name)
+        validate_topic_configs(configs)
+    except (zd.ZNodeDataError, zd.ZkError, ConfigError) as exc:
+        log.error("Describing the config of topic %s as this broker has it: %s", name, exc)
+        return None
+    return configs
+
+
 async def handle(broker, ctx, request):
     version = ctx.api_version
     include_synonyms = version >= 1 and request.include_synonyms
@@ -200,8 +231,10 @@ async def handle(broker, ctx, request):
         # null or empty: every config (Kafka's ConfigHelper.createResponseConfig)
         keys = set(resource.configuration_keys) if resource.configuration_keys else None
         try:
+            overrides = await _zookeeper_overrides(broker, resource.resource_name) \
+                if resource.resource_type == TOPIC else None
             entries = describe_resource(broker, resource.resource_type, resource.resource_name,
-                                        keys)
+                                        keys, overrides)
         except KafkaError as exc:
             results.append(R.DescribeConfigsResult(
                 error_code=exc.error_code, error_message=exc.message,

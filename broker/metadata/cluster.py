@@ -225,10 +225,12 @@ class ClusterMetadataStore(MetadataStore):
                 if not topic.partitions:
                     self._topics.pop(name, None)
                     self._by_id.pop(topic.topic_id, None)
+                    self._topic_configs.pop(name, None)     # a topic of that name comes anew
             return
         if topic is None or (topic_id not in (None, ZERO_UUID) and topic.topic_id != topic_id):
-            if topic is not None:
+            if topic is not None:                           # deleted and made again
                 self._by_id.pop(topic.topic_id, None)
+                self._topic_configs.pop(name, None)
             topic = TopicMetadata(name, topic_id or ZERO_UUID, {},
                                   dict(self._topic_configs.get(name, {})))
             self._topics[name] = topic

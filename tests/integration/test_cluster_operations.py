@@ -782,3 +782,52 @@ def test_client_quotas_are_written_as_kafka_writes_them_and_keep_scram_credentia
             "producer_byte_rate,request_percentage,controller_mutation_rate")
     assert json.loads(zk.get("/config/users/alice")[0])["config"] == {
         "SCRAM-SHA-256": credential}
+
+
+def test_every_broker_describes_a_topics_configs_as_zookeeper_holds_them(cluster, zk):
+    """DescribeConfigs of a topic answers from /config/topics/<topic>, as Kafka's
+    ZkConfigRepository, on every broker: one holding no replica of a topic created after it
+    started had no copy of its overrides and answered the defaults (kafka-topics.sh --describe,
+    --under-min-isr-partitions from min.insync.replicas=1), and one that had a copy kept it
+    after the topic was deleted and made again without them."""
+    from protocol.messages.describe_configs import DescribeConfigsRequest
+    live = sorted(cluster.live_brokers())
+    bootstrap = live_bootstrap(cluster)
+
+    async def overrides(broker_id: int, topic: str) -> dict:
+        conn = await BrokerConnection("127.0.0.1", cluster.brokers[broker_id].port,
+                                      node_id=broker_id).connect()
+        try:
+            response = await conn.send(DescribeConfigsRequest(resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=2, resource_name=topic, configuration_keys=None)],
+                include_synonyms=False, include_documentation=False), 4)
+        finally:
+            await conn.close()
+        (result,) = response.results
+        assert result.error_code == 0, result
+        return {c.name: c.value for c in result.configs if c.config_source == 1}   # TOPIC_CONFIG
+
+    def all_overrides(topic: str) -> dict:
+        async def go():
+            return {b: await overrides(b, topic) for b in live}
+        return asyncio.run(go())
+
+    def wait_gone(topic: str) -> None:
+        deadline = time.monotonic() + 60
+        while zk.exists(f"/brokers/topics/{topic}") or zk.exists(f"/admin/delete_topics/{topic}"):
+            assert time.monotonic() < deadline, f"{topic} still being deleted"
+            time.sleep(0.2)
+
+    tool_ok("kafka-topics.sh", "--bootstrap-server", bootstrap, "--create", "--topic", "cfg-where",
+            "--replica-assignment", str(live[-1]), "--config", "min.insync.replicas=1",
+            "--config", "retention.ms=12345")
+    cluster.wait_for_leader("cfg-where", 0)
+    want = {"min.insync.replicas": "1", "retention.ms": "12345"}
+    assert all_overrides("cfg-where") == {b: want for b in live}
+    tool_ok("kafka-topics.sh", "--bootstrap-server", bootstrap, "--delete", "--topic", "cfg-where")
+    wait_gone("cfg-where")
+    tool_ok("kafka-topics.sh", "--bootstrap-server", bootstrap, "--create", "--topic", "cfg-where",
+            "--replica-assignment", str(live[0]))
+    cluster.wait_for_leader("cfg-where", 0)
+    assert all_overrides("cfg-where") == {b: {} for b in live}
