@@ -138,11 +138,12 @@ class Admin:
 
     async def create_partitions(self, counts: dict, *, assignments: dict | None = None,
                                 validate_only: bool = False, timeout_ms: int = 30000) -> dict:
-        """counts: {topic: new total}; assignments: {topic: [[broker ids] per new partition]}."""
+        """counts: {topic: new total}; assignments: {topic: [[broker ids] per new partition]}
+        (an empty list is sent as one, for the broker to refuse, as Kafka's admin does)."""
         T = CreatePartitionsRequest
         request = CreatePartitionsRequest(timeout_ms=timeout_ms, validate_only=validate_only, topics=[
             T.CreatePartitionsTopic(name=name, count=count,
-              assignments=None if not (assignments or {}).get(name) else
+              assignments=None if (assignments or {}).get(name) is None else
               [T.CreatePartitionsAssignment(broker_ids=list(b)) for b in assignments[name]])
             for name, count in counts.items()])
 

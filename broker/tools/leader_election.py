@@ -25,7 +25,7 @@ from broker.client.cluster import ClusterClient, is_retriable
 from broker.client.errors import ClientError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text,
-                                 exception_class, main_entry, read_properties)
+                                 exception_class, java_int, main_entry, read_properties)
 from broker.tools.javautil import java_hash_order, java_tp_hash
 from broker.tools.kafka_json import Failure, as_array, as_object, field, parse_json, to_int, to_str
 
@@ -104,8 +104,10 @@ def parse_election_file(path: str) -> list:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
-    except OSError as e:
-        raise ToolError(str(e)) from None
+    except OSError as e:            # Kafka's RuntimeException around the IOException
+        kind = {FileNotFoundError: "java.nio.file.NoSuchFileException",
+                PermissionError: "java.nio.file.AccessDeniedException"}.get(type(e))
+        raise ToolError(f"{kind}: {path}" if kind else f"java.io.IOException: {e.strerror}") from None
     try:
         doc = parse_json(text) if text.strip() else None
     except Failure:
@@ -138,7 +140,7 @@ async def run(opts) -> int:
     if opts.path_to_json_file:
         partitions = parse_election_file(opts.path_to_json_file)
     elif opts.topic:
-        partitions = [TopicPartition(opts.topic, converted(opts, "partition", int))]
+        partitions = [TopicPartition(opts.topic, converted(opts, "partition", java_int))]
     else:
         partitions = None
     props = read_properties(opts.admin_config) if opts.admin_config else {}

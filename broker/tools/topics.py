@@ -21,8 +21,8 @@ from broker.client.admin import RESOURCE_TOPIC, Admin, NewTopic
 from broker.client.cluster import ClusterClient
 from broker.client.errors import UnsupportedVersionError
 from broker.client.types import TopicPartition
-from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, include_list, main_entry,
-                                 read_properties)
+from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, include_list,
+                                 integer_option, java_int, java_split, main_entry, read_properties)
 from broker.tools.javautil import java_hash_order, java_string_hash
 
 ERROR_PREFIX = "Error while executing topic command : "
@@ -42,9 +42,9 @@ def build_parser() -> ToolParser:
                    help="The topic to create, alter, describe or delete. It also accepts a regular expression, "
                         "except for --create option.")
     p.add_argument("--topic-id", metavar="<String: topic-id>", help="The topic-id to describe.")
-    p.add_argument("--partitions", type=int, metavar="<Integer: # of partitions>",
+    p.add_argument("--partitions", type=integer_option("partitions"), metavar="<Integer: # of partitions>",
                    help="The number of partitions for the topic being created or altered.")
-    p.add_argument("--replication-factor", type=int, metavar="<Integer: replication factor>",
+    p.add_argument("--replication-factor", type=integer_option("replication-factor"), metavar="<Integer: replication factor>",
                    help="The replication factor for each partition in the topic being created.")
     p.add_argument("--replica-assignment", metavar="<String: broker_id_for_part1_replica1 : ...>",
                    help="A list of manual partition-to-broker assignments for the topic being created or altered.")
@@ -75,11 +75,11 @@ def build_parser() -> ToolParser:
 def parse_replica_assignment(text: str) -> dict:
     """'1:2,2:3' -> {0: [1, 2], 1: [2, 3]}."""
     out = {}
-    for i, part in enumerate(text.split(",")):
+    for i, part in enumerate(java_split(text, ",")):       # as Kafka's parseReplicaAssignment
         try:
-            brokers = [int(b.strip()) for b in part.split(":") if b.strip()]
-        except ValueError:
-            raise ToolError(f"Invalid replica assignment '{text}'") from None
+            brokers = [java_int(b.strip()) for b in java_split(part, ":")]
+        except ValueError as e:
+            raise ToolError(str(e)) from None
         if len(set(brokers)) != len(brokers):
             duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
             raise ToolError("Partition replica lists may not contain duplicate entries: "

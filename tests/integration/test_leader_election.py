@@ -126,6 +126,14 @@ def test_a_bad_election_file_is_named(tmp_path):
         code, out, err = tool("--bootstrap-server", "127.0.0.1:1", "--election-type",
                               "preferred", "--path-to-json-file", str(path))
         assert (code, err) == (1, message + "\n")
+    missing = tmp_path / "missing.json"         # Kafka names the file (Python's errno text did not)
+    code, out, err = tool("--bootstrap-server", "127.0.0.1:1", "--election-type", "preferred",
+                          "--path-to-json-file", str(missing))
+    assert (code, err) == (1, f"java.nio.file.NoSuchFileException: {missing}\n")
+    # a partition beyond Java's int is joptsimple's parse error, not a struct error
+    code, out, err = tool("--bootstrap-server", "127.0.0.1:1", "--election-type", "preferred",
+                          "--topic", "t", "--partition", "99999999999")
+    assert (code, err) == (1, "Cannot parse argument '99999999999' of option partition\n")
 
 
 def test_turning_unclean_election_on_elects_a_leader_at_once(kafka_cluster):

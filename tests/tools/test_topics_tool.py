@@ -108,12 +108,32 @@ def test_list_filters_and_regex(tools_broker, tool):
     assert all(l.startswith("Topic: beta\t") for l in r.lines)
 
 
-def test_replica_assignment_and_bad_values(tools_broker, tool):
+def test_replica_assignment_and_bad_values(tools_broker, tool, script):
     b = tools_broker.bootstrap
     r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "assigned", "--replica-assignment", "0,0")
     assert r.code == 0, r
     r = tool("topics", "--bootstrap-server", b, "--describe", "--topic", "assigned")
     assert "PartitionCount: 2" in r.lines[0]
+    # --alter with entries for the existing partitions only: none for the new ones, which Kafka's
+    # broker refuses (the empty list was sent as "no assignment" and placed automatically)
+    prefix = "Error while executing topic command : "
+    r = tool("topics", "--bootstrap-server", b, "--alter", "--topic", "assigned", "--partitions", 4,
+             "--replica-assignment", "0,0")
+    assert (r.code, r.err) == (1, prefix + "Increasing the number of partitions by 2 but 0 assignments "
+                                           "provided.\n"), r
+    r = tool("topics", "--bootstrap-server", b, "--alter", "--topic", "assigned", "--partitions", 3,
+             "--replica-assignment", "0,0,0,")           # Java's split drops the trailing empty entry
+    assert r.code == 0, r
+    # numbers as Java reads them: 32 bits, no empty broker id
+    r = script("kafka-topics.sh", "--bootstrap-server", b, "--create", "--topic", "big-numbers",
+               "--partitions", "99999999999")
+    assert (r.code, r.err) == (1, "kafka-topics.sh: error: argument --partitions: Cannot parse argument "
+                                  "'99999999999' of option partitions\n")
+    for argv, message in (
+            (["--replica-assignment", "99999999999"], prefix + 'For input string: "99999999999"'),
+            (["--replica-assignment", "0::1"], prefix + 'For input string: ""')):
+        r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "big-numbers", *argv)
+        assert (r.code, r.err) == (1, message + "\n"), (argv, r)
     r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "bad", "--partitions", 0)
     assert r.code == 1 and r.err == "Error while executing topic command : The partitions must be greater than 0\n"
     r = tool("topics", "--bootstrap-server", b, "--create", "--topic", "bad", "--replication-factor", 3)
