@@ -5,8 +5,12 @@ Output, as Kafka's ConsumerPerformance prints it: a header line and one summary 
     fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     2026-11-23 09:00:00:123, 2026-11-23 09:00:05:456, 95.3674, 17.8837, 100000, 18752.3441, 3012, 2321, ...
 (``--show-detailed-stats`` prints a line per ``--reporting-interval`` instead, starting with
-``time, threadId``). Rebalance time is the time to join the group; fetch time is the rest.
-When ``--timeout`` ms pass without a record the run ends early with Kafka's WARNING line.
+``time, threadId``). Rebalance time is the time to join the group; fetch time is the rest. In
+the detailed lines, as Kafka's: the first interval starts before the join and shows it, the
+later ones show a join time of 0. A poll returns at most ``max.poll.records`` (default 5000 here,
+from ``--consumer.config``). When ``--timeout`` ms pass without a record the run ends early with
+Kafka's WARNING line. ``--print-metrics`` is accepted and prints nothing: this client keeps none
+of the Java client's metrics.
 """
 from __future__ import annotations
 
@@ -95,12 +99,15 @@ async def run(opts) -> int:
         join_ms = int((time.monotonic() - join_start) * 1000)
         fetch_start = time.monotonic()
         messages = bytes_read = 0
-        last_report = time.monotonic()
+        # Kafka's first interval starts before the group is joined and counts the join time
+        # apart; later ones have none (its joinTimeMsInSingleRound is reset after a report)
+        last_report, join_in_round = join_start, join_ms
         last_messages = last_bytes = 0
         last_record = time.monotonic()
         timed_out = False
         while messages < opts.messages:
-            records = await consumer.poll(timeout_ms=100, max_records=opts.messages - messages)
+            records = await consumer.poll(timeout_ms=100, max_records=min(consumer.max_poll_records,
+                                                                          opts.messages - messages))
             now = time.monotonic()
             if records:
                 last_record = now
@@ -111,13 +118,17 @@ async def run(opts) -> int:
                 timed_out = True
                 break
             if opts.show_detailed_stats and (now - last_report) * 1000 >= opts.reporting_interval:
-                elapsed = now - last_report
+                elapsed_ms = max(int((now - last_report) * 1000), 1)      # whole ms, as Kafka
+                fetch_ms_round = elapsed_ms - join_in_round
                 mb = (bytes_read - last_bytes) / MB
                 n = messages - last_messages
+                fetch_rates = (f"{1000 * mb / fetch_ms_round:.4f}, {1000 * n / fetch_ms_round:.4f}"
+                               if fetch_ms_round > 0 else "0.0000, 0.0000")
                 print(f"{java_date(time.time() * 1000, opts.date_format)}, 0, {bytes_read / MB:.4f}, "
-                      f"{mb / elapsed:.4f}, {messages}, {n / elapsed:.4f}, {join_ms}, "
-                      f"{int(elapsed * 1000)}, {mb / elapsed:.4f}, {n / elapsed:.4f}", flush=True)
+                      f"{1000 * mb / elapsed_ms:.4f}, {messages}, {1000 * n / elapsed_ms:.4f}, "
+                      f"{join_in_round}, {fetch_ms_round}, {fetch_rates}", flush=True)
                 last_report, last_messages, last_bytes = now, messages, bytes_read
+                join_in_round = 0
         end_ms = time.time() * 1000
         fetch_ms = int((time.monotonic() - fetch_start) * 1000)
         await consumer.close()

@@ -200,7 +200,7 @@ def test_log_dirs_and_api_versions(tools_broker, tool):
     assert any(e.startswith("\tApiVersions(18): ") for e in entries)
 
 
-def test_perf_tests(tools_broker, tool):
+def test_perf_tests(tools_broker, tool, tmp_path):
     b = tools_broker.bootstrap
     r = tool("producer_perf_test", "--topic", "perf", "--num-records", 2000, "--record-size", 50,
              "--throughput", -1, "--producer-props", f"bootstrap.servers={b}", "acks=1")
@@ -223,6 +223,18 @@ def test_perf_tests(tools_broker, tool):
     r = tool("console_consumer", "--bootstrap-server", b, "--topic", "mono", "--from-beginning",
              "--max-messages", 5, "--timeout-ms", 10000)
     assert r.lines == ["0", "1", "2", "3", "4"]
+    # --show-detailed-stats: the first interval starts before the join and counts it apart, as
+    # Kafka's ConsumerPerformance; the later ones have no join time, so fetch time is the interval
+    config = tmp_path / "consumer.properties"
+    config.write_text("max.poll.records=1\n")          # 2000 polls: several intervals of 1 ms
+    r = tool("consumer_perf_test", "--bootstrap-server", b, "--topic", "perf", "--messages", 2000,
+             "--timeout", 10000, "--show-detailed-stats", "--reporting-interval", 1, "--consumer.config", config)
+    assert r.code == 0 and r.lines[0].startswith("time, threadId, "), r
+    rows = [line.split(", ") for line in r.lines[1:]]
+    assert len(rows) >= 2 and all(len(row) == 10 for row in rows), r.lines
+    assert int(rows[0][7]) >= 0
+    for row in rows[1:]:
+        assert row[6] == "0" and (row[8], row[9]) == (row[3], row[5]), row
     r = tool("consumer_perf_test", "--bootstrap-server", b, "--topic", "perf", "--messages", 1,
              "--reporting-interval", 0)
     assert (r.code, r.err) == (1, "Error: Reporting interval must be greater than 0.\n")
