@@ -78,21 +78,30 @@ class _Fetched:
         while self.index >= len(self.records):
             if not self.batches:
                 return False
-            batch = self.batches.popleft()
+            batch = self.batches[0]
             tp, start = self.tp, self.start
             ts_type, epoch = batch.timestamp_type, batch.partition_leader_epoch
+            # a batch that does not decode stays: every poll raises, as Java's does, until the
+            # application seeks past it
             self.records = [ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, ts_type,
                                            r.key, r.value, r.headers, epoch)
                             for r in batch.records() if r.offset >= start]
+            self.batches.popleft()
             self.index = 0
         return True
 
     def take(self, n: int) -> list:
+        """Up to `n` records; a batch that does not decode raises, once the records before it
+        are taken."""
         out = []
-        while len(out) < n and self._fill():
-            end = min(len(self.records), self.index + n - len(out))
-            out.extend(self.records[self.index:end])
-            self.index = end
+        try:
+            while len(out) < n and self._fill():
+                end = min(len(self.records), self.index + n - len(out))
+                out.extend(self.records[self.index:end])
+                self.index = end
+        except Exception:
+            if not out:
+                raise
         if out:
             self.next_offset = out[-1].offset + 1
         return out
@@ -200,10 +209,10 @@ class Consumer:
         self._buffer = collections.deque(f for f in self._buffer if keep(f.tp))
 
     def _consumed_positions(self, only=None) -> dict:
-        """Per assigned partition (of `only`, when given), the offset of the next record poll()
-        has not returned yet: the first one still buffered, else the fetch position. Commits
-        and position() use it, as Java's consumer (whose position moves only as records are
-        returned)."""
+        """Per assigned partition (of `only`, when given), the consumed position: the offset
+        after the last record poll() returned from the partition's buffer, else the fetch
+        position. Commits and position() use it, as Java's consumer (whose position moves only
+        as records are returned)."""
         wanted = self._assigned if only is None else self._assigned & set(only)
         first: dict = {}
         for fetched in self._buffer:
@@ -318,11 +327,12 @@ class Consumer:
         while buffer and len(out) < max_records:
             fetched = buffer[0]
             try:
-                out.extend(fetched.take(max_records - len(out)))
+                taken = fetched.take(max_records - len(out))
             except Exception:
                 if out:             # what came before the bad batch first; it raises next time
                     return out
                 raise
+            out.extend(taken)
             if fetched.exhausted:
                 buffer.popleft()
         return out

@@ -528,3 +528,31 @@ def test_null_keys_spread_after_batch_size_bytes(client_broker):
             runs = [len(list(g)) for _, g in itertools.groupby(partitions)]
             assert max(runs) <= 5                      # about 4 KiB per partition in turn
     run(go())
+
+
+def test_a_batch_that_does_not_decode_comes_after_the_records_before_it():
+    """Java's fetch collector: the records before a bad batch are returned, then every poll
+    raises at it (the application seeks past it), and the consumed position stays before it."""
+    from broker.client.consumer import _Fetched
+    from storage.compression import CorruptRecordError
+
+    class Batch:                                # a storage batch view's face, as _Fetched reads it
+        timestamp_type, partition_leader_epoch = 0, 0
+
+        def __init__(self, offsets):
+            self.offsets = offsets
+
+        def records(self):
+            if self.offsets is None:
+                raise CorruptRecordError("bad lz4 frame")
+            return [type("R", (), dict(offset=o, timestamp=0, key=None, value=b"v", headers=[]))
+                    for o in self.offsets]
+
+    tp = TopicPartition("t", 0)
+    fetched = _Fetched(tp, [Batch([5, 6, 7]), Batch(None), Batch([9])], start=6)
+    assert [r.offset for r in fetched.take(10)] == [6, 7]   # below the start skipped
+    assert fetched.next_offset == 8 and not fetched.exhausted
+    for _ in range(2):
+        with pytest.raises(CorruptRecordError):
+            fetched.take(10)
+    assert fetched.next_offset == 8
