@@ -37,6 +37,9 @@ from protocol.messages.consumer_protocol import ConsumerProtocolAssignment, Cons
 from protocol.internal_records import (decode_offsets_key, decode_offsets_value, decode_transaction_key,
                                        decode_transaction_value)
 
+from broker.client.types import TopicPartition
+from broker.tools.javautil import java_tp_hash, scala_hash_set_order
+
 
 TRANSACTION_STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit",
                       5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
@@ -140,9 +143,12 @@ def _decode_member_field(member_json: dict, name: str, data, cls) -> None:
 
 
 def _txn_partitions(v) -> list:
+    """The transaction's partitions in the order Kafka prints them: its readTxnRecordValue adds
+    each topic's partitions to a Scala mutable.HashSet, which iterates in hash order."""
     if v.transaction_status == 0 or not v.transaction_partitions:
         return []
-    return sorted((p.topic, i) for p in v.transaction_partitions for i in p.partition_ids)
+    groups = [[TopicPartition(p.topic, i) for i in p.partition_ids] for p in v.transaction_partitions]
+    return [(tp.topic, tp.partition) for tp in scala_hash_set_order(groups, java_tp_hash)]
 
 
 def dump_transaction_record(offset: int, key, value):

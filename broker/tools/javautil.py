@@ -77,3 +77,28 @@ def java_split(pattern, text: str, keep_trailing: bool = False) -> list:
     while parts and parts[-1] == "" and not keep_trailing:
         parts.pop()
     return parts
+
+
+def scala_hash_set_order(groups, hash_of) -> list:
+    """The iteration order of a Scala 2.13 ``mutable.HashSet`` filled by ``++=`` of each group
+    of ``groups`` in turn (Kafka's TransactionMetadata.topicPartitions, printed by its tools):
+    by bucket (the hash with its high half folded in, masked by the table size: 16 at first,
+    doubled before an element would bring the count to three quarters of it, and at least the
+    size a group's ``sizeHint`` asks for), then by the folded hash, as a signed int, within a
+    bucket (Scala keeps each bucket sorted so), equal hashes in insertion order."""
+    def table_size_for(capacity: int) -> int:
+        return min(1 << 30, 1 << max(capacity - 1, 4).bit_length())
+
+    size, folded = table_size_for(16), {}
+    for group in groups:
+        group = list(dict.fromkeys(group))
+        size = max(size, table_size_for(int((len(group) + 1) / 0.75)))
+        for key in group:
+            if key in folded:
+                continue
+            if len(folded) + 1 >= int(size * 0.75):
+                size *= 2
+            h = hash_of(key) & 0xFFFFFFFF
+            h ^= h >> 16
+            folded[key] = h - (1 << 32) if h & 0x80000000 else h
+    return sorted(folded, key=lambda k: (folded[k] & (size - 1), folded[k]))

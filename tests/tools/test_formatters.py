@@ -57,6 +57,15 @@ def test_transaction_log_formatter():
     assert formatters.format_transaction_log(key, None) == "tx::NULL"
     assert formatters.dump_transaction_record(0, key, None) == ("transaction_metadata::transactionalId=tx",
                                                                 "<DELETE>")
+    # Kafka prints them as its Scala HashSet iterates, in hash order: not sorted for this topic
+    # (kafka-transactions.sh describe lists the same order)
+    value = encode_value(TransactionLogValue(
+        producer_id=5, producer_epoch=1, transaction_timeout_ms=60000, transaction_status=1,
+        transaction_partitions=[P(topic="txn-t", partition_ids=list(range(6)))],
+        transaction_last_update_timestamp_ms=20, transaction_start_timestamp_ms=10), 0)
+    assert formatters.dump_transaction_record(0, key, value)[1] == (
+        "producerId:5,producerEpoch:1,state=Ongoing,partitions=[txn-t-4,txn-t-3,txn-t-5,txn-t-0,txn-t-2,"
+        "txn-t-1],txnLastUpdateTimestamp=20,txnTimeoutMs=60000")
 
 
 # -- Kafka 3.9's JSON formatters (ApiMessageFormatter), with the cases of its own tests --------------
