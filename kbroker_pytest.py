@@ -110,10 +110,18 @@ def kafka_cluster(request, tmp_path):
     from broker.testing.cluster import KafkaCluster
     brokers, config = 3, {}
     for marker in reversed(list(request.node.iter_markers(CLUSTER_MARKER))):
-        if marker.args:
-            config.update(marker.args[0])
+        if len(marker.args) > 1 or (marker.args and not isinstance(marker.args[0], dict)):
+            raise pytest.UsageError(f"@pytest.mark.{CLUSTER_MARKER} takes one dict of properties "
+                                    f"and keyword arguments, not {marker.args!r}")
+        if marker.args and "brokers" in marker.args[0]:
+            raise pytest.UsageError(f"@pytest.mark.{CLUSTER_MARKER}: the number of brokers is "
+                                    f"the keyword argument brokers=N, not a property")
+        config.update(marker.args[0] if marker.args else {})
         for key, value in marker.kwargs.items():
             if key == "brokers":
+                if type(value) is not int or value < 1:
+                    raise pytest.UsageError(f"@pytest.mark.{CLUSTER_MARKER}: brokers must be a "
+                                            f"whole number of at least 1, not {value!r}")
                 brokers = value
             else:
                 config[key.replace("_", ".")] = value

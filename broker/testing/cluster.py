@@ -106,6 +106,8 @@ class KafkaCluster:
     def __init__(self, num_brokers: int = 3, base_dir=None, *, config: dict | None = None,
                  broker_configs: dict | None = None, session_timeout_ms: int = 6000,
                  zookeeper: ZooKeeperServer | None = None, python: str | None = None):
+        if type(num_brokers) is not int or num_brokers < 1:
+            raise ValueError(f"a cluster has at least 1 broker, not {num_brokers!r}")
         self._temp = None
         if base_dir is None:
             self._temp = tempfile.mkdtemp(prefix="kbroker-cluster-")

@@ -68,3 +68,27 @@ def test_loading_the_plugin_leaves_a_projects_own_broker_package_alone(tmp_path)
                             timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+def test_bad_kafka_cluster_config_markers_are_usage_errors(tmp_path):
+    # Checked before anything starts: a positional string failed deep in setup, a "brokers"
+    # property was written into every broker's properties, and brokers=0 waited 60 s for a
+    # controller that could not be elected.
+    import subprocess
+    import sys
+    (tmp_path / "test_bad.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.kafka_cluster_config('x')\n"
+        "def test_string(kafka_cluster):\n    pass\n\n"
+        "@pytest.mark.kafka_cluster_config({'brokers': 1})\n"
+        "def test_property(kafka_cluster):\n    pass\n\n"
+        "@pytest.mark.kafka_cluster_config(brokers=0)\n"
+        "def test_none(kafka_cluster):\n    pass\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "test_bad.py"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0 and "3 error" in out, out
+    assert "takes one dict of properties and keyword arguments, not ('x',)" in out
+    assert "the number of brokers is the keyword argument brokers=N" in out
+    assert "brokers must be a whole number of at least 1, not 0" in out
