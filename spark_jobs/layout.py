@@ -17,7 +17,12 @@ takes a lock, and tolerates a broker appending at the same time:
   index is read up to its first entry that does not increase.
 - The committed end of a partition, the exclusive upper bound of every read, is its high_watermark
   from `replication-offset-checkpoint` when that file covers the partition, else the log_end_offset
-  (the end of the last complete, CRC-valid batch). Planning snapshots the byte size of the active
+  (the end of the last complete, CRC-valid batch). That checkpoint is up to
+  `replica.high.watermark.checkpoint.interval.ms` (5 s) old, while the log cleaner compacts up to
+  the live high watermark: a record below the checkpointed one may be gone for a newer record of
+  its key above it. So where `cleaner-offset-checkpoint` (the end of what was cleaned, never past
+  the live high watermark) is further, the end is that: every key's latest record is read. What
+  a cleaning swaps in before it writes that checkpoint (a moment) is still read as of before. Planning snapshots the byte size of the active
   segment at that moment, so all tasks of one query see the same data while the broker keeps appending.
 
 Byte layouts (all big-endian, as Kafka writes them)::
@@ -285,11 +290,17 @@ def _swapped_in(dir_path: str, names: set, base: int, segments: list) -> list:
 
 
 def load_partition(dir_path: str, topic: str, partition: int,
-                   high_watermarks: dict, log_start_offsets: dict) -> PartitionLog:
-    """Snapshots one partition directory: segments, the active segment's complete size, offsets."""
+                   high_watermarks: dict, log_start_offsets: dict,
+                   cleaned_offsets: dict | None = None) -> PartitionLog:
+    """Snapshots one partition directory: segments, the active segment's complete size, offsets.
+    `cleaned_offsets`: cleaner-offset-checkpoint's entries (see the module doc, committed end)."""
+    high_watermark = high_watermarks.get((topic, partition))
+    cleaned = (cleaned_offsets or {}).get((topic, partition))
+    if high_watermark is not None and cleaned is not None:
+        high_watermark = max(high_watermark, cleaned)
     segments = _list_segments(dir_path)
     if not segments:
-        return PartitionLog(topic, partition, dir_path, [], 0, 0, high_watermarks.get((topic, partition)))
+        return PartitionLog(topic, partition, dir_path, [], 0, 0, high_watermark)
     # Only the active (last) segment can have a torn tail; scan it from its last index entry on.
     active = segments[-1]
     entries = read_offset_index(active.index_path, active.base_offset)
@@ -301,7 +312,7 @@ def load_partition(dir_path: str, topic: str, partition: int,
     log_end_offset = next_offset if next_offset is not None else active.base_offset
     log_start_offset = max(segments[0].base_offset, log_start_offsets.get((topic, partition), 0))
     return PartitionLog(topic, partition, dir_path, segments, log_start_offset, log_end_offset,
-                        high_watermarks.get((topic, partition)))
+                        high_watermark)
 
 
 def discover(log_dirs: list[str], topic_filter=None,
@@ -317,6 +328,7 @@ def discover(log_dirs: list[str], topic_filter=None,
     for log_dir in log_dirs:
         high_watermarks = read_checkpoint(os.path.join(log_dir, HIGH_WATERMARK_CHECKPOINT))
         log_start_offsets = read_checkpoint(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
+        cleaned_offsets = read_checkpoint(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT))
         for name in sorted(os.listdir(log_dir)):
             m = _PARTITION_DIR.match(name)
             path = os.path.join(log_dir, name)
@@ -329,7 +341,8 @@ def discover(log_dirs: list[str], topic_filter=None,
                 continue
             if partition_filter is not None and not partition_filter(partition):
                 continue
-            found.append(load_partition(path, topic, partition, high_watermarks, log_start_offsets))
+            found.append(load_partition(path, topic, partition, high_watermarks, log_start_offsets,
+                                        cleaned_offsets))
     found.sort(key=lambda p: (p.topic, p.partition))
     for a, b in zip(found, found[1:]):
         if (a.topic, a.partition) == (b.topic, b.partition):
