@@ -134,12 +134,13 @@ class KafkaLogDataSource(DataSource):
     def schema(self) -> StructType:
         if self.options.get("view", "records") == "batches":
             return BATCHES_SCHEMA
-        return spark_schema(_bool(self.options.get("includeHeaders", "false")),
-                            _bool(self.options.get("includeBatchFields", "false")))
+        return spark_schema(_bool(self.options.get("includeHeaders", "false"), "includeHeaders"),
+                            _bool(self.options.get("includeBatchFields", "false"),
+                                  "includeBatchFields"))
 
     def reader(self, schema: StructType) -> "KafkaLogScanReader":
         options = dict(self.options)
-        if _bool(options.get("pushFilters", options.get("pushfilters", "true"))):
+        if _bool(options.get("pushFilters", options.get("pushfilters", "true")), "pushFilters"):
             return KafkaLogReader(options)
         return KafkaLogScanReader(options)      # Spark refuses a pushFilters() it will not call
 
@@ -232,7 +233,7 @@ class KafkaLogScanReader(DataSourceReader):
         self.offset_range = _Range()
         self.ts_range = _Range()
         self._check_options()
-        self.fail_on_data_loss = _bool(self.options.get("failondataloss", "true"))
+        self.fail_on_data_loss = _bool(self.options.get("failondataloss", "true"), "failOnDataLoss")
 
     def _check_options(self) -> None:
         """Bad options fail the query at planning with a message naming the option."""
@@ -247,6 +248,10 @@ class KafkaLogScanReader(DataSourceReader):
                 raise ValueError(f"kafkalog option {name}: expected one of {', '.join(allowed)}, got {o[name]!r}")
         for name in ("startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp"):
             _parse_offsets(o.get(name.lower()), None, name)
+        for name in ("failOnDataLoss", "includeHeaders", "includeBatchFields", "includeInternal",
+                     "pushFilters"):
+            if name.lower() in o:
+                _bool(o[name.lower()], name)
         raw = o.get("maxsplitbytes", str(DEFAULT_MAX_SPLIT_BYTES))
         if not str(raw).strip().isdigit() or int(raw) <= 0:
             raise ValueError(f"kafkalog option maxSplitBytes: expected a positive number of bytes, got {raw!r}")
@@ -259,6 +264,9 @@ class KafkaLogScanReader(DataSourceReader):
         for log_dir in self._log_dirs():
             if not os.path.isdir(log_dir):
                 raise ValueError(f"kafkalog option logDirs: {log_dir!r} is not a directory")
+            if layout.is_partition_dir(log_dir):
+                raise ValueError(f"kafkalog option logDirs: {log_dir!r} is a partition's directory; "
+                                 f"name the log dir that holds it ({os.path.dirname(log_dir.rstrip('/')) or '/'})")
 
     # -- planning (driver) -------------------------------------------------------------------------
     def _named_topics(self) -> set | None:
@@ -270,7 +278,7 @@ class KafkaLogScanReader(DataSourceReader):
         wanted = self._named_topics()
         pattern = self.options.get("topicpattern", self.options.get("subscribepattern"))
         regex = re.compile(pattern) if pattern else None
-        include_internal = _bool(self.options.get("includeinternal", "false"))
+        include_internal = _bool(self.options.get("includeinternal", "false"), "includeInternal")
 
         def accept(topic: str) -> bool:
             if self.topic_names is not None and topic not in self.topic_names:
@@ -306,7 +314,7 @@ class KafkaLogScanReader(DataSourceReader):
                                layout.CLUSTER_METADATA_TOPIC in named,
                                self.partition_range.contains)
         read_committed = self.options.get("isolation", "read_uncommitted") == "read_committed"
-        batch_fields = _bool(self.options.get("includebatchfields", "false")) and \
+        batch_fields = _bool(self.options.get("includebatchfields", "false"), "includeBatchFields") and \
             self.options.get("view", "records") == "records"
         target = int(self.options.get("maxsplitbytes", DEFAULT_MAX_SPLIT_BYTES))
         starting = _parse_offsets(self.options.get("startingoffsets", "earliest"), EARLIEST, "startingOffsets")
@@ -367,8 +375,10 @@ class KafkaLogScanReader(DataSourceReader):
         reader = SplitReader(partition.split, partition.start_offset, partition.end_offset,
                              min_ts_us=ts.lo, max_ts_us=ts.hi, aborted=partition.aborted,
                              skip_aborted=self.options.get("isolation", "read_uncommitted") == "read_committed",
-                             include_headers=_bool(self.options.get("includeheaders", "false")),
-                             batch_fields=_bool(self.options.get("includebatchfields", "false")))
+                             include_headers=_bool(self.options.get("includeheaders", "false"),
+                                                   "includeHeaders"),
+                             batch_fields=_bool(self.options.get("includebatchfields", "false"),
+                                                "includeBatchFields"))
         if values is None:
             return iter(reader)
         return (batch.filter(_is_in(batch.column("offset"), values)) for batch in reader)
@@ -405,8 +415,15 @@ def _is_in(column, values):
     return pc.is_in(column, value_set=pa.array(sorted(values), pa.int64()))
 
 
-def _bool(value) -> bool:
-    return str(value).strip().lower() in ("true", "1", "yes")
+def _bool(value, name: str) -> bool:
+    """A boolean option: true or false (any case; 1/0 and yes/no too), else an error naming it
+    (a typo such as "flase" quietly read as false turned failOnDataLoss off)."""
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"kafkalog option {name}: expected true or false, got {value!r}")
 
 
 def _parse_offsets(raw, default, name: str = "offsets"):
@@ -418,13 +435,21 @@ def _parse_offsets(raw, default, name: str = "offsets"):
         return lambda log: EARLIEST
     if raw == "latest":
         return lambda log: LATEST
-    if raw.lstrip("-").isdigit():
+    # offsets: -2 (earliest) and -1 (latest) are Spark's sentinels; timestamps are never negative
+    lowest = -2 if name.endswith("Offsets") else 0
+
+    def number(value) -> bool:
+        return type(value) is int and value >= lowest
+    if raw.lstrip("-").isdigit() and number(int(raw)):
         return lambda log: int(raw)
     try:
         per_partition = json.loads(raw)
         if not isinstance(per_partition, dict) or not all(
-                isinstance(v, dict) and all(isinstance(x, int) for x in v.values()) for v in per_partition.values()):
-            raise ValueError("not a topic -> partition -> number object")
+                isinstance(v, dict) and all(k.isdigit() and number(x) for k, x in v.items())
+                for v in per_partition.values()):
+            raise ValueError("not a topic -> partition id -> number object"
+                             + (" (offsets: -2 earliest, -1 latest, or >= 0)" if lowest else
+                                " (timestamps >= 0)"))
     except ValueError as exc:
         raise ValueError(f'kafkalog option {name}: expected earliest, latest, a number or JSON like '
                          f'{{"topic": {{"0": 42}}}}, got {raw!r} ({exc})') from None

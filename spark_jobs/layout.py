@@ -289,6 +289,16 @@ def _swapped_in(dir_path: str, names: set, base: int, segments: list) -> list:
     return kept
 
 
+def is_partition_dir(path: str) -> bool:
+    """A topic partition's directory (named topic-N, holding segments), not a log dir."""
+    if not _PARTITION_DIR.match(os.path.basename(path.rstrip("/"))):
+        return False
+    try:
+        return any(name.endswith(LOG_SUFFIX) for name in os.listdir(path))
+    except OSError:
+        return False
+
+
 def load_partition(dir_path: str, topic: str, partition: int,
                    high_watermarks: dict, log_start_offsets: dict,
                    cleaned_offsets: dict | None = None) -> PartitionLog:

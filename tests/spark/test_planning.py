@@ -303,3 +303,27 @@ def test_aborted_transactions_are_found_by_bisection_as_by_a_scan(tmp_path):
         for offset in range(0, 2000):
             assert reader._is_aborted(pid, offset) == any(
                 f <= offset <= l for f, l in ranges.get(pid, ())), (pid, offset)
+
+
+def test_bad_option_values_fail_naming_the_option(tmp_path):
+    """README: bad options fail at planning with a message that names the option. These were
+    taken quietly: a misspelt boolean as false (failOnDataLoss=flase turned the data-loss check
+    off), true as offset 1, a partition id that is no number, offsets below -2, and a
+    partition's directory given as a log dir (no rows)."""
+    from spark_jobs.datasource import KafkaLogScanReader
+    write_sample(tmp_path / "logs")
+    logs = str(tmp_path / "logs")
+    bad = [({"failOnDataLoss": "flase"}, "option failOnDataLoss: expected true or false"),
+           ({"includeHeaders": "ture"}, "option includeHeaders: expected true or false"),
+           ({"startingOffsets": '{"txn": {"0": true}}'}, "option startingOffsets"),
+           ({"startingOffsets": '{"txn": {"zero": 10}}'}, "option startingOffsets"),
+           ({"startingOffsets": "-5"}, "option startingOffsets"),
+           ({"endingOffsets": '{"txn": {"0": -5}}'}, "option endingOffsets"),
+           ({"startingTimestamp": "-1"}, "option startingTimestamp"),
+           ({"logDirs": os.path.join(logs, "txn-0")}, "is a partition's directory")]
+    for options, message in bad:
+        with pytest.raises(ValueError, match=message):
+            KafkaLogScanReader({"logDirs": logs, "topics": "txn", **options})
+    for value in ("TRUE", "false", "0", "yes"):                 # still accepted
+        KafkaLogScanReader({"logDirs": logs, "topics": "txn", "failOnDataLoss": value})
+    KafkaLogScanReader({"logDirs": logs, "topics": "txn", "startingOffsets": '{"txn": {"0": -2}}'})
