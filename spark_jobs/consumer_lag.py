@@ -16,8 +16,10 @@ its producer has not ended yet are left out (each producer's on its own: another
 transaction does not hold back one that committed).
 
 The log end offset is what `kafka-consumer-groups.sh` shows as LOG-END-OFFSET: the partition's
-high watermark (from `replication-offset-checkpoint`, else the end of its last complete batch).
-lag = log_end_offset - committed_offset; partitions missing from the log dirs show a null lag.
+high watermark (from `replication-offset-checkpoint`, else the end of its last complete batch);
+with `--isolation read_committed`, its last stable offset, where a read_committed consumer's lag
+ends. lag = log_end_offset - committed_offset; partitions missing from the log dirs show a null
+lag. `--topics a,b` / `--topic-pattern REGEX` (the whole name) keep the commits of those topics.
 """
 if not __package__:                      # run as a script (spark-submit): make the project importable
     import os
@@ -52,11 +54,17 @@ def decode_commit(key: bytes | None, value: bytes | None):
     return (k.group, k.topic, k.partition, v.offset, v.commit_timestamp, v.metadata, False)
 
 
-def end_offsets(log_dirs: list[str]) -> list[tuple]:
-    """(topic, partition, log_end_offset) of every partition, as readers see it (committed end)."""
+def end_offsets(log_dirs: list[str], read_committed: bool = False) -> list[tuple]:
+    """(topic, partition, log_end_offset) of every partition, as readers see it (committed end;
+    read_committed: no further than the last stable offset)."""
     from spark_jobs import layout
-    return [(log.topic, log.partition, log.committed_end)
-            for log in layout.discover(log_dirs, lambda t: t != "__consumer_offsets")]
+    out = []
+    for log in layout.discover(log_dirs, lambda t: t != "__consumer_offsets"):
+        end = log.committed_end
+        if read_committed:
+            end = min(end, layout.scan_transactions(log).last_stable_offset)
+        out.append((log.topic, log.partition, end))
+    return out
 
 
 def undecided_transactions(log_dirs: list[str]) -> list[tuple]:
@@ -68,7 +76,10 @@ def undecided_transactions(log_dirs: list[str]) -> list[tuple]:
             for producer_id, first in layout.scan_transactions(log).undecided.items()]
 
 
-def compute(spark, log_dirs: str, group: str | None = None) -> dict:
+def compute(spark, log_dirs: str, group: str | None = None, *, topics: str | None = None,
+            topic_pattern: str | None = None, isolation: str = "read_uncommitted") -> dict:
+    import re
+
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -89,10 +100,15 @@ def compute(spark, log_dirs: str, group: str | None = None) -> dict:
                .where("c IS NOT NULL").select("c.*", "record_offset"))
     if group:
         commits = commits.where(F.col("group") == group)
+    if topics:
+        commits = commits.where(F.col("topic").isin([t for t in topics.split(",") if t]))
+    if topic_pattern:
+        re.compile(topic_pattern)            # a bad regex fails here, with Python's message
+        commits = commits.where(F.col("topic").rlike(f"^(?:{topic_pattern})$"))
     latest = Window.partitionBy("group", "topic", "partition").orderBy(F.col("record_offset").desc())
     current = (commits.withColumn("n", F.row_number().over(latest)).where("n = 1 AND NOT tombstone")
                .drop("n", "tombstone", "record_offset"))
-    ends = spark.createDataFrame(end_offsets(dirs),
+    ends = spark.createDataFrame(end_offsets(dirs, isolation == "read_committed"),
                                  "topic string, partition int, log_end_offset long")
     lag = (current.join(ends, ["topic", "partition"], "left")
            .withColumn("lag", F.col("log_end_offset") - F.col("committed_offset"))
@@ -110,7 +126,8 @@ def main(argv=None) -> int:
     p.add_argument("--group", help="only this consumer group")
     args = p.parse_args(argv)
     with common.session("consumer_lag", args.master, args.log_level) as spark:
-        results = compute(spark, args.log_dirs, args.group)
+        results = compute(spark, args.log_dirs, args.group, topics=args.topics,
+                          topic_pattern=args.topic_pattern, isolation=args.isolation)
         common.print_table("Lag per group, topic and partition", results["lag"])
         common.print_table("Lag per group", results["groups"])
         if args.output:

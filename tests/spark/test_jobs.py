@@ -107,6 +107,17 @@ def test_consumer_lag(spark, sample_dir):
     assert got[("g1", "events", 0)] == (50, 140, 90)
     groups = {r["group"]: r["total_lag"] for r in results["groups"].collect()}
     assert groups["g1"] == 90 + 120 + 0
+    # --topics / --topic-pattern keep those topics' commits (they were accepted and ignored)
+    for kwargs in ({"topics": "appendtime"}, {"topic_pattern": "append.*"}):
+        rows = consumer_lag.compute(spark, str(log_dir), **kwargs)["lag"].collect()
+        assert {(r["group"], r["topic"]) for r in rows} == {("g2", "appendtime")}, kwargs
+    assert consumer_lag.compute(spark, str(log_dir), topic_pattern="event")["lag"].count() == 0
+    # --isolation read_committed: a partition's end is its last stable offset (an open
+    # transaction in txn-0 holds it below the high watermark)
+    committed = {(t, p): e for t, p, e in consumer_lag.end_offsets([str(log_dir)], True)}
+    txn, = layout.discover([str(log_dir)], lambda t: t == "txn")
+    assert committed[("txn", 0)] == layout.scan_transactions(txn).last_stable_offset < txn.committed_end
+    assert committed[("events", 0)] == ends[("events", 0)]
 
 
 def test_consumer_lag_counts_offsets_committed_in_transactions_once_they_commit(spark, tmp_path):
