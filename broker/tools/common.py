@@ -18,6 +18,7 @@ from protocol.errors import ErrorCode, KafkaError
 from broker.client.connection import CLIENT_SOFTWARE_VERSION
 from broker.client.errors import ClientError
 from broker.client.producer import CODECS
+from broker.config import java_int
 
 
 class ToolError(Exception):
@@ -80,34 +81,24 @@ ZOOKEEPER_REMOVED = ("zookeeper is not a recognized option: Kafka 3.0 removed --
 ToolParser.zookeeper_refusal = ZOOKEEPER_REMOVED
 
 
-def java_int(text: str) -> int:
-    """Java's Integer.parseInt: an optional sign and ASCII digits within 32 bits, else a
-    ValueError with NumberFormatException's message."""
-    if re.fullmatch(r"[+-]?[0-9]+", text) and -2**31 <= int(text) < 2**31:
-        return int(text)
-    raise ValueError(f'For input string: "{text}"')
+def parse_java_int(text: str) -> int:
+    """Java's Integer.parseInt (broker.config.java_int), with NumberFormatException's message as
+    a ValueError where it fails."""
+    value = java_int(text)
+    if value is None:
+        raise ValueError(f'For input string: "{text}"')
+    return value
 
 
 def integer_option(name: str):
     """argparse type of a joptsimple Integer option: its message for a value that is none."""
     def convert(text: str) -> int:
         try:
-            return java_int(text)
+            return parse_java_int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"Cannot parse argument '{text}' of option {name}") from None
     convert.__name__ = "Integer"
     return convert
-
-
-def java_split(text: str, sep: str) -> list:
-    """Java's String.split(sep) for a one-character separator: trailing empty strings dropped,
-    the whole text when the separator is not in it."""
-    if sep not in text:
-        return [text]
-    parts = text.split(sep)
-    while parts and parts[-1] == "":
-        parts.pop()
-    return parts
 
 
 def add_bootstrap(parser: ToolParser, required: bool = True) -> None:

@@ -25,7 +25,7 @@ from broker.client.cluster import ClusterClient, is_retriable
 from broker.client.errors import ClientError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, client_kwargs, error_text,
-                                 exception_class, java_int, main_entry, read_properties)
+                                 exception_class, main_entry, parse_java_int, read_properties)
 from broker.tools.javautil import java_hash_order, java_tp_hash
 from broker.tools.kafka_json import Failure, as_array, as_object, field, parse_json, to_int, to_str
 
@@ -140,7 +140,7 @@ async def run(opts) -> int:
     if opts.path_to_json_file:
         partitions = parse_election_file(opts.path_to_json_file)
     elif opts.topic:
-        partitions = [TopicPartition(opts.topic, converted(opts, "partition", java_int))]
+        partitions = [TopicPartition(opts.topic, converted(opts, "partition", parse_java_int))]
     else:
         partitions = None
     props = read_properties(opts.admin_config) if opts.admin_config else {}

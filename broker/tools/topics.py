@@ -22,8 +22,8 @@ from broker.client.cluster import ClusterClient
 from broker.client.errors import UnsupportedVersionError
 from broker.client.types import TopicPartition
 from broker.tools.common import (ToolError, ToolParser, add_bootstrap, client_kwargs, include_list,
-                                 integer_option, java_int, java_split, main_entry, read_properties)
-from broker.tools.javautil import java_hash_order, java_string_hash
+                                 integer_option, main_entry, parse_java_int, read_properties)
+from broker.tools.javautil import java_hash_order, java_split, java_string_hash
 
 ERROR_PREFIX = "Error while executing topic command : "
 DEFAULT_CONFIG_SOURCE = 5
@@ -72,12 +72,15 @@ def build_parser() -> ToolParser:
     return p
 
 
+_COMMA, _COLON = re.compile(","), re.compile(":")
+
+
 def parse_replica_assignment(text: str) -> dict:
     """'1:2,2:3' -> {0: [1, 2], 1: [2, 3]}."""
     out = {}
-    for i, part in enumerate(java_split(text, ",")):       # as Kafka's parseReplicaAssignment
+    for i, part in enumerate(java_split(_COMMA, text)):   # as Kafka's parseReplicaAssignment
         try:
-            brokers = [java_int(b.strip()) for b in java_split(part, ":")]
+            brokers = [parse_java_int(b.strip()) for b in java_split(_COLON, part)]
         except ValueError as e:
             raise ToolError(str(e)) from None
         if len(set(brokers)) != len(brokers):
