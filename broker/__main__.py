@@ -14,7 +14,7 @@ import sys
 
 from broker.config import BrokerConfig, ConfigError
 from broker.log import setup_logging
-from broker.cluster import ClusterJoinError
+from broker.cluster import LEADERSHIP_MOVE_WAIT_S, ClusterJoinError
 from storage.errors import LogDirUnusable
 
 log = logging.getLogger("broker")
@@ -33,7 +33,8 @@ def hard_exit_after(config) -> float:
     # request.timeout.ms (broker/cluster.py), then the backoff
     attempt_s = (max(config.get("controller.socket.timeout.ms"), 0)
                  + max(config.get("request.timeout.ms"), 0)) / 1000
-    return HARD_EXIT_AFTER_S + retries * (attempt_s + backoff_s)
+    # and after a successful attempt, the wait for the other brokers to name the new leaders
+    return HARD_EXIT_AFTER_S + retries * (attempt_s + backoff_s) + LEADERSHIP_MOVE_WAIT_S
 
 
 def _hard_exit(after_s: float):

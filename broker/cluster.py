@@ -18,16 +18,19 @@ registers again (a new broker epoch) and the election runs again, as Kafka's
 RegisterBrokerAndReelect.
 
 Shutdown: `controlled_shutdown()` first (ControlledShutdown to the controller, up to
-controlled.shutdown.max.retries attempts), then the rest of the broker stops, then `close()`
-ends the session, so /brokers/ids/N (and /controller) vanish at once.
+controlled.shutdown.max.retries attempts; when it succeeds, clients are still served until this
+broker's own metadata shows its leaderships moved, see `_wait_leaderships_moved`), then the rest
+of the broker stops, then `close()` ends the session, so /brokers/ids/N (and /controller) vanish
+at once.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from protocol.messages.metadata import MetadataRequest
 
 from broker import zk_data as zd
 from broker.config import ConfigError, validate_topic_configs
@@ -36,6 +39,9 @@ from broker.kafka_zk import BrokerIdTakenError, KafkaZk
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_VERSION = 3
+# After a successful controlled shutdown, how long clients are still served at most while the
+# controller's UpdateMetadata reaches the brokers (see `_wait_leaderships_moved`).
+LEADERSHIP_MOVE_WAIT_S = 2.0
 
 
 class ClusterJoinError(Exception):
@@ -334,30 +340,22 @@ class ClusterMembership:
         controlledShutdown). True when it answered NONE with nothing left to move."""
         if not self._registered or not self.config.get("controlled.shutdown.enable"):
             return False
-        from broker.client.connection import BrokerConnection
         retries = self.config.get("controlled.shutdown.max.retries")
         backoff_s = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
         store = self.broker.metadata
+        done = False
         for attempt in range(1, retries + 1):
             controller_id = store.controller_id
             if self.controller is not None and self.controller.active_controller_id is not None:
                 controller_id = self.controller.active_controller_id
-            endpoint = None
-            broker = store.live_brokers.get(controller_id)
-            if broker is not None:
-                endpoint = broker.endpoints.get(self.inter_broker_listener) or next(
-                    iter(broker.endpoints.values()), None)
-            if endpoint is None:
+            # Kafka's: controller.socket.timeout.ms to be connected (its ApiVersions included,
+            # as awaitReady), then request.timeout.ms for the answer.
+            connect_timeout_ms = self.config.get("controller.socket.timeout.ms")
+            conn = self._connection_to(controller_id, connect_timeout_ms=connect_timeout_ms)
+            if conn is None:
                 log.warning("Controlled shutdown: no known controller (attempt %d of %d)",
                             attempt, retries)
             else:
-                # Kafka's: controller.socket.timeout.ms to be connected (its ApiVersions
-                # included, as awaitReady), then request.timeout.ms for the answer.
-                connect_timeout_ms = self.config.get("controller.socket.timeout.ms")
-                conn = BrokerConnection(endpoint[0], endpoint[1], node_id=controller_id,
-                                        client_id=f"broker-{self.broker.broker_id}",
-                                        request_timeout_ms=self.config.get("request.timeout.ms"),
-                                        connect_timeout_ms=connect_timeout_ms)
                 try:
                     try:
                         async with asyncio.timeout(connect_timeout_ms / 1000):
@@ -372,7 +370,8 @@ class ClusterMembership:
                             response.remaining_partitions:
                         log.info("Controlled shutdown request returned successfully after "
                                  "%d attempt(s)", attempt)
-                        return True
+                        done = True
+                        break
                     remaining = [f"{p.topic_name}-{p.partition_index}"
                                  for p in response.remaining_partitions]
                     log.info("Remaining partitions to move: %s (error %s)",
@@ -387,9 +386,80 @@ class ClusterMembership:
             if attempt < retries:
                 log.info("Retrying controlled shutdown after the previous attempt failed...")
                 await asyncio.sleep(backoff_s)
+        if done:
+            await self._wait_leaderships_moved(LEADERSHIP_MOVE_WAIT_S)
+            return True
         log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown "
                     "attempts failed")
         return False
+
+    async def _wait_leaderships_moved(self, timeout_s: float) -> None:
+        """Keep serving until the other live brokers name new leaders for this broker's
+        replicated partitions (at most `timeout_s`).
+
+        The controller answers ControlledShutdown once it has sent the new leaders out, before
+        the brokers have applied them (a new leader applies its UpdateMetadata only after its
+        LeaderAndIsr). A client whose connection closes at that moment asks another broker for
+        metadata, may still be told the old leader, and librdkafka then waits a second before
+        it asks again. So this broker asks the others what a client would be told, and closes
+        only when none names it. Meanwhile clients are still served: a produce here is
+        answered NOT_LEADER_OR_FOLLOWER and sends them to the new leader."""
+        store = self.broker.metadata
+        me = self.broker.broker_id
+        topics = sorted(t.name for t in store.list_topics()
+                        if any(me in ps.replicas and len(ps.replicas) > 1
+                               for ps in t.partitions.values()))
+        others = sorted(b for b in store.live_brokers if b != me)
+        if not topics or not others:
+            return
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await asyncio.gather(*(self._wait_not_named_leader(b, topics) for b in others))
+            log.info("The other brokers name new leaders after %.0f ms",
+                     (loop.time() - start) * 1000)
+        except TimeoutError:
+            log.warning("Some broker still names this one leader %.1f s after the controlled "
+                        "shutdown; stopping anyway", timeout_s)
+
+    async def _wait_not_named_leader(self, broker_id: int, topics: list) -> None:
+        """Ask `broker_id` for the metadata of `topics` until no partition's leader is this
+        broker; gives up quietly if it cannot be reached (it is then no client's answer)."""
+        me = self.broker.broker_id
+        conn = self._connection_to(broker_id)
+        if conn is None:
+            return
+        request = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False)
+        try:
+            await conn.connect()
+            while True:
+                response = await conn.send(request)
+                if not any(p.leader_id == me for t in response.topics for p in t.partitions):
+                    return
+                await asyncio.sleep(0.01)
+        except (ConnectionError, OSError, KafkaError) as exc:
+            log.info("Could not ask broker %d for metadata during the controlled shutdown: %s",
+                     broker_id, exc)
+        finally:
+            await conn.close()
+
+    def _connection_to(self, broker_id: int, **kwargs):
+        """An unconnected BrokerConnection to a live broker's inter-broker listener, or None."""
+        from broker.client.connection import BrokerConnection
+        broker = self.broker.metadata.live_brokers.get(broker_id)
+        if broker is None:
+            return None
+        endpoint = broker.endpoints.get(self.inter_broker_listener) or next(
+            iter(broker.endpoints.values()), None)
+        if endpoint is None:
+            return None
+        return BrokerConnection(endpoint[0], endpoint[1], node_id=broker_id,
+                                client_id=f"broker-{self.broker.broker_id}",
+                                request_timeout_ms=self.config.get("request.timeout.ms"),
+                                **kwargs)
 
     async def close(self) -> None:
         self._closing = True

@@ -5,6 +5,7 @@ What a user of Kafka's ZooKeeper mode would check: the znodes Kafka writes, topi
 from any broker with Kafka's placement, produce and consume through any bootstrap, the
 controller's failover after kill -9, leaderships coming back after a restart, a group's
 coordinator moving with its committed offsets, and a taken broker.id refused."""
+import asyncio
 import json
 import pathlib
 import re
@@ -16,7 +17,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from broker.client.connection import BrokerConnection
 from broker.controller.placement import BrokerMetadata, assign_replicas_to_brokers
+from protocol.messages.metadata import MetadataRequest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -226,6 +229,78 @@ def test_restarted_broker_catches_up_and_gets_its_leaderships_back(kafka_cluster
                        60, "preferred leaders did not come back after the rolling restart")
     got = consume_all(cluster.bootstrap(victim), "back", len(acked), group="reader-after")
     assert sorted(got) == sorted(acked)
+
+
+def test_a_broker_stopped_by_sigterm_closes_connections_once_every_broker_names_new_leaders(
+        kafka_cluster):
+    """What a client does when its leader's connection closes in a controlled shutdown: it
+    asks another broker for metadata at once. That broker must already name the new leaders;
+    librdkafka, told the old leader, asks again only a second later (the benchmark's SIGTERM
+    ack gap was 2.00 s in about one run in five). The controller answers ControlledShutdown
+    before the new leaders have applied its UpdateMetadata (each one's LeaderAndIsr first), so
+    the stopping broker waits for the others to name them before it closes connections.
+
+    One of the new leaders is paused (SIGSTOP) for a second across the shutdown, so it is
+    deterministic that it applies the change late: the stopping broker must keep its clients'
+    connections open until that broker is back and names the new leaders."""
+    cluster = kafka_cluster
+    controller = cluster.controller()
+    victim = 2 if controller != 2 else 1
+    others = sorted(b for b in cluster.brokers if b != victim)
+    slow = next(b for b in others if b != controller)
+    partitions = 20
+    topic = "handover"
+    client = admin(cluster.bootstrap(others[0]))
+    client.create_topics([NewTopic(topic, partitions, replica_assignment=[
+        [victim] + (others if p % 2 else others[::-1]) for p in range(partitions)])])[topic] \
+        .result(60)
+
+    async def leaders_named_by(conn) -> dict:
+        response = await conn.send(MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 1)
+        return {p.partition_index: p.leader_id for t in response.topics for p in t.partitions}
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        conns = [await BrokerConnection("127.0.0.1", cluster.brokers[b].port, node_id=b)
+                 .connect() for b in others]
+        try:
+            # Every broker names the victim leader of every partition, and every ISR is whole.
+            deadline = time.monotonic() + 60
+            while True:
+                named = [await leaders_named_by(c) for c in conns]
+                if all(n == {p: victim for p in range(partitions)} for n in named) and all(
+                        len(cluster.isr(topic, p)) == 3 for p in range(partitions)):
+                    break
+                assert time.monotonic() < deadline, named
+                await asyncio.sleep(0.2)
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", cluster.brokers[victim].port)
+            cluster.pause(slow)
+            resume_at = loop.time() + 1.0
+            resuming = loop.call_at(resume_at, cluster.resume, slow)
+            try:
+                stopping = loop.run_in_executor(None, cluster.stop, victim)
+                assert await asyncio.wait_for(reader.read(), 30) == b""    # the victim closed
+                closed_at = loop.time()
+            finally:
+                if not resuming.cancelled() and loop.time() < resume_at:
+                    resuming.cancel()
+                    cluster.resume(slow)
+            named = await asyncio.gather(*(leaders_named_by(c) for c in conns))
+            writer.close()
+            return await stopping, closed_at - resume_at, named
+        finally:
+            for conn in conns:
+                await conn.close()
+    code, closed_after_resume, named = asyncio.run(scenario())
+    assert code == 0
+    assert closed_after_resume > 0, \
+        f"broker {victim} closed its connections {-closed_after_resume:.2f} s before broker " \
+        f"{slow}, paused, could have named the new leaders"
+    still_victim = {b: sorted(p for p, leader in n.items() if leader == victim)
+                    for b, n in zip(others, named)}
+    assert still_victim == {b: [] for b in others}
 
 
 def test_group_coordinator_moves_and_offsets_survive(kafka_cluster):
