@@ -134,13 +134,12 @@ class KafkaLogDataSource(DataSource):
     def schema(self) -> StructType:
         if self.options.get("view", "records") == "batches":
             return BATCHES_SCHEMA
-        return spark_schema(_bool(self.options.get("includeHeaders", "false"), "includeHeaders"),
-                            _bool(self.options.get("includeBatchFields", "false"),
-                                  "includeBatchFields"))
+        return spark_schema(_bool_option(self.options, "includeHeaders", False),
+                            _bool_option(self.options, "includeBatchFields", False))
 
     def reader(self, schema: StructType) -> "KafkaLogScanReader":
         options = dict(self.options)
-        if _bool(options.get("pushFilters", options.get("pushfilters", "true")), "pushFilters"):
+        if _bool_option(options, "pushFilters", True):
             return KafkaLogReader(options)
         return KafkaLogScanReader(options)      # Spark refuses a pushFilters() it will not call
 
@@ -233,7 +232,7 @@ class KafkaLogScanReader(DataSourceReader):
         self.offset_range = _Range()
         self.ts_range = _Range()
         self._check_options()
-        self.fail_on_data_loss = _bool(self.options.get("failondataloss", "true"), "failOnDataLoss")
+        self.fail_on_data_loss = _bool_option(self.options, "failOnDataLoss", True)
 
     def _check_options(self) -> None:
         """Bad options fail the query at planning with a message naming the option."""
@@ -278,7 +277,7 @@ class KafkaLogScanReader(DataSourceReader):
         wanted = self._named_topics()
         pattern = self.options.get("topicpattern", self.options.get("subscribepattern"))
         regex = re.compile(pattern) if pattern else None
-        include_internal = _bool(self.options.get("includeinternal", "false"), "includeInternal")
+        include_internal = _bool_option(self.options, "includeInternal", False)
 
         def accept(topic: str) -> bool:
             if self.topic_names is not None and topic not in self.topic_names:
@@ -314,7 +313,7 @@ class KafkaLogScanReader(DataSourceReader):
                                layout.CLUSTER_METADATA_TOPIC in named,
                                self.partition_range.contains)
         read_committed = self.options.get("isolation", "read_uncommitted") == "read_committed"
-        batch_fields = _bool(self.options.get("includebatchfields", "false"), "includeBatchFields") and \
+        batch_fields = _bool_option(self.options, "includeBatchFields", False) and \
             self.options.get("view", "records") == "records"
         target = int(self.options.get("maxsplitbytes", DEFAULT_MAX_SPLIT_BYTES))
         starting = _parse_offsets(self.options.get("startingoffsets", "earliest"), EARLIEST, "startingOffsets")
@@ -375,10 +374,8 @@ class KafkaLogScanReader(DataSourceReader):
         reader = SplitReader(partition.split, partition.start_offset, partition.end_offset,
                              min_ts_us=ts.lo, max_ts_us=ts.hi, aborted=partition.aborted,
                              skip_aborted=self.options.get("isolation", "read_uncommitted") == "read_committed",
-                             include_headers=_bool(self.options.get("includeheaders", "false"),
-                                                   "includeHeaders"),
-                             batch_fields=_bool(self.options.get("includebatchfields", "false"),
-                                                "includeBatchFields"))
+                             include_headers=_bool_option(self.options, "includeHeaders", False),
+                             batch_fields=_bool_option(self.options, "includeBatchFields", False))
         if values is None:
             return iter(reader)
         return (batch.filter(_is_in(batch.column("offset"), values)) for batch in reader)
@@ -413,6 +410,13 @@ def _is_in(column, values):
     import pyarrow as pa
     import pyarrow.compute as pc
     return pc.is_in(column, value_set=pa.array(sorted(values), pa.int64()))
+
+
+def _bool_option(options, name: str, default: bool) -> bool:
+    """Boolean option `name` of `options`, looked up as written and lowercased (Spark's options
+    are case-insensitive; SplitPartition keeps them lowercased), or `default` when absent."""
+    value = options.get(name, options.get(name.lower()))
+    return default if value is None else _bool(value, name)
 
 
 def _bool(value, name: str) -> bool:
