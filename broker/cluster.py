@@ -18,10 +18,10 @@ registers again (a new broker epoch) and the election runs again, as Kafka's
 RegisterBrokerAndReelect.
 
 Shutdown: `controlled_shutdown()` first (ControlledShutdown to the controller, up to
-controlled.shutdown.max.retries attempts; when it succeeds, clients are still served until this
-broker's own metadata shows its leaderships moved, see `_wait_leaderships_moved`), then the rest
-of the broker stops, then `close()` ends the session, so /brokers/ids/N (and /controller) vanish
-at once.
+controlled.shutdown.max.retries attempts; when it succeeds, clients are still served until the
+other live brokers name the new leaders, see `_wait_leaderships_moved`), then the rest of the
+broker stops, then `close()` ends the session, so /brokers/ids/N (and /controller) vanish at
+once.
 """
 from __future__ import annotations
 
