@@ -357,10 +357,12 @@ class GroupManager(StaticMembership, OffsetOperations):
             self._info(f"Group {group.group_id} with generation {group.generation_id} is now "
                        f"empty{self._partition_text(group)}")
             group.protocol_name = None
+            group.init_subscribed_topics()
             group.transition_to(S.EMPTY, now_ms)
             result.appends.append(Append([group_record(group, now_ms, {})], _ignore_append))
             return result
         group.protocol_name = group.select_protocol()
+        group.init_subscribed_topics()
         group.transition_to(S.COMPLETING_REBALANCE, now_ms)
         self._info(f"Stabilized group {group.group_id} generation {group.generation_id}"
                    f"{self._partition_text(group)} with {len(group.members)} members")

@@ -121,6 +121,7 @@ class Group:
         # places each offset in the log's order (a later plain commit wins over them).
         self.pending_txn_offsets: dict[int, dict[tuple[str, int], tuple]] = {}
         self.offset_order: dict[tuple[str, int], int] = {}
+        self._subscribed_topics: set[str] | None = None     # see subscribed_topics()
 
     # -- state -------------------------------------------------------------------------------
     def transition_to(self, target: GroupState, now_ms: int) -> None:
@@ -244,17 +245,33 @@ class Group:
         return min(votes, key=rank)
 
     def subscribed_topics(self) -> set[str] | None:
-        """Topics the consumer-protocol members subscribe to; None when unknown (not "consumer")."""
-        if self.protocol_type != "consumer" or self.protocol_name is None:
-            return None
+        """Topics the members of the current generation subscribe to (consumer protocol); None
+        when unknown. Kafka's subscribedTopics: set when a generation starts and when the group
+        is loaded, so a rebalance in progress does not change it (OffsetDelete and offset
+        expiry go by the generation that is consuming)."""
+        return self._subscribed_topics
+
+    def init_subscribed_topics(self) -> None:
+        """Kafka's computeSubscribedTopics, at a new generation or a load: the union of the
+        members' subscriptions, the empty set for a consumer group without members, None when
+        the protocol type is not "consumer", no protocol is chosen, or a subscription does not
+        parse."""
+        self._subscribed_topics = None
+        if self.protocol_type != "consumer":
+            return
+        if not self.members:
+            self._subscribed_topics = set()
+            return
+        if self.protocol_name is None:
+            return
         from coordinator.group.subscription import parse_subscription_topics
         topics: set[str] = set()
         for member in self.members.values():
             parsed = parse_subscription_topics(member.metadata(self.protocol_name))
             if parsed is None:
-                return None
+                return
             topics.update(parsed)
-        return topics
+        self._subscribed_topics = topics
 
     def __repr__(self):
         return (f"Group({self.group_id!r}, {self.state.value}, generation={self.generation_id}, "

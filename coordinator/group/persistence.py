@@ -63,3 +63,4 @@ def replay_group(groups: dict[str, Group], key: GroupKey, value: GroupValue | No
         member.assignment = rec.assignment
         group.add(member, None)
     group.state = S.STABLE if group.members else S.EMPTY
+    group.init_subscribed_topics()

@@ -134,6 +134,44 @@ def test_offset_delete_refuses_subscribed_topics_of_active_consumer_group():
     assert answer == (E.NONE, {("u", 0): E.GROUP_SUBSCRIBED_TO_TOPIC})
 
 
+def subscription(*topics):
+    """ConsumerProtocolSubscription v1 of `topics`, no user data."""
+    out = b"\x00\x01" + len(topics).to_bytes(4, "big")
+    for topic in topics:
+        out += len(topic).to_bytes(2, "big") + topic.encode()
+    return out + b"\xff\xff\xff\xff"
+
+
+def test_offset_delete_goes_by_the_topics_of_the_generation_consuming_during_a_rebalance():
+    """Kafka's subscribedTopics is set when a generation starts: a member rejoining with a
+    new subscription, or a new member, changes it only when the next generation does."""
+    h = Harness()
+    m0, t0 = h.join_new(G, client_id="c0", protocols=[("range", subscription("t"))])
+    m1, t1 = h.join_new(G, client_id="c1", protocols=[("range", subscription("u"))])
+    h.advance(2 * h.manager.config.initial_rebalance_delay_ms)
+    gen = h.answer(t0).generation_id
+    assert h.answer(t1).generation_id == gen
+    leader = h.manager.group(G).leader_id
+    for mid in (m0, m1):
+        assignments = {m0: b"a", m1: b"b"} if mid == leader else {}
+        assert h.answer(h.sync(G, gen, mid, assignments)).error == E.NONE
+    commit(h, G, [("t", 0, 1, -1, ""), ("u", 0, 1, -1, ""), ("v", 0, 1, -1, "")], m0, gen)
+
+    def delete(*topics):
+        return h.answer(h.call("delete_offsets", G, [(t, 0) for t in topics]))[1]
+    # m0 now wants u only, and a new member v: the generation consuming still reads t and u
+    h.join(G, member_id=m0, client_id="c0", protocols=[("range", subscription("u"))])
+    assert h.state(G) == "PreparingRebalance"
+    m2, _ = h.join_new(G, client_id="c2", protocols=[("range", subscription("v"))])
+    assert delete("t", "v") == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("v", 0): E.NONE}
+    assert fetch(h, G, [("t", 0)]) == {("t", 0): (1, E.NONE)}
+    # the next generation (u and v) starts: t can go, v cannot
+    commit(h, G, [("v", 0, 2, -1, "")], m0, gen)
+    h.join(G, member_id=m1, client_id="c1", protocols=[("range", subscription("u"))])
+    assert h.state(G) == "CompletingRebalance"
+    assert delete("t", "v") == {("t", 0): E.NONE, ("v", 0): E.GROUP_SUBSCRIBED_TO_TOPIC}
+
+
 def test_delete_groups():
     h = Harness()
     ids, gen = stable_group(h, 1, group="busy")
