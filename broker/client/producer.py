@@ -11,7 +11,9 @@ A single sender task wakes on readiness, groups ready batches by partition leade
 Produce request per broker (at most ``max.in.flight.requests.per.connection`` at once per broker;
 requests are pipelined on the connection). Each record's future resolves to its RecordMetadata
 (offset = base_offset + index in batch). A retriable error (NOT_LEADER_OR_FOLLOWER, ...) refreshes
-metadata and re-queues the batch until ``delivery.timeout.ms``; any other error fails the futures.
+metadata and re-queues the batch until ``delivery.timeout.ms`` (a request sent and failed spends
+one of ``retries``; a batch whose leader is unknown or unreachable spends none, as Java's waits
+in the accumulator); any other error fails the futures.
 With ``acks=0`` nothing comes back and offsets are reported as -1, like Kafka.
 
 Without idempotence (``enable.idempotence=false``, or acks other than all: Java's rule) the
@@ -107,7 +109,8 @@ def _check_types(key, value, headers, timestamp_ms=None) -> None:
 
 
 class _Batch:
-    __slots__ = ("tp", "builder", "futures", "created", "attempts", "sizes", "encoded", "held")
+    __slots__ = ("tp", "builder", "futures", "created", "attempts", "turns", "sizes", "encoded",
+                 "held")
 
     def __init__(self, tp, compression):
         self.tp = tp
@@ -115,7 +118,8 @@ class _Batch:
         self.futures = []
         self.sizes = []
         self.created = time.monotonic()
-        self.attempts = 0
+        self.attempts = 0       # sends that failed and were retried (counted against retries)
+        self.turns = 0          # times set for another go, sent or not
         self.encoded = None     # the bytes sent, kept for retries (an idempotent batch's sequence)
         self.held = 0           # bytes of buffer.memory its records hold until it is answered
 
@@ -480,7 +484,7 @@ class Producer:
             try:
                 node = await self.cluster.leader_for(batch.tp.topic, batch.tp.partition)
             except (KafkaError, ClientError) as e:
-                self._retry_or_fail(batch, e)
+                self._retry_or_fail(batch, e, sent=False)       # no leader known: not sent
                 continue
             by_node[node].append(batch)
         for node, group in by_node.items():
@@ -506,15 +510,15 @@ class Producer:
                         self._mute(batch.tp)
                 task = asyncio.get_running_loop().create_task(self._send(node, requests_batches))
                 self._in_flight.add(task)
-                attempts = [b.attempts for b in requests_batches]
-                task.add_done_callback(lambda t, s=slots, b=requests_batches, a=attempts:
-                                       self._sent(t, s, b, a))
+                turns = [b.turns for b in requests_batches]
+                task.add_done_callback(lambda t, s=slots, b=requests_batches, n=turns:
+                                       self._sent(t, s, b, n))
         for batch in reversed(held):
             # back at the head of its partition's queue, in their order
             self._enqueue(batch, first=True)
         return sent
 
-    def _sent(self, task, slots, batches, attempts) -> None:
+    def _sent(self, task, slots, batches, turns) -> None:
         self._in_flight.discard(task)
         slots.release()
         self._wakeup.set()
@@ -525,9 +529,9 @@ class Producer:
             # a bug: its records fail with it rather than leave flush() waiting for ever (those
             # answered or set for a retry before it are left as they are)
             log.error("Sending %d batch(es) failed", len(batches), exc_info=task.exception())
-            for batch, before in zip(batches, attempts):
+            for batch, before in zip(batches, turns):
                 answered = all(future.done() for future, _ in batch.futures)
-                if not answered and batch.attempts == before:
+                if not answered and batch.turns == before:
                     self._fail(batch, task.exception())
 
     async def _send(self, node: int, batches: list) -> None:
@@ -546,8 +550,14 @@ class Producer:
                 await self._txn.add_partitions([b.tp for b in batches])
             except (KafkaError, ClientError) as e:
                 for batch in batches:
-                    self._retry_or_fail(batch, e)
+                    self._retry_or_fail(batch, e, sent=False)
                 return
+        try:
+            conn = await self.cluster.connection(node)
+        except (KafkaError, ClientError) as e:
+            for batch in batches:                   # the leader cannot be reached: not sent
+                self._retry_or_fail(batch, e, sent=False)
+            return
         by_topic = defaultdict(list)
         for batch in batches:
             by_topic[batch.tp.topic].append(batch)
@@ -558,8 +568,8 @@ class Producer:
                 R.PartitionProduceData(index=b.tp.partition, records=self._encoded(b)) for b in group])
             for topic, group in by_topic.items()])
         try:
-            response = await self.cluster.send(node, request, expect_response=self.acks != 0,
-                                               timeout=self.request_timeout_ms / 1000 + 5)
+            response = await conn.send(request, expect_response=self.acks != 0,
+                                       timeout=self.request_timeout_ms / 1000 + 5)
         except (KafkaError, ClientError) as e:
             for batch in batches:
                 self._retry_or_fail(batch, e)
@@ -619,22 +629,28 @@ class Producer:
         if self._txn is not None:
             self._txn.batch_failed(error, sequenced=batch.encoded is not None, aborted=aborted)
 
-    def _retry_or_fail(self, batch: _Batch, error: Exception) -> None:
+    def _retry_or_fail(self, batch: _Batch, error: Exception, sent: bool = True) -> None:
+        """After a retriable `error`, the batch goes again after a backoff, until
+        delivery.timeout.ms; else its records fail. Only a batch that was `sent` spends one of
+        its `retries`: one whose leader is unknown or cannot be connected to waits for a new
+        leader, as Java's Sender leaves it in the accumulator while the node is not ready."""
         retriable = (isinstance(error, KafkaError) and int(error.error_code) in RETRIABLE) or \
                     (isinstance(error, ClientError) and error.retriable)
         if not retriable or time.monotonic() - batch.created > self.delivery_timeout \
-                or batch.attempts >= self.retries:
-            if retriable and batch.attempts < self.retries:
+                or (sent and batch.attempts >= self.retries):
+            if retriable and (not sent or batch.attempts < self.retries):
                 error = KafkaTimeoutError(f"Expiring {len(batch.builder)} record(s) for {batch.tp}: "
                                           f"delivery timeout elapsed ({error})")
             self._fail(batch, error)
             return
-        batch.attempts += 1
+        if sent:
+            batch.attempts += 1
+        batch.turns += 1
         self._mute(batch.tp)          # later batches of the partition wait behind it (Java)
 
         async def later():
             try:
-                await asyncio.sleep(self.retry_backoff * min(batch.attempts, 10))
+                await asyncio.sleep(self.retry_backoff * min(max(batch.attempts, 1), 10))
                 try:
                     await self.cluster.refresh_metadata([batch.tp.topic])
                 except (KafkaError, ClientError):
