@@ -163,6 +163,7 @@ class Producer:
         # deques): a sender turn looks at each partition's head, not at the whole backlog
         self._ready: dict[TopicPartition, deque] = {}
         self._in_flight: set[asyncio.Task] = set()
+        self._backoff: dict[_Batch, asyncio.Task] = {}      # batches waiting to go again
         self._node_slots: dict[int, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(max_in_flight))
         self._max_in_flight = max_in_flight
         self._txn = (TransactionManager(cluster, transactional_id,
@@ -296,6 +297,8 @@ class Producer:
             self._fail(batch, error, aborted=True)
         self._ready.clear()
         self._open.clear()
+        for task in self._backoff.values():
+            task.cancel()
 
     def _require_transactional(self) -> TransactionManager:
         if self._txn is None or not self._txn.transactional:
@@ -402,8 +405,10 @@ class Producer:
             queue.append(batch)
 
     def _queued(self) -> list:
-        """Every batch not sent yet: ready ones, then open ones."""
-        return [b for queue in self._ready.values() for b in queue] + list(self._open.values())
+        """Every batch not sent yet: ready ones, then open ones, and those in retry backoff
+        (Java's accumulator holds them too: abortTransaction fails them with the rest)."""
+        return ([b for queue in self._ready.values() for b in queue] + list(self._open.values())
+                + list(self._backoff))
 
     async def _run(self) -> None:
         try:
@@ -656,9 +661,12 @@ class Producer:
                 except (KafkaError, ClientError):
                     pass
             finally:
-                # back at the head of its partition's queue, as Java's reenqueue
-                self._enqueue(batch, first=True)
+                self._backoff.pop(batch, None)
+                if not all(future.done() for future, _ in batch.futures):     # not failed meanwhile
+                    # back at the head of its partition's queue, as Java's reenqueue
+                    self._enqueue(batch, first=True)
                 self._unmute(batch.tp)
         task = asyncio.get_running_loop().create_task(later())
+        self._backoff[batch] = task
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)

@@ -375,3 +375,54 @@ def test_a_batch_not_sent_spends_none_of_its_retries():
     broker.refused = 10**9
     error = asyncio.run(go(broker, delivery_timeout_ms=100, request_timeout_ms=50)).exception()
     assert isinstance(error, KafkaTimeoutError) and "delivery timeout" in str(error)
+
+
+def test_abort_fails_a_batch_waiting_to_be_retried():
+    """A batch in retry backoff is still in Java's accumulator, so abortTransaction fails it
+    with the rest ("Failing batch since transaction was aborted") and the abort ends at once.
+    It used to go out again after its backoff, inside the transaction being aborted, and the
+    abort waited for it (here for ever: every Produce is answered NOT_ENOUGH_REPLICAS)."""
+    from broker.client.transaction_manager import TransactionError
+
+    class Coordinator(FlakyBroker):
+        """Also the transaction coordinator: InitProducerId, AddPartitionsToTxn and EndTxn
+        succeed; every Produce fails with a retriable error."""
+        def __init__(self):
+            super().__init__(fail_on=range(1, 10**6))
+            self.requests = []
+
+        async def find_coordinator(self, key, key_type=0):
+            return 0
+
+        async def send(self, node, request, **kwargs):
+            kind = type(request).__name__
+            self.requests.append(kind)
+            if kind == "InitProducerIdRequest":
+                return NS(error_code=0, producer_id=7, producer_epoch=0)
+            if kind in ("AddPartitionsToTxnRequest", "EndTxnRequest"):
+                return NS(error_code=0, results_by_topic_v3_and_below=[])
+            return await super().send(node, request, **kwargs)
+
+    async def go():
+        broker = Coordinator()
+        producer = Producer(broker, linger_ms=0, retry_backoff_ms=5_000, transactional_id="t")
+        await producer.init_transactions()
+        producer.begin_transaction()
+        record = await producer.send("t", b"never", partition=0)
+        while broker.calls < 1:                     # answered NOT_ENOUGH_REPLICAS
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.wait_for(producer.abort_transaction(), 3)
+        took = loop.time() - started
+        producer.begin_transaction()                # the producer goes on
+        await producer.commit_transaction()
+        await producer.close()
+        return record.exception(), took, broker
+    error, took, broker = asyncio.run(go())
+    assert isinstance(error, TransactionError) and "aborted" in str(error), error
+    assert took < 1
+    # one Produce, then the abort, and (its sequence spent) a new epoch (KIP-360)
+    assert broker.requests == ["InitProducerIdRequest", "AddPartitionsToTxnRequest",
+                               "ProduceRequest", "EndTxnRequest", "InitProducerIdRequest"]
