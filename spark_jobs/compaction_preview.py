@@ -31,7 +31,9 @@ The prediction is exact for one clean of each partition now by the broker's clea
   carries a delete horizon (KIP-534; stamped by an earlier clean as now + delete.retention.ms) that
   is not after now. A tombstone that is the latest of its key and has no horizon yet stays (this
   clean stamps one). Records past the range stay. Transaction markers are not data: they are
-  neither counted nor previewed.
+  neither counted nor previewed. A legacy (magic 0/1) tombstone has no horizon: the cleaner
+  removes it once its segment file is older than the last clean segment's by
+  delete.retention.ms, which the preview does not model (it counts it as staying).
 * It assumes the cleaner's offset map holds every key of the range (log.cleaner.dedupe.buffer.size
   / log.cleaner.threads); a larger range takes the cleaner several runs. Records below a log start
   offset that is inside a segment are not read, so not counted.

@@ -23,7 +23,12 @@ storage/log_cleaner.py), `Cleaner.clean`:
 3. swaps each cleaned segment in (`Log.replace_segments`: ``.cleaned`` -> ``.swap`` -> final
    names, old segments ``.deleted`` and removed after file.delete.delay.ms).
 
-Legacy (magic 0/1) entries are copied as they are. Reading goes through ``os.pread`` chunks of
+Legacy (magic 0/1) entries are mapped and filtered as Kafka's filterTo does them: a message
+stays when it is the latest of its key, and a legacy tombstone until its segment was last
+modified before the legacy delete horizon (the last clean segment's modification time minus
+delete.retention.ms: legacy batches have no delete horizon of their own); a compressed wrapper
+that loses some messages is written again with the rest (same magic, codec and timestamp type).
+Reading goes through ``os.pread`` chunks of
 log.cleaner.io.buffer.size, throttled by log.cleaner.io.max.bytes.per.second (`Throttler`).
 Per-record work runs in storage/_records.c when it was built (cleaner_records.py).
 
@@ -42,9 +47,9 @@ import time
 
 import crc32c
 
-from storage import files
+from storage import files, legacy
 from storage.cleaner_records import filter_records, map_keys, rebase_timestamps
-from storage.compression import compress
+from storage.compression import CorruptRecordError, compress
 from storage.errors import CleaningAborted, CorruptRecord
 from storage.log_config import LONG_MAX
 from storage.record_batch import (ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK,
@@ -299,11 +304,16 @@ class Cleaner:
             # base), or their data would be kept and their index entries lost.
             upper = all_segments[len(to_clean)].base_offset
             txn = _TxnMetadata(log_.aborted_transactions(0, upper))
+            # Kafka's legacyDeleteHorizonMs: below the last segment of the clean part
+            clean_part = [s for s in all_segments[:-1] if s.base_offset < first_dirty]
+            legacy_horizon_ms = (_modified_ms(clean_part[-1]) - config.delete_retention_ms
+                                 if clean_part else 0)
             log.info("Cleaning log %s (discarding tombstones whose delete horizon is before "
                      "%d)...", name, now_ms)
             for group in group_segments(to_clean, all_segments, config.segment_bytes,
                                         config.segment_index_bytes, first_uncleanable):
-                self._clean_segments(log_, group, offset_map, now_ms, stats, txn, generation)
+                self._clean_segments(log_, group, offset_map, now_ms, stats, txn, generation,
+                                     legacy_horizon_ms)
         stats.end_s = time.monotonic()
         return stats
 
@@ -361,6 +371,23 @@ class Cleaner:
             for batch in self._batches(segment, position):
                 if batch.magic != MAGIC_V2:
                     stats.map_bytes_read += batch.size_in_bytes
+                    messages = _legacy_messages(batch, segment)
+                    stats.map_messages_read += len(messages)
+                    keyed = [(m.key, m.offset) for m in messages
+                             if m.key is not None and m.offset >= start]
+                    if keyed:
+                        if offset_map.full:
+                            log.debug("Offset map for %s-%d is full at offset %d", log_.topic,
+                                      log_.partition, batch.base_offset)
+                            return
+                        entries = offset_map.entries
+                        for key, offset in keyed:
+                            if key not in entries:
+                                offset_map.used += len(key) + ENTRY_OVERHEAD
+                            entries[key] = offset
+                    if batch.last_offset >= start:
+                        offset_map.latest_offset = max(offset_map.latest_offset,
+                                                       batch.last_offset)
                     continue
                 if not batch.is_valid():
                     raise CorruptRecord(f"{segment.path}: batch at offset {batch.base_offset} "
@@ -384,7 +411,8 @@ class Cleaner:
     # -- rewriting -----------------------------------------------------------------------------
 
     def _clean_segments(self, log_, group: list, offset_map: OffsetMap, now_ms: int,
-                        stats: CleanerStats, txn: _TxnMetadata, generation: int) -> None:
+                        stats: CleanerStats, txn: _TxnMetadata, generation: int,
+                        legacy_horizon_ms: int = 0) -> None:
         config = log_.config
         base = group[0].base_offset
         for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX,
@@ -398,7 +426,7 @@ class Cleaner:
         try:
             txn.cleaned_index = cleaned.txn_index
             keep = _Filter(offset_map, now_ms, config.delete_retention_ms,
-                           _last_batches_of_producers(log_), txn, stats)
+                           _last_batches_of_producers(log_), txn, stats, legacy_horizon_ms)
             out, infos = bytearray(), []
             for segment in group:
                 self._abort_if_changed(log_, generation)
@@ -406,9 +434,10 @@ class Cleaner:
                     data = keep.batch(batch, segment)
                     if data is None:
                         continue
-                    infos.append(BatchInfo((len(out), len(data), batch.base_offset,
-                                            _last_offset(batch, data), _max_timestamp(data),
-                                            batch.magic)))
+                    last = _last_offset(batch, data)
+                    infos.append(BatchInfo((len(out), len(data),
+                                            batch.base_offset if batch.magic == MAGIC_V2 else last,
+                                            last, _max_timestamp(data), batch.magic)))
                     out += data
                     if len(out) >= self.io_buffer_size:
                         self._write(cleaned, out, infos, stats)
@@ -451,15 +480,32 @@ def _last_batches_of_producers(log_) -> dict:
 
 
 def _last_offset(batch, data) -> int:
-    if batch.magic != MAGIC_V2:
-        return batch.last_offset
+    if batch.magic != MAGIC_V2:         # a legacy entry's offset field (a wrapper's last)
+        return struct.unpack_from(">q", data, 0)[0]
     return batch.base_offset + struct.unpack_from(">i", data, 23)[0]
 
 
 def _max_timestamp(data) -> int:
-    if data[16] != MAGIC_V2:
-        return -1
-    return struct.unpack_from(">q", data, 35)[0]
+    magic = data[16]
+    if magic == MAGIC_V2:
+        return struct.unpack_from(">q", data, 35)[0]
+    if magic == legacy.MAGIC_V1:        # the message's (a wrapper's: its largest) timestamp
+        return struct.unpack_from(">q", data, 18)[0]
+    return -1
+
+
+def _modified_ms(segment) -> int:
+    """A segment's last modification time in ms (Kafka's LogSegment.lastModified)."""
+    return int(os.stat(segment.path).st_mtime * 1000)
+
+
+def _legacy_messages(batch, segment) -> list:
+    """The messages of a legacy entry (a compressed wrapper's inner ones), CRCs checked."""
+    try:
+        return list(legacy.iter_messages(bytes(batch.raw())))
+    except CorruptRecordError as exc:
+        raise CorruptRecord(f"{segment.path}: legacy message at offset {batch.base_offset}: "
+                            f"{exc}") from None
 
 
 class _Filter:
@@ -467,8 +513,11 @@ class _Filter:
     as it is, rebuilt, or an empty header) or None."""
 
     def __init__(self, offset_map: OffsetMap, now_ms: int, delete_retention_ms: int,
-                 last_batches: dict, txn: _TxnMetadata, stats: CleanerStats):
+                 last_batches: dict, txn: _TxnMetadata, stats: CleanerStats,
+                 legacy_horizon_ms: int = 0):
         self.map = offset_map
+        self.legacy_horizon_ms = legacy_horizon_ms
+        self._legacy_retains: dict = {}     # segment path -> its legacy tombstones stay
         self.now_ms = now_ms
         # Past Long.MAX (delete.retention.ms near it: "keep tombstones for ever") Kafka's sum
         # wraps negative, which means no horizon: tombstones and markers simply stay.
@@ -492,7 +541,7 @@ class _Filter:
         size = batch.size_in_bytes
         stats.bytes_read += size
         if batch.magic != MAGIC_V2:
-            return bytes(batch.raw())
+            return self._legacy(batch, segment)
         if not batch.is_valid():
             raise CorruptRecord(f"{segment.path}: batch at offset {batch.base_offset} fails "
                                 f"its CRC")
@@ -529,6 +578,43 @@ class _Filter:
         if section is None:
             return bytes(batch.raw())
         return _rebuilt(batch, section, retained, new_base, max_ts, horizon >= 0 or horizon_set)
+
+
+    def _legacy(self, batch, segment):
+        """Kafka's shouldRetainRecord for a magic 0/1 entry: the latest message of its key
+        stays (a tombstone only while its segment is newer than the legacy delete horizon),
+        messages past the map's last offset stay, keyless ones go."""
+        messages = _legacy_messages(batch, segment)
+        self.stats.messages_read += len(messages)
+        retain_deletes = self._legacy_retains.get(segment.path)
+        if retain_deletes is None:
+            retain_deletes = _modified_ms(segment) > self.legacy_horizon_ms
+            self._legacy_retains[segment.path] = retain_deletes
+        entries, latest = self.map.entries, self.map.latest_offset
+        kept = []
+        for m in messages:
+            if m.offset > latest:
+                kept.append(m)
+            elif m.key is None:
+                self.stats.invalid_messages += 1
+            elif m.offset >= entries.get(m.key, -1) and (m.value is not None or retain_deletes):
+                kept.append(m)
+        self.stats.messages_written += len(kept)
+        if len(kept) == len(messages):
+            return bytes(batch.raw())
+        if not kept:
+            return None
+        # a compressed wrapper (an uncompressed entry is one message: kept whole or not):
+        # Kafka's buildRetainedRecordsInto, the wrapper's timestamp its LogAppendTime or the
+        # largest kept CreateTime
+        first = kept[0]
+        if first.magic == legacy.MAGIC_V0:
+            wrapper_ts = legacy.NO_TIMESTAMP
+        elif first.timestamp_type == legacy.LOG_APPEND_TIME:
+            wrapper_ts = struct.unpack_from(">q", batch.raw(), 18)[0]
+        else:
+            wrapper_ts = max(m.timestamp for m in kept)
+        return legacy.wrapper(kept, first.magic, first.codec, first.timestamp_type, wrapper_ts)
 
 
 def _rebuilt(batch, section, count, base_timestamp, max_timestamp, has_horizon) -> bytes:

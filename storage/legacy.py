@@ -231,13 +231,16 @@ def convert_from_v2(buf, magic, first_offset=-1, max_bytes=None):
             pieces = [encode_message(r.offset, magic, r.key, r.value, r.timestamp, attributes)
                       for r in records]
         else:
-            pieces = [_wrapper(records, magic, codec, ts_type, max_timestamp)]
+            pieces = [wrapper(records, magic, codec, ts_type, max_timestamp)]
         out.extend(pieces)
         size += sum(len(piece) for piece in pieces)
     return b"".join(out)
 
 
-def _wrapper(records, magic, codec, ts_type, max_timestamp):
+def wrapper(records, magic, codec, ts_type, max_timestamp):
+    """One compressed wrapper message holding `records` (LegacyRecord-like, in offset order):
+    its offset the last record's, magic 1 inner offsets relative to the first, as Kafka's
+    MemoryRecordsBuilder writes them (down-conversion here, the log cleaner)."""
     last = records[-1].offset
     first = records[0].offset      # magic 1 inner offsets are relative to the first record
     inner = b"".join(encode_message(r.offset - first if magic == MAGIC_V1 else r.offset, magic,

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage import checkpoints, files
+from storage import checkpoints, files, legacy
 from storage.cleaner import Cleaner, OffsetMap
 from storage.log import Log
 from storage.log_cleaner import CleanerConfig, LogCleaner, cleanable_offsets
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.record_batch import (ControlRecordType, RecordBatchBuilder, RecordBatchView,
-                                  build_control_batch)
+                                  build_control_batch, iter_batches)
 from storage.compression import Codec
 
 from tests.storage.log_checks import NoSync
@@ -838,3 +838,79 @@ def test_the_worker_throttle_carries_over_from_one_clean_to_the_next(tmp_path, m
     cleaner_module.clean_in_worker(request, 1 << 20, 0.9, 65536, 2000.0)
     assert used[0] is used[1] is used[2]
     assert used[3] is not used[0] and used[3].rate == 2000.0       # the rate changed
+
+
+# -- legacy (magic 0/1) entries, as in a data dir written by Kafka before 0.11 ------------------
+
+def entries(log_):
+    """Every batch or legacy entry of the log's segment files, in order."""
+    out = []
+    for segment in log_.segments:
+        with open(segment.path, "rb") as f:
+            out.extend(iter_batches(f.read()))
+    return out
+
+
+def legacy_records(log_):
+    """(offset, key, value) of every message, legacy wrappers unpacked."""
+    return [(r.offset, r.key, r.value) for view in entries(log_)
+            if not getattr(view, "is_control", False) for r in view.records()]
+
+
+def test_legacy_messages_are_compacted_as_kafka_filters_them(tmp_path):
+    """Kafka's cleaner maps and filters magic 0/1 messages as any other: an older value of a
+    key goes, a compressed wrapper losing some messages is written again with the rest (same
+    magic and codec, magic 1 inner offsets relative), keyless messages go. They used to be
+    copied as they were, so a key deleted later came back once its tombstone went."""
+    log_ = open_log(tmp_path / "t-0")
+    log_.append_as_follower(legacy.build_message_set(
+        [(NOW, b"A", b"old"), (NOW, b"B", b"b")], magic=legacy.MAGIC_V1))
+    log_.append_as_follower(legacy.build_message_set(
+        [(NOW + 1, b"C", b"c1"), (NOW + 2, b"D", b"d"), (NOW + 3, b"C", b"c2"),
+         (NOW + 4, None, b"keyless")], magic=legacy.MAGIC_V1, codec=Codec.GZIP, base_offset=2))
+    log_.append_as_follower(legacy.build_message_set(
+        [(-1, b"E", b"e"), (-1, b"F", b"f")], magic=legacy.MAGIC_V0, codec=Codec.LZ4,
+        base_offset=6))
+    log_.append_as_leader(batch([(b"A", None), (b"E", b"e2")]), 0)
+    log_.roll()
+    log_.append_as_leader(batch([(b"z", b"active")]), 0)
+    stats = clean(log_)
+    assert legacy_records(log_) == [(1, b"B", b"b"), (3, b"D", b"d"), (4, b"C", b"c2"),
+                                    (7, b"F", b"f"), (8, b"A", None), (9, b"E", b"e2"),
+                                    (10, b"z", b"active")]
+    assert stats.invalid_messages == 1
+    views = entries(log_)
+    # the rebuilt wrappers: magic, codec, offset (the last kept) and CreateTime as Kafka's
+    gzip, lz4 = views[1], views[2]
+    assert (gzip.magic, gzip.compression, gzip.base_offset) == (1, Codec.GZIP, 4)
+    assert [r.timestamp for r in gzip.records()] == [NOW + 2, NOW + 3]
+    assert (lz4.magic, lz4.compression, lz4.base_offset) == (0, Codec.LZ4, 7)
+    for offset in (1, 3, 4, 7, 8, 9):               # the index finds each after the swap
+        region = log_.read(offset, 1).records
+        data = os.pread(region.file.fileno(), region.length, region.position)
+        assert offset in [r.offset for r in next(iter_batches(data)).records()]
+    assert log_.log_end_offset == 11
+
+
+def test_a_legacy_tombstone_goes_once_its_segment_is_older_than_the_legacy_horizon(tmp_path):
+    """Legacy batches have no delete horizon: Kafka keeps a legacy tombstone while its segment
+    was modified after the last clean segment's modification time minus delete.retention.ms
+    (LogCleaner's legacyDeleteHorizonMs)."""
+    def build(path, tombstone_age_s):
+        log_ = open_log(path)
+        log_.append_as_follower(legacy.build_message_set([(NOW, b"A", None)],
+                                                         magic=legacy.MAGIC_V1))
+        log_.roll()
+        log_.append_as_leader(batch([(b"K", b"x" * 1420)]), 0)     # too big to share a group
+        log_.roll()
+        log_.append_as_leader(batch([(b"B", b"1")]), 0)
+        log_.roll()
+        log_.append_as_leader(batch([(b"z", b"active")]), 0)
+        now = time.time()
+        first, second = log_.segments[0], log_.segments[1]
+        os.utime(first.path, (now - tombstone_age_s, now - tombstone_age_s))
+        os.utime(second.path, (now, now))
+        clean(log_, checkpoint=2)                   # the first two segments cleaned before
+        return legacy_records(log_)
+    assert build(tmp_path / "old-0", 3600)[0] == (1, b"K", b"x" * 1420)
+    assert build(tmp_path / "new-0", 0)[0] == (0, b"A", None)
