@@ -55,6 +55,12 @@ from storage.records import decode_records
 ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
 LONG_MAX = 2**63 - 1
+LONG_MIN = -2**63
+
+
+def _long(value: int) -> int:
+    """`value` as a Java long: base timestamp + delta wraps in Kafka's arithmetic."""
+    return (value - LONG_MIN) % 2**64 + LONG_MIN
 
 # Kafka's defaults for the topic configs used here (LogConfig / ServerLogConfigs).
 DEFAULTS = {
@@ -270,10 +276,15 @@ def _validate_v2(view, entries, next_offset, leader_epoch, now_ms, settings, ori
         else:
             consecutive, max_index = True, -1
             min_ts = max_ts = batch.max_timestamp
+        if not (LONG_MIN <= min_ts and max_ts <= LONG_MAX):
+            # a delta past the ends of a long: each record's timestamp wraps, as in Java
+            timestamps = [_long(r.timestamp) for r in (records or _read_records(batch))]
+            min_ts, max_ts = min(timestamps), max(timestamps)
+            max_index = timestamps.index(max_ts)
         if not settings.log_append_time and (
                 (check_before and min_ts != NO_TIMESTAMP and min_ts < now_ms - settings.before_ms)
                 or (check_after and max_ts > now_ms + settings.after_ms)):
-            stamps = [r.timestamp for r in (records or _read_records(batch))]
+            stamps = [_long(r.timestamp) for r in (records or _read_records(batch))]
             raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP,
                                         "One or more records have been rejected due to invalid "
                                         "timestamp", _timestamp_errors(stamps, now_ms, settings))

@@ -368,3 +368,31 @@ def test_mutated_batches_only_ever_raise_kafka_errors(codec, data):
                                         ["delete", "compact"]))})
     except KafkaError:
         pass
+
+
+def _hand_built_batch(base_timestamp, deltas):
+    """A v2 batch of records with these timestamp deltas (no key, value b"v"), written field by
+    field: the builder refuses a timestamp past a long, which a client can still send."""
+    import crc32c
+    from storage.records import encode_varint
+    records = b""
+    for i, delta in enumerate(deltas):
+        body = (b"\x00" + encode_varint(delta) + encode_varint(i) + encode_varint(-1)
+                + encode_varint(1) + b"v" + encode_varint(0))
+        records += encode_varint(len(body)) + body
+    header = struct.pack(">qiibIhiqqqhii", 0, 49 + len(records), -1, 2, 0, 0, len(deltas) - 1,
+                         base_timestamp, base_timestamp, -1, -1, -1, len(deltas))
+    data = bytearray(header + records)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_a_timestamp_past_a_long_wraps_as_in_java():
+    """base timestamp + delta is Java long arithmetic in Kafka: 2^62 + 2^62 wraps to -2^63 and
+    the batch is accepted. It was an UNKNOWN_SERVER_ERROR (a struct error patching the header)."""
+    result = _validate(_hand_built_batch(2**62, [0, 2**62]))
+    view = RecordBatchView(result.buffer)
+    assert view.is_valid() and result.record_count == 2
+    assert view.max_timestamp == 2**62 and result.max_timestamp == 2**62
+    result = _validate(_hand_built_batch(2**62, [2**62]))
+    assert RecordBatchView(result.buffer).max_timestamp == -2**63
