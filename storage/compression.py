@@ -25,7 +25,11 @@ Formats, per codec:
 - ZSTD: a zstd frame. Kafka's streaming writer leaves the content size out of the frame header,
   so reading uses the streaming decompressor, which does not need it.
 
-Every decoding failure raises `CorruptRecordError` (Kafka's CORRUPT_MESSAGE).
+Every decoding failure raises `CorruptRecordError` (Kafka's CORRUPT_MESSAGE), and so does data
+that decompresses to more than `max_size` (MAX_DECOMPRESSED_BYTES unless given): a batch of a few
+KB of zeros can expand 30,000 times, and each codec is read in bounded steps, so such a
+"decompression bomb" costs at most that much memory. Kafka streams the records instead and has no
+such limit; no producer writes a batch that large (batch.size is 16 KiB to a few MB).
 """
 import struct
 import zlib
@@ -69,6 +73,9 @@ XERIAL_BLOCK_SIZE = 32 * 1024                            # xerial SnappyOutputSt
 ZSTD_LEVEL = 3                                           # Kafka's default compression.zstd.level
 GZIP_LEVEL = 6                                           # java.util.zip.Deflater default
 
+# The most bytes one compressed batch, message set or wrapper may decompress to.
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
 _zstd_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
 _zstd_decompressor = zstandard.ZstdDecompressor()
 
@@ -91,19 +98,20 @@ def compress(codec, data):
     raise CorruptRecordError(f"unknown compression codec {int(codec)}")
 
 
-def decompress(codec, data):
-    """Decompress `data`; raise CorruptRecordError if it is not a valid `codec` stream."""
+def decompress(codec, data, max_size=MAX_DECOMPRESSED_BYTES):
+    """Decompress `data`; raise CorruptRecordError if it is not a valid `codec` stream or
+    holds more than `max_size` bytes."""
     try:
         if codec == Codec.NONE:
             return bytes(data)
         if codec == Codec.GZIP:
-            return _gunzip(data)
+            return _gunzip(data, max_size)
         if codec == Codec.SNAPPY:
-            return _snappy_decompress(data)
+            return _snappy_decompress(data, max_size)
         if codec == Codec.LZ4:
-            return _lz4_decompress(data)
+            return _lz4_decompress(data, max_size)
         if codec == Codec.ZSTD:
-            return _zstd_decompress(data)
+            return _zstd_decompress(data, max_size)
     except CorruptRecordError:
         raise
     except Exception as e:  # every codec library has its own exception types
@@ -111,12 +119,20 @@ def decompress(codec, data):
     raise CorruptRecordError(f"unknown compression codec {int(codec)}")
 
 
-def _gunzip(data):
+def _too_large(codec: str, max_size: int) -> CorruptRecordError:
+    return CorruptRecordError(f"{codec} data decompresses to more than {max_size} bytes")
+
+
+def _gunzip(data, max_size):
     out = []
+    left = max_size
     data = bytes(data)
     while data:
         d = zlib.decompressobj(31)
-        out.append(d.decompress(data))
+        out.append(d.decompress(data, left + 1))
+        left -= len(out[-1])
+        if left < 0 or d.unconsumed_tail:
+            raise _too_large("GZIP", max_size)
         if not d.eof:
             raise CorruptRecordError("truncated gzip stream")
         data = d.unused_data
@@ -134,11 +150,14 @@ def _xerial_compress(data):
     return b"".join(parts)
 
 
-def _snappy_decompress(data):
+def _snappy_decompress(data, max_size):
     view = memoryview(data)
     if bytes(view[:8]) != XERIAL_MAGIC:
+        if _snappy_length(view) > max_size:
+            raise _too_large("SNAPPY", max_size)
         return bytes(cramjam.snappy.decompress_raw(view))
     pos, end, out = 16, len(view), []
+    left = max_size
     while pos < end:
         if pos + 4 > end:
             raise CorruptRecordError("truncated xerial snappy block length")
@@ -146,12 +165,31 @@ def _snappy_decompress(data):
         pos += 4
         if n < 0 or pos + n > end:
             raise CorruptRecordError("truncated xerial snappy block")
-        out.append(cramjam.snappy.decompress_raw(view[pos:pos + n]))    # joined below, not copied
+        block = view[pos:pos + n]
+        left -= _snappy_length(block)
+        if left < 0:
+            raise _too_large("SNAPPY", max_size)
+        out.append(cramjam.snappy.decompress_raw(block))    # joined below, not copied
         pos += n
     return b"".join(out)
 
 
-def _zstd_decompress(data):
+def _snappy_length(block) -> int:
+    """The uncompressed length a raw snappy block declares (its leading varint)."""
+    length = shift = 0
+    for i in range(min(len(block), 5)):
+        length |= (block[i] & 0x7F) << shift
+        if block[i] < 0x80:
+            return length
+        shift += 7
+    raise CorruptRecordError("bad snappy block length")
+
+
+def _zstd_decompress(data, max_size):
+    # decompressobj has no output limit (and decompress's allocates it up front): the frame's
+    # blocks bound what it holds instead
+    if _zstd_bound(data) > max_size:
+        raise _too_large("ZSTD", max_size)
     d = _zstd_decompressor.decompressobj()
     out = d.decompress(data)
     if not d.eof:
@@ -159,17 +197,86 @@ def _zstd_decompress(data):
     return out
 
 
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_BLOCK_MAX = 128 << 10
+
+
+def _zstd_bound(data) -> int:
+    """The most bytes zstd frames can decompress to: a raw or RLE block's size, at most 128 KiB
+    for a compressed block (zstd's Block_Maximum_Size); 0 when malformed (the library then
+    says how)."""
+    view = memoryview(data)
+    pos, end, bound = 0, len(view), 0
+    while pos + 4 <= end:
+        (magic,) = struct.unpack_from("<I", view, pos)
+        if magic & 0xFFFFFFF0 == 0x184D2A50:             # a skippable frame
+            if pos + 8 > end:
+                return 0
+            pos += 8 + struct.unpack_from("<I", view, pos + 4)[0]
+            continue
+        if magic != _ZSTD_MAGIC or pos + 5 > end:
+            return 0
+        fhd = view[pos + 4]
+        single = fhd & 0x20
+        pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 0x03] + \
+            ((1 if single else 0), 2, 4, 8)[fhd >> 6]
+        while True:
+            if pos + 3 > end:
+                return 0
+            header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+            kind, size = (header >> 1) & 0x03, header >> 3
+            bound += size if kind < 2 else _ZSTD_BLOCK_MAX
+            pos += 3 + (1 if kind == 1 else size)
+            if header & 1:
+                break
+        pos += 4 if fhd & 0x04 else 0
+    return bound
+
+
 # --- LZ4 -------------------------------------------------------------------------------------
 
-def _lz4_decompress(data):
+def _lz4_decompress(data, max_size):
     data = bytes(data)
     try:
-        return lz4.frame.decompress(data)
+        return _lz4_frame(data, max_size)
     except RuntimeError:
         fixed = _fix_lz4_header_checksum(data)
         if fixed is None:
             raise
-        return lz4.frame.decompress(fixed)
+        return _lz4_frame(fixed, max_size)
+
+
+def _lz4_frame(data, max_size):
+    # An output limit makes the lz4 library allocate it up front (8x slower on a 1 MB batch):
+    # the frame's blocks bound what it holds instead, each at most the block size its header
+    # names (64 KiB in Kafka's frames).
+    if _lz4_bound(data) > max_size:
+        raise _too_large("LZ4", max_size)
+    return lz4.frame.decompress(data)
+
+
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+
+
+def _lz4_bound(data) -> int:
+    """The most bytes an LZ4 frame can decompress to (blocks x block size); 0 when the frame
+    is malformed (the library then says how)."""
+    if len(data) < 7 or data[:4] != b"\x04\x22\x4d\x18":
+        return 0
+    flg, bd = data[4], data[5]
+    block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
+    if block_max is None:
+        return 0
+    pos = 7 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    checksum = 4 if flg & 0x10 else 0
+    blocks = 0
+    while pos + 4 <= len(data):
+        (size,) = struct.unpack_from("<I", data, pos)
+        if size == 0:
+            break
+        blocks += 1
+        pos += 4 + (size & 0x7FFFFFFF) + checksum
+    return blocks * block_max
 
 
 def _fix_lz4_header_checksum(data):

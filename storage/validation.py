@@ -18,17 +18,16 @@ Order of checks, as Kafka does them (UnifiedLog.analyzeAndValidateRecords, then 
    last_offset_delta + 1, no control flag, a base_sequence >= 0 when it has a producer id;
    a Produce request v3+ carries magic 2 only. All of these -> INVALID_RECORD. A batch that
    claims LogAppendTime -> INVALID_TIMESTAMP.
-4. Records. Decompression happens ONLY when one of these holds:
-   - the topic's compression.type names a codec other than the batch's (re-compression),
-   - the topic is compacted (every record needs a key),
-   - CreateTime with a finite message.timestamp.before.max.ms (or the older
-     message.timestamp.difference.max.ms): the earliest record timestamp is needed,
-   - the batch is legacy (magic 0/1, always up-converted to v2).
-   Uncompressed v2 records are always scanned (no copy): structure, count, offset deltas and
-   min/max timestamps in one pass. The "after" limit (message.timestamp.after.max.ms) is checked
-   against the header's max_timestamp when records are not otherwise read. Bad timestamps ->
-   INVALID_TIMESTAMP, missing keys on compacted topics -> INVALID_RECORD, both with per-record
-   `record_errors` (batch_index, message) for Produce v8+; malformed records -> INVALID_RECORD.
+4. Records. Every v2 batch's records are scanned in one pass (structure, count, offset deltas
+   and min/max timestamps), a compressed one after decompressing it (bounded, see
+   storage/compression.py: data that does not decompress -> CORRUPT_MESSAGE), as Kafka's
+   LogValidator reads every record also on its in-place path. They are decoded into records
+   only when the topic's compression.type names another codec (re-compression), the topic is
+   compacted (every record needs a key), the offset deltas are irregular, or a timestamp is out
+   of range (to name it); legacy (magic 0/1) sets are always up-converted to v2. Bad timestamps
+   -> INVALID_TIMESTAMP, missing keys on compacted topics -> INVALID_RECORD, both with
+   per-record `record_errors` (batch_index, message) for Produce v8+; malformed records ->
+   INVALID_RECORD.
 5. Offsets. A batch whose offset deltas are 0..n-1 keeps its bytes: base_offset and
    partition_leader_epoch are patched in place; with LogAppendTime, max_timestamp and the
    timestamp-type bit are set and the CRC recomputed. A batch that needs re-compression, has
@@ -256,7 +255,7 @@ def _validate_v2(view, entries, next_offset, leader_epoch, now_ms, settings, ori
         records = None
         rebuild_codec = settings.target_codec is not None and settings.target_codec != codec \
             and not batch.is_control
-        if rebuild_codec or settings.compacted or (check_before and codec != Codec.NONE):
+        if rebuild_codec or settings.compacted:
             records = _read_records(batch)
             deltas = [r.offset for r in records]
             timestamps = [r.timestamp for r in records]
@@ -274,8 +273,20 @@ def _validate_v2(view, entries, next_offset, leader_epoch, now_ms, settings, ori
             if not consecutive:
                 records = _read_records(batch)
         else:
-            consecutive, max_index = True, -1
-            min_ts = max_ts = batch.max_timestamp
+            # Kafka's in-place compressed path reads every record as well (its
+            # skipKeyValueIterator): the count, the structure and the timestamps come from the
+            # records, not from the header, so a batch that does not decompress, or whose
+            # records do not match its header, is never stored to fail every consumer later.
+            data = batch.records_data()          # CorruptRecordError: CORRUPT_MESSAGE
+            try:
+                consecutive, min_ts, max_ts, max_index = scan_records_fast(
+                    data, batch.records_count, batch.base_timestamp)
+            except CorruptRecordError as e:
+                raise _invalid(f"malformed records: {e.message}") from None
+            if not consecutive:
+                records = _read_records(batch)
+            else:
+                max_index = -1     # Kafka's shallowOffsetOfMaxTimestamp: the last offset
         if not (LONG_MIN <= min_ts and max_ts <= LONG_MAX):
             # a delta past the ends of a long: each record's timestamp wraps, as in Java
             timestamps = [_long(r.timestamp) for r in (records or _read_records(batch))]

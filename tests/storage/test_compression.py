@@ -93,3 +93,20 @@ def test_unknown_codec_raises():
     with pytest.raises(CorruptRecordError):
         decompress(7, b"")
     assert XERIAL_HEADER[:8] == b"\x82SNAPPY\x00"
+
+
+@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD])
+def test_a_decompression_bomb_stops_at_the_limit(codec):
+    """A few KB of compressed zeros can expand 30,000 times: reading stops past `max_size`
+    (the broker's limit, MAX_DECOMPRESSED_BYTES, is 256 MiB) instead of allocating it all."""
+    zeros = bytes(4 << 20)
+    bomb = compress(codec, zeros)
+    assert decompress(codec, bomb, max_size=len(zeros)) == zeros
+    with pytest.raises(CorruptRecordError, match="decompresses to more than"):
+        decompress(codec, bomb, max_size=len(zeros) - 1)
+    with pytest.raises(CorruptRecordError, match="decompresses to more than"):
+        decompress(codec, bomb, max_size=1 << 16)
+    if codec == Codec.SNAPPY:                                # raw snappy, unframed
+        raw = bytes(cramjam.snappy.compress_raw(zeros))
+        with pytest.raises(CorruptRecordError, match="decompresses to more than"):
+            decompress(codec, raw, max_size=1 << 16)

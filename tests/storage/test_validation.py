@@ -370,18 +370,28 @@ def test_mutated_batches_only_ever_raise_kafka_errors(codec, data):
         pass
 
 
-def _hand_built_batch(base_timestamp, deltas):
+def _hand_built_batch(base_timestamp, deltas, codec=Codec.NONE, count=None, max_timestamp=None,
+                      payload=None):
     """A v2 batch of records with these timestamp deltas (no key, value b"v"), written field by
-    field: the builder refuses a timestamp past a long, which a client can still send."""
+    field (the builder refuses what a client can still send: a timestamp past a long, a header
+    that does not match its records): `codec` compresses the records, or `payload` replaces
+    them; `count` and `max_timestamp` go in the header as given."""
     import crc32c
+    from storage.compression import compress
     from storage.records import encode_varint
     records = b""
     for i, delta in enumerate(deltas):
         body = (b"\x00" + encode_varint(delta) + encode_varint(i) + encode_varint(-1)
                 + encode_varint(1) + b"v" + encode_varint(0))
         records += encode_varint(len(body)) + body
-    header = struct.pack(">qiibIhiqqqhii", 0, 49 + len(records), -1, 2, 0, 0, len(deltas) - 1,
-                         base_timestamp, base_timestamp, -1, -1, -1, len(deltas))
+    if payload is not None:
+        records = payload
+    elif codec != Codec.NONE:
+        records = compress(codec, records)
+    count = len(deltas) if count is None else count
+    max_timestamp = base_timestamp if max_timestamp is None else max_timestamp
+    header = struct.pack(">qiibIhiqqqhii", 0, 49 + len(records), -1, 2, 0, int(codec),
+                         count - 1, base_timestamp, max_timestamp, -1, -1, -1, count)
     data = bytearray(header + records)
     struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
     return bytes(data)
@@ -396,3 +406,22 @@ def test_a_timestamp_past_a_long_wraps_as_in_java():
     assert view.max_timestamp == 2**62 and result.max_timestamp == 2**62
     result = _validate(_hand_built_batch(2**62, [2**62]))
     assert RecordBatchView(result.buffer).max_timestamp == -2**63
+
+
+@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD])
+def test_a_compressed_batch_is_read_whole_before_it_is_stored(codec):
+    """Kafka's LogValidator reads every record of a compressed batch, also on its in-place
+    path. Such batches used to be stored on the strength of their header: a payload that does
+    not decompress, or a count the records do not match, poisoned the partition (librdkafka
+    consumers failed at that offset for ever), and a lying max_timestamp went into the time
+    index and retention."""
+    with pytest.raises(KafkaError) as e:
+        _validate(_hand_built_batch(NOW, [0], codec=codec, payload=b"not compressed at all"))
+    assert _code(e) == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(KafkaError) as e:
+        _validate(_hand_built_batch(NOW, [0], codec=codec, count=3))
+    assert _code(e) == ErrorCode.INVALID_RECORD
+    result = _validate(_hand_built_batch(NOW, [0, 5], codec=codec, max_timestamp=2**63 - 1))
+    view = RecordBatchView(result.buffer)
+    assert view.is_valid() and view.max_timestamp == NOW + 5 == result.max_timestamp
+    assert result.offset_of_max_timestamp == result.last_offset      # Kafka's shallow offset
