@@ -40,6 +40,14 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 
+def checked_isolation_level(level: int) -> int:
+    """Kafka's IsolationLevel.forId: a request with another level fails as a whole, with the
+    UNKNOWN_SERVER_ERROR its IllegalArgumentException becomes."""
+    if level not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"Unknown isolation level {level}")
+    return level
+
+
 class ReadResult:
     """What one partition contributes to a Fetch response (also `must_respond` input)."""
 

@@ -52,7 +52,7 @@ from storage.compression import CorruptRecordError
 from storage.legacy import DownConversionUnsupported, convert_from_v2
 
 from broker.fetch_session import INVALID_SESSION_ID, CachedPartition
-from broker.partition import ReadResult
+from broker.partition import ReadResult, checked_isolation_level
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 0
@@ -99,7 +99,7 @@ async def handle(broker, ctx, request):
     version = ctx.api_version
     uses_topic_ids = version >= 13
     replica_id = _replica_id(request, version)
-    isolation_level = request.isolation_level
+    isolation_level = checked_isolation_level(request.isolation_level)
     fetch_partitions = _fetch_partitions(replica_manager, request, uses_topic_ids)
 
     if version >= 7:

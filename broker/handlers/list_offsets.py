@@ -21,7 +21,7 @@ Behaviour, per partition:
   UNSUPPORTED_VERSION. v1 has no isolation level (read_uncommitted).
 """
 from broker.partition import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
-                              LATEST_TIMESTAMP, MAX_TIMESTAMP)
+                              LATEST_TIMESTAMP, MAX_TIMESTAMP, checked_isolation_level)
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.list_offsets import ListOffsetsResponse
@@ -42,7 +42,8 @@ async def handle(broker, ctx, request):
     replica_manager = broker.replica_manager
     version = ctx.api_version
     from_replica = request.replica_id >= 0 or request.replica_id == DEBUGGING_REPLICA_ID
-    isolation_level = None if from_replica else (request.isolation_level if version >= 2 else 0)
+    isolation_level = None if from_replica else (
+        checked_isolation_level(request.isolation_level) if version >= 2 else 0)
     seen = {}
     for topic in request.topics:
         for p in topic.partitions:

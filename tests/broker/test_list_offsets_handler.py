@@ -263,3 +263,27 @@ async def test_offset_not_available_is_leader_not_available_before_v5(broker, ve
     response = await call(list_offsets, broker, list_request([(0, -1)]), version,
                           ListOffsetsRequest, ListOffsetsResponse)
     assert response.topics[0].partitions[0].error_code == code
+
+
+async def test_an_unknown_isolation_level_fails_the_request_as_kafkas_does(broker):
+    """Kafka's IsolationLevel.forId throws for a level other than 0 or 1, and the request is
+    answered UNKNOWN_SERVER_ERROR for every partition (it was read as read_uncommitted)."""
+    from broker.dispatch import run_handler
+    from broker.handlers import fetch
+    from protocol.messages.fetch import FetchRequest
+    append(broker, [1000])
+    for level in (5, -1):
+        ctx = RequestContext(list_offsets.API_KEY, 7, 1, "test")
+        response = await run_handler(broker, ctx, list_offsets,
+                                     list_request([(0, -1)], isolation_level=level))
+        assert [p.error_code for t in response.topics for p in t.partitions] == [
+            ErrorCode.UNKNOWN_SERVER_ERROR]
+        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                               isolation_level=level, session_id=0, session_epoch=-1,
+                               topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+                                   FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                                               partition_max_bytes=1 << 20)])],
+                               forgotten_topics_data=[])
+        ctx = RequestContext(fetch.API_KEY, 12, 1, "test")
+        response = await run_handler(broker, ctx, fetch, request)
+        assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
