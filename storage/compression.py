@@ -27,9 +27,12 @@ Formats, per codec:
 
 Every decoding failure raises `CorruptRecordError` (Kafka's CORRUPT_MESSAGE), and so does data
 that decompresses to more than `max_size` (MAX_DECOMPRESSED_BYTES unless given): a batch of a few
-KB of zeros can expand 30,000 times, and each codec is read in bounded steps, so such a
-"decompression bomb" costs at most that much memory. Kafka streams the records instead and has no
-such limit; no producer writes a batch that large (batch.size is 16 KiB to a few MB).
+KB of zeros can expand 30,000 times. Each codec stops before it allocates much more than the
+limit: gzip by zlib's output limit, snappy by its blocks' declared lengths, lz4 and zstd by an
+upper bound read from their frames' block headers (their libraries' own output limits allocate
+the limit up front), or in small pieces when the headers do not parse. So such a "decompression
+bomb" costs at most that much memory. Kafka streams the records instead and has no such limit;
+no producer writes a batch that large (batch.size is 16 KiB to a few MB).
 """
 import struct
 import zlib
@@ -187,11 +190,24 @@ def _snappy_length(block) -> int:
 
 def _zstd_decompress(data, max_size):
     # decompressobj has no output limit (and decompress's allocates it up front): the frame's
-    # blocks bound what it holds instead
-    if _zstd_bound(data) > max_size:
+    # blocks bound what it holds; failing that, the input goes in pieces that no block type
+    # can expand past the limit by more than a piece's worth (RLE: 4 bytes -> 128 KiB)
+    bound = _zstd_bound(data)
+    if bound is not None and bound > max_size:
         raise _too_large("ZSTD", max_size)
     d = _zstd_decompressor.decompressobj()
-    out = d.decompress(data)
+    if bound is not None:
+        out = d.decompress(data)
+    else:
+        view, pieces, size = memoryview(data), [], 0
+        for pos in range(0, len(view), 1024):
+            pieces.append(d.decompress(view[pos:pos + 1024]))
+            size += len(pieces[-1])
+            if size > max_size:
+                raise _too_large("ZSTD", max_size)
+            if d.eof:
+                break
+        out = b"".join(pieces)
     if not d.eof:
         raise CorruptRecordError("truncated zstd frame")
     return out
@@ -203,26 +219,25 @@ _ZSTD_BLOCK_MAX = 128 << 10
 
 def _zstd_bound(data) -> int:
     """The most bytes zstd frames can decompress to: a raw or RLE block's size, at most 128 KiB
-    for a compressed block (zstd's Block_Maximum_Size); 0 when malformed (the library then
-    says how)."""
+    for a compressed block (zstd's Block_Maximum_Size); None when the frames do not parse."""
     view = memoryview(data)
     pos, end, bound = 0, len(view), 0
     while pos + 4 <= end:
         (magic,) = struct.unpack_from("<I", view, pos)
         if magic & 0xFFFFFFF0 == 0x184D2A50:             # a skippable frame
             if pos + 8 > end:
-                return 0
+                return None
             pos += 8 + struct.unpack_from("<I", view, pos + 4)[0]
             continue
         if magic != _ZSTD_MAGIC or pos + 5 > end:
-            return 0
+            return None
         fhd = view[pos + 4]
         single = fhd & 0x20
         pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 0x03] + \
             ((1 if single else 0), 2, 4, 8)[fhd >> 6]
         while True:
             if pos + 3 > end:
-                return 0
+                return None
             header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
             kind, size = (header >> 1) & 0x03, header >> 3
             bound += size if kind < 2 else _ZSTD_BLOCK_MAX
@@ -250,7 +265,16 @@ def _lz4_frame(data, max_size):
     # An output limit makes the lz4 library allocate it up front (8x slower on a 1 MB batch):
     # the frame's blocks bound what it holds instead, each at most the block size its header
     # names (64 KiB in Kafka's frames).
-    if _lz4_bound(data) > max_size:
+    bound = _lz4_bound(data)
+    if bound is None:           # the library says what is wrong, within the limit
+        d = lz4.frame.LZ4FrameDecompressor()
+        out = d.decompress(data, max_length=max_size + 1)
+        if len(out) > max_size or (not d.eof and not d.needs_input):
+            raise _too_large("LZ4", max_size)
+        if not d.eof:
+            raise CorruptRecordError("truncated lz4 frame")
+        return out
+    if bound > max_size:
         raise _too_large("LZ4", max_size)
     return lz4.frame.decompress(data)
 
@@ -259,14 +283,14 @@ _LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 
 
 def _lz4_bound(data) -> int:
-    """The most bytes an LZ4 frame can decompress to (blocks x block size); 0 when the frame
-    is malformed (the library then says how)."""
+    """The most bytes the first LZ4 frame (all the library reads) can decompress to: blocks x
+    block size; None when it does not parse."""
     if len(data) < 7 or data[:4] != b"\x04\x22\x4d\x18":
-        return 0
+        return None
     flg, bd = data[4], data[5]
     block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
     if block_max is None:
-        return 0
+        return None
     pos = 7 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
     checksum = 4 if flg & 0x10 else 0
     blocks = 0

@@ -110,3 +110,19 @@ def test_a_decompression_bomb_stops_at_the_limit(codec):
         raw = bytes(cramjam.snappy.compress_raw(zeros))
         with pytest.raises(CorruptRecordError, match="decompresses to more than"):
             decompress(codec, raw, max_size=1 << 16)
+
+
+@pytest.mark.parametrize("codec", [Codec.LZ4, Codec.ZSTD])
+def test_a_frame_whose_blocks_do_not_parse_is_still_read_within_the_limit(codec, monkeypatch):
+    """lz4 and zstd are bounded by their frames' block headers; where those do not parse,
+    the library reads within the limit itself (lz4) or in small pieces (zstd)."""
+    from storage import compression
+    monkeypatch.setattr(compression, "_lz4_bound", lambda data: None)
+    monkeypatch.setattr(compression, "_zstd_bound", lambda data: None)
+    zeros = bytes(4 << 20)
+    bomb = compress(codec, zeros)
+    assert decompress(codec, bomb, max_size=len(zeros)) == zeros
+    with pytest.raises(CorruptRecordError, match="decompresses to more than"):
+        decompress(codec, bomb, max_size=1 << 16)
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, bomb[:-9], max_size=len(zeros))        # truncated
