@@ -263,21 +263,15 @@ def _validate_v2(view, entries, next_offset, leader_epoch, now_ms, settings, ori
             max_index = timestamps.index(max(timestamps)) if timestamps else -1
             min_ts = min(timestamps, default=NO_TIMESTAMP)
             max_ts = max(timestamps, default=NO_TIMESTAMP)
-        elif codec == Codec.NONE:
-            try:
-                consecutive, min_ts, max_ts, max_index = scan_records_fast(
-                    view[batch.position + HEADER_SIZE:batch.position + batch.size_in_bytes],
-                    batch.records_count, batch.base_timestamp)
-            except CorruptRecordError as e:
-                raise _invalid(f"malformed records: {e.message}") from None
-            if not consecutive:
-                records = _read_records(batch)
         else:
             # Kafka's in-place compressed path reads every record as well (its
             # skipKeyValueIterator): the count, the structure and the timestamps come from the
             # records, not from the header, so a batch that does not decompress, or whose
             # records do not match its header, is never stored to fail every consumer later.
-            data = batch.records_data()          # CorruptRecordError: CORRUPT_MESSAGE
+            if codec == Codec.NONE:
+                data = view[batch.position + HEADER_SIZE:batch.position + batch.size_in_bytes]
+            else:
+                data = batch.records_data()          # CorruptRecordError: CORRUPT_MESSAGE
             try:
                 consecutive, min_ts, max_ts, max_index = scan_records_fast(
                     data, batch.records_count, batch.base_timestamp)
@@ -285,7 +279,7 @@ def _validate_v2(view, entries, next_offset, leader_epoch, now_ms, settings, ori
                 raise _invalid(f"malformed records: {e.message}") from None
             if not consecutive:
                 records = _read_records(batch)
-            else:
+            elif codec != Codec.NONE:
                 max_index = -1     # Kafka's shallowOffsetOfMaxTimestamp: the last offset
         if not (LONG_MIN <= min_ts and max_ts <= LONG_MAX):
             # a delta past the ends of a long: each record's timestamp wraps, as in Java
